@@ -1,0 +1,1 @@
+"""Pure functions over a run's columns: nesting, op table, breakdown, compare, LOD. No I/O."""

@@ -1,0 +1,27 @@
+"""The one settings object. Every setting has a default and help text; nothing else reads os.environ."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="EXPLORER_", extra="ignore")
+
+    data_dir: Path = Field(Path("explorer-data"), description="Folder holding the catalog and run tables")
+    host: str = Field("127.0.0.1", description="Address to bind; non-loopback addresses require a token")
+    port: int = Field(8000, description="Port serving pages, API and static files")
+    root_path: str = Field("", description="Path prefix when served behind a reverse proxy")
+    token: str | None = Field(None, description="Access token; required when binding a non-loopback address")
+    max_upload_bytes: int = Field(4 * 2**30, description="Largest accepted upload, all files together")
+    max_uncompressed_bytes: int = Field(8 * 2**30, description="Largest decompressed size of one input file")
+    ingest_workers: int = Field(1, description="Concurrent background ingests")
+    sql_timeout_s: float = Field(10.0, description="Time limit of one SQL query")
+    sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")
+    templates_dir: Path = Field(PROJECT_ROOT / "templates", description="Jinja templates")
+    static_dir: Path = Field(PROJECT_ROOT / "static", description="Static assets (JS, CSS, vendored plotly)")

@@ -1,0 +1,1 @@
+"""Bytes -> model: format detection, one parser per format, and the shared TraceBuilder."""

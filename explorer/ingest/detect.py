@@ -1,0 +1,63 @@
+"""Content-based format detection: file names are never trusted, only the bytes."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Format(StrEnum):
+    CHROME = "chrome"  # Chrome Trace Event Format, incl. Kineto trace.json
+    NEURON_JSON = "neuron_json"  # neuron-explorer view --output-format json ("trace_event")
+    NEURON_PROFILE2 = "neuron_profile2"  # Profiler 2.0 system_profile.json ("trace_events")
+    NEURON_NRT = "neuron_nrt"  # nrt_sys_trace_fetch_events output ("events" + "data_version")
+    PARQUET = "parquet"  # neuron-explorer view --output-format parquet
+    CHAKRA_ET = "chakra_et"  # PyTorch execution trace (not a timeline)
+    MEMORY_TIMELINE = "memory_timeline"  # export_memory_timeline raw output
+    BINARY = "binary"  # undocumented binaries (.pb, .ntff, .neff): kept, not parsed
+    UNKNOWN = "unknown"
+
+
+def _first_key(head: bytes) -> bytes:
+    i = head.find(b'"')
+    if i < 0:
+        return b""
+    j = head.find(b'"', i + 1)
+    return head[i + 1 : j] if j > 0 else b""
+
+
+def detect_format(data: bytes) -> Format:
+    head = data[:65536]
+    if head.startswith(b"PAR1"):
+        return Format.PARQUET
+    text = head.lstrip()
+    if text.startswith(b"\xef\xbb\xbf"):
+        text = text[3:].lstrip()
+    if not text:
+        return Format.UNKNOWN
+    if b"\x00" in head[:4096] or (text[:1] not in (b"{", b"[")):
+        return Format.BINARY if _mostly_binary(head) else Format.UNKNOWN
+    if text.startswith(b"["):
+        second = text[1:].lstrip()[:1]
+        return Format.MEMORY_TIMELINE if second == b"[" else Format.CHROME
+    if b'"traceEvents"' in head or b'"systemTraceEvents"' in head:
+        return Format.CHROME
+    if b'"trace_event"' in head:
+        return Format.NEURON_JSON
+    if b'"trace_events"' in head:
+        return Format.NEURON_PROFILE2
+    if b'"data_version"' in head and b'"events"' in head:
+        return Format.NEURON_NRT
+    if b'"nodes"' in head and b'"schema"' in head:
+        return Format.CHAKRA_ET
+    if b'"events"' in head and b'"tracking_id"' in head:
+        return Format.NEURON_NRT
+    # a JSON object whose keys we cannot see in the first 64 KiB: let the Chrome parser decide
+    return Format.CHROME if _first_key(text) else Format.UNKNOWN
+
+
+def _mostly_binary(head: bytes) -> bool:
+    sample = head[:4096]
+    if not sample:
+        return False
+    printable = sum(32 <= b < 127 or b in (9, 10, 13) for b in sample)
+    return printable / len(sample) < 0.9

@@ -1,0 +1,1 @@
+"""Plain types of the explorer: lanes, table schemas, run summaries. No I/O here."""

@@ -1,0 +1,111 @@
+"""Arrow schemas of a run's columnar tables and the in-memory bundle an ingest produces.
+
+Times are integer nanoseconds (absolute where the input allows). No computation lives here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+TRACKS = pa.schema(
+    [
+        ("track_id", pa.int32()),
+        ("lane", pa.string()),
+        ("kind", pa.string()),  # slice | counter | instant
+        ("instance", pa.string()),
+        ("process", pa.string()),
+        ("thread", pa.string()),
+        ("label", pa.string()),
+        ("device", pa.string()),  # device / NeuronCore / stream group, "" for host tracks
+        ("sort_key", pa.int64()),
+        ("max_depth", pa.int32()),
+        ("count", pa.int64()),
+    ]
+)
+
+SLICES = pa.schema(
+    [
+        ("slice_id", pa.int64()),
+        ("track_id", pa.int32()),
+        ("ts_ns", pa.int64()),
+        ("dur_ns", pa.int64()),
+        ("depth", pa.int32()),
+        ("parent_id", pa.int64()),  # -1: none (parent on the same host thread, any lane)
+        ("name", pa.string()),
+        ("cat", pa.string()),
+        ("lane", pa.string()),
+        ("correlation", pa.int64()),
+        ("external_id", pa.int64()),
+        ("op_id", pa.int64()),  # framework op this runtime call / device execution belongs to, -1 none
+        ("is_op", pa.bool_()),
+        ("device_time", pa.bool_()),
+        ("shapes", pa.string()),  # Kineto "Input Dims" as JSON text, "" when absent
+        ("args", pa.string()),  # JSON object text
+    ]
+)
+
+FLOWS = pa.schema(
+    [
+        ("flow_id", pa.int64()),
+        ("from_slice", pa.int64()),
+        ("to_slice", pa.int64()),
+        ("kind", pa.string()),
+    ]
+)
+
+COUNTERS = pa.schema([("track_id", pa.int32()), ("ts_ns", pa.int64()), ("value", pa.float64())])
+
+INSTANTS = pa.schema(
+    [
+        ("track_id", pa.int32()),
+        ("ts_ns", pa.int64()),
+        ("name", pa.string()),
+        ("cat", pa.string()),
+        ("args", pa.string()),
+    ]
+)
+
+OP_STATS = pa.schema(
+    [
+        ("name", pa.string()),
+        ("input_shapes", pa.string()),  # "" in the per-name table
+        ("calls", pa.int64()),
+        ("cpu_total_ns", pa.int64()),
+        ("self_cpu_ns", pa.int64()),
+        ("cpu_avg_ns", pa.int64()),
+        ("device_total_ns", pa.int64()),
+        ("self_device_ns", pa.int64()),
+        ("device_pct", pa.float64()),
+    ]
+)
+
+TABLE_SCHEMAS: dict[str, pa.Schema] = {
+    "tracks": TRACKS,
+    "slices": SLICES,
+    "flows": FLOWS,
+    "counters": COUNTERS,
+    "instants": INSTANTS,
+    "op_stats": OP_STATS,
+    "op_stats_by_shape": OP_STATS,
+}
+
+
+@dataclass
+class Warning_:
+    """One kind of oddity met during ingest, with how many times it occurred."""
+
+    code: str
+    message: str
+    count: int = 1
+    source: str = ""
+
+
+@dataclass
+class IngestedTrace:
+    """Everything an ingest produced for one run, ready for the store."""
+
+    tables: dict[str, pa.Table]
+    warnings: list[Warning_] = field(default_factory=list)
+    meta: dict[str, object] = field(default_factory=dict)  # span, devices, distributed info, formats

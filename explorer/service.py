@@ -1,0 +1,69 @@
+"""Ingest as a unit of work: a catalog record, parse, atomic save; failure leaves no half run.
+
+Shared by the CLI and the server's background worker, so both fail and report the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from explorer.errors import ExplorerError
+from explorer.ingest.pipeline import ingest_inputs
+from explorer.ingest.sources import DEFAULT_MAX_BYTES, collect_inputs
+from explorer.store.catalog import RunRecord
+from explorer.store.runs import RunStore
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[float, str], None]
+
+
+def combined_sha256(shas: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(shas)).encode()).hexdigest()
+
+
+def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: bool,
+               max_bytes: int = DEFAULT_MAX_BYTES, progress: Progress | None = None) -> RunRecord:
+    """Ingest `paths` into the existing catalog record `run_id`. On error the record becomes
+    `failed` with the message (keep_failed) or disappears, and the error is raised."""
+
+    def report(fraction: float, what: str) -> None:
+        store.catalog.update(run_id, status="ingesting", progress=round(fraction, 3), message=what)
+        if progress:
+            progress(fraction, what)
+
+    try:
+        report(0.0, "reading files")
+        inputs = collect_inputs(paths, max_bytes)
+        sha = combined_sha256([a.sha256 for a in inputs.artifacts])
+        store.catalog.update(run_id, sha256=sha)
+        trace = ingest_inputs(inputs, report)
+        report(0.95, "writing tables")
+        store.save(run_id, trace, inputs.artifacts)
+    except Exception as exc:
+        message = exc.message if isinstance(exc, ExplorerError) else f"internal error: {exc!r}"
+        if not isinstance(exc, ExplorerError):
+            log.exception("ingest of run %s failed", run_id)
+        if keep_failed:
+            store.catalog.update(run_id, status="failed", message=message)
+        else:
+            store.catalog.delete(run_id)
+        raise
+    return store.get(run_id)
+
+
+def ingest_paths(store: RunStore, paths: list[Path], name: str | None = None, *, keep_failed: bool = False,
+                 max_bytes: int = DEFAULT_MAX_BYTES, progress: Progress | None = None) -> RunRecord:
+    rec = store.catalog.create(name or _default_name(paths), source=", ".join(p.name for p in paths))
+    return run_ingest(store, rec.id, paths, keep_failed=keep_failed, max_bytes=max_bytes, progress=progress)
+
+
+def _default_name(paths: list[Path]) -> str:
+    first = paths[0].name if paths else "run"
+    for suffix in (".gz", ".json", ".zip", ".tar", ".tgz"):
+        if first.endswith(suffix):
+            first = first[: -len(suffix)]
+    return first + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")

@@ -1,0 +1,1 @@
+"""Catalog (SQLite) + per-run Parquet tables, queried in-process with DuckDB / Arrow."""

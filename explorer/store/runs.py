@@ -1,0 +1,191 @@
+"""RunStore: the data folder. One immutable folder of Parquet tables per run, plus the catalog.
+
+A run is written under `tmp/` and renamed into `runs/` only when every file is complete, so a
+crash mid-ingest leaves no half run; start-up sweeps what an interrupted ingest left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+from collections import OrderedDict
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from explorer.analysis.ops import device_time_summary
+from explorer.errors import RunNotFound, RunNotReady
+from explorer.ingest.sources import Artifact
+from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace
+from explorer.store.catalog import Catalog, RunRecord
+
+log = logging.getLogger(__name__)
+
+ROW_GROUP_ROWS = 65536
+# columns the in-memory cache keeps; args (the bulk of the bytes) are read per event on demand
+CACHED_SLICE_COLUMNS = ["slice_id", "track_id", "ts_ns", "dur_ns", "depth", "parent_id", "name", "cat", "lane",
+                        "op_id", "is_op", "device_time", "correlation", "external_id"]
+
+
+class RunStore:
+    """Catalog + run folders under one data directory."""
+
+    def __init__(self, data_dir: Path, cache_runs: int = 4) -> None:
+        self.data_dir = data_dir
+        self.runs_dir = data_dir / "runs"
+        self.tmp_dir = data_dir / "tmp"
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self.catalog = Catalog(data_dir / "catalog.sqlite")
+        self._cache: OrderedDict[str, dict[str, pa.Table]] = OrderedDict()
+        self._cache_size = cache_runs
+        self._cache_lock = threading.Lock()
+
+    def recover(self) -> int:
+        """After a crash: runs left queued/ingesting become failed, temp folders are removed."""
+        n = 0
+        for rec in self.catalog.unfinished():
+            self.catalog.update(rec.id, status="failed", message="interrupted: the server stopped during ingest")
+            n += 1
+        for leftover in self.tmp_dir.iterdir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        return n
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs_dir / run_id
+
+    def get(self, run_id: str) -> RunRecord:
+        return self.catalog.get(run_id)
+
+    def require_ready(self, run_id: str) -> RunRecord:
+        rec = self.catalog.get(run_id)
+        if rec.status != "ready":
+            raise RunNotReady(f"run {run_id} is {rec.status}" + (f": {rec.message}" if rec.message else ""))
+        return rec
+
+    def save(self, run_id: str, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool = True) -> dict[
+            str, Any]:
+        """Write a run atomically and mark it ready. Returns the summary stored in the catalog."""
+        work = self.tmp_dir / run_id
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        try:
+            for name, table in trace.tables.items():
+                pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
+                               row_group_size=ROW_GROUP_ROWS, compression="zstd", compression_level=1)
+            art_rows = []
+            if artifacts:
+                (work / "artifacts").mkdir()
+            for i, art in enumerate(artifacts):
+                stored = f"{i:03d}_{_safe_filename(art.name)}"
+                if copy_artifacts:
+                    shutil.copyfile(art.path, work / "artifacts" / stored)
+                art_rows.append({"name": art.name, "stored_as": stored, "size": art.size, "sha256": art.sha256})
+            summary = build_summary(trace, art_rows)
+            (work / "run.json").write_text(json.dumps({"summary": summary, "meta": _jsonable(trace.meta)}))
+            for f in work.rglob("*"):
+                if f.is_file():
+                    with f.open("rb") as fh:
+                        os.fsync(fh.fileno())
+            os.replace(work, self.run_dir(run_id))
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        self.catalog.update(run_id, status="ready", progress=1.0, message="", summary=summary)
+        return summary
+
+    def delete(self, run_id: str) -> None:
+        self.catalog.get(run_id)
+        with self._cache_lock:
+            self._cache.pop(run_id, None)
+        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+        shutil.rmtree(self.tmp_dir / run_id, ignore_errors=True)
+        self.catalog.delete(run_id)
+
+    def table(self, run_id: str, name: str) -> pa.Table:
+        """A run's table, cached in memory (runs are immutable). Slices come without args."""
+        with self._cache_lock:
+            tables = self._cache.get(run_id)
+            if tables is not None:
+                self._cache.move_to_end(run_id)
+                if name in tables:
+                    return tables[name]
+        path = self.run_dir(run_id) / f"{name}.parquet"
+        if not path.exists():
+            self.require_ready(run_id)
+            raise RunNotFound(run_id)
+        columns = CACHED_SLICE_COLUMNS if name == "slices" else None
+        table = pq.read_table(path, columns=columns)
+        with self._cache_lock:
+            tables = self._cache.setdefault(run_id, {})
+            tables[name] = table
+            self._cache.move_to_end(run_id)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return table
+
+    def table_path(self, run_id: str, name: str) -> Path:
+        return self.run_dir(run_id) / f"{name}.parquet"
+
+    def slice_rows(self, run_id: str, slice_ids: list[int]) -> list[dict[str, Any]]:
+        """Full rows (args included) of a few slices, read from their row groups only."""
+        pf = pq.ParquetFile(self.table_path(run_id, "slices"))
+        out: dict[int, dict[str, Any]] = {}
+        by_group: dict[int, list[int]] = {}
+        for sid in slice_ids:
+            if 0 <= sid < pf.metadata.num_rows:
+                by_group.setdefault(sid // ROW_GROUP_ROWS, []).append(sid)
+        for group, ids in by_group.items():
+            t = pf.read_row_group(group)
+            base = group * ROW_GROUP_ROWS
+            for sid in ids:
+                out[sid] = {k: v[0] for k, v in t.slice(sid - base, 1).to_pydict().items()}
+        return [out[s] for s in slice_ids if s in out]
+
+    def run_json(self, run_id: str) -> dict[str, Any]:
+        path = self.run_dir(run_id) / "run.json"
+        if not path.exists():
+            self.require_ready(run_id)
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+
+
+def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> dict[str, Any]:
+    slices = trace.tables["slices"]
+    lanes = slices.column("lane").to_numpy(zero_copy_only=False) if slices.num_rows else np.zeros(0, object)
+    names, counts = np.unique(lanes, return_counts=True) if len(lanes) else ([], [])
+    per_lane = {str(k): int(v) for k, v in zip(names, counts, strict=True)}
+    start = int(trace.meta.get("start_ns", 0))  # type: ignore[call-overload]
+    end = int(trace.meta.get("end_ns", 0))  # type: ignore[call-overload]
+    return {
+        "start_ns": start,
+        "end_ns": end,
+        "span_ns": end - start,
+        "slices": slices.num_rows,
+        "slices_per_lane": per_lane,
+        "tracks": trace.tables["tracks"].num_rows,
+        "flows": trace.tables["flows"].num_rows,
+        "counters": trace.tables["counters"].num_rows,
+        "instants": trace.tables["instants"].num_rows,
+        "warnings": [asdict(w) for w in trace.warnings],
+        "warning_count": sum(w.count for w in trace.warnings),
+        "artifacts": artifacts,
+        "device": device_time_summary(slices),
+        "files": trace.meta.get("files", []),
+    }
+
+
+def _safe_filename(name: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "._-" else "_" for c in name.replace("/", "__"))
+    return keep.strip(".")[:120] or "file"
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
