@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 MAX_TS_NS = 2**62  # beyond this a timestamp cannot be a real clock (and would overflow sums)
 EMPTY_ARGS = msgspec.Raw(b"{}")
+NO_RAW = msgspec.Raw(b"")
 
 
 class Event(msgspec.Struct, omit_defaults=True):
@@ -32,7 +33,7 @@ class Event(msgspec.Struct, omit_defaults=True):
     pid: int | str = 0
     tid: int | str = 0
     id: int | str | None = None
-    id2: msgspec.Raw | None = None
+    id2: msgspec.Raw = msgspec.Raw(b"")
     bp: str = ""
     s: str = ""
     scope: str = ""
@@ -47,7 +48,7 @@ class KinetoArgs(msgspec.Struct, rename={
 
     external_id: int | None = None
     correlation: int | None = None
-    input_dims: msgspec.Raw | None = None
+    input_dims: msgspec.Raw = NO_RAW
     name: str | None = None
     sort_index: int | None = None
     labels: str | None = None
@@ -55,11 +56,10 @@ class KinetoArgs(msgspec.Struct, rename={
 
 class ObjectDoc(msgspec.Struct):
     traceEvents: list[Event] = []  # noqa: N815 - field names are the format's
-    systemTraceEvents: msgspec.Raw | None = None  # noqa: N815
     displayTimeUnit: str | None = None  # noqa: N815
     baseTimeNanoseconds: int | None = None  # noqa: N815
-    deviceProperties: msgspec.Raw | None = None  # noqa: N815
-    distributedInfo: msgspec.Raw | None = None  # noqa: N815
+    deviceProperties: msgspec.Raw = NO_RAW  # noqa: N815
+    distributedInfo: msgspec.Raw = NO_RAW  # noqa: N815
 
 
 class LooseDoc(msgspec.Struct):
@@ -121,9 +121,12 @@ def decode_events(data: bytes, filename: str) -> tuple[list[Event], dict[str, An
 
 
 def _rawify_args(raw: Any) -> Any:
-    if isinstance(raw, dict) and "args" in raw:
+    """msgspec.convert cannot build Raw fields from Python objects: encode those fields first."""
+    if isinstance(raw, dict):
         raw = dict(raw)
-        raw["args"] = msgspec.Raw(msgspec.json.encode(raw["args"]))
+        for key in ("args", "id2"):
+            if key in raw:
+                raw[key] = msgspec.Raw(msgspec.json.encode(raw[key]))
     return raw
 
 
@@ -138,9 +141,9 @@ def _close_array(body: bytes) -> bytes:
 def _doc_meta(base: int | None, devices: msgspec.Raw | None, dist: msgspec.Raw | None,
               unit: str | None) -> dict[str, Any]:
     meta: dict[str, Any] = {"base_ns": base or 0}
-    if devices is not None:
+    if devices:
         meta["device_properties"] = _ANY.decode(devices)
-    if dist is not None:
+    if dist:
         meta["distributed_info"] = _ANY.decode(dist)
     if unit:
         meta["display_time_unit"] = unit
@@ -210,7 +213,7 @@ class _Feeder:
                         self.kineto = True
                     if ka.correlation is not None:
                         corr = _id(ka.correlation)
-                    if ka.input_dims is not None:
+                    if ka.input_dims:
                         shapes = bytes(ka.input_dims).decode()
                 add_slice(thread(src, ev.pid, ev.tid), ev.cat, ev.name, ts_ns, dur_ns,
                           bytes(args).decode(), corr, ext, shapes)
@@ -304,7 +307,7 @@ class _Feeder:
         if ts_ns < 0:
             self.bad_time += 1
             return
-        ident = str(ev.id) if ev.id is not None else (bytes(ev.id2).decode() if ev.id2 is not None else "")
+        ident = str(ev.id) if ev.id is not None else bytes(ev.id2).decode()
         key = (ev.cat, ident, ev.name if ev.ph in ("S", "F", "T", "p") else "")
         if ev.ph in ("b", "S"):
             self.async_open[key].append((ts_ns, ev))
@@ -361,6 +364,7 @@ class _Feeder:
                     unmatched_end += 1
             for ts_ns, begin in stack:
                 unclosed += 1
+                self.stored += 1
                 self.b.add_instant(thread, ts_ns, begin.name, begin.cat or "B", bytes(begin.args).decode())
         if unmatched_end:
             self.b.warn("unmatched_end", "E events without a matching B (ignored)", unmatched_end, self.filename)
