@@ -1,0 +1,42 @@
+# Trace Explorer server image. Build:  docker compose build   (or: docker build -t trace-explorer .)
+# Add PyTorch (for `trace-explorer demo` inside the container):  --build-arg WITH_TORCH=1
+FROM python:3.11-slim
+
+ARG WITH_TORCH=0
+# CPU wheels by default; the profiling itself happens on the accelerator box, not in this container.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    EXPLORER_DATA_DIR=/data \
+    EXPLORER_HOST=0.0.0.0 \
+    EXPLORER_PORT=8000
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY explorer ./explorer
+COPY api ./api
+COPY templates ./templates
+COPY static ./static
+
+# Editable install: templates/ and static/ are found next to the packages, in /app.
+RUN if [ "$WITH_TORCH" = "1" ]; then \
+        pip install --extra-index-url "$TORCH_INDEX_URL" -e '.[torch]'; \
+    else \
+        pip install -e .; \
+    fi \
+    && useradd --create-home --uid 10001 explorer \
+    && mkdir -p /data && chown explorer:explorer /data
+
+USER explorer
+VOLUME ["/data"]
+EXPOSE 8000
+
+# No curl in slim images: the healthcheck is a one-line Python request to the liveness endpoint.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/-/health', timeout=4)"]
+
+# Binding 0.0.0.0 inside the container means the server requires EXPLORER_TOKEN (set it in compose / -e).
+CMD ["trace-explorer", "serve", "--host", "0.0.0.0", "--port", "8000"]
