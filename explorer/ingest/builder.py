@@ -6,7 +6,6 @@ the op table are computed here once, columnar, for every format alike.
 
 from __future__ import annotations
 
-import bisect
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -16,6 +15,18 @@ import pyarrow as pa
 
 from explorer.analysis.nesting import compute_nesting, count_same_track_ancestors, nearest_ancestor_where
 from explorer.analysis.ops import compute_op_stats
+from explorer.ingest.columns import (
+    KINDS,
+    FlowPoints,
+    SliceChunk,
+    SliceColumns,
+    bind_points,
+    concat_chunks,
+    lane_values,
+    lookup,
+    pair_steps,
+    rule_columns,
+)
 from explorer.model.lanes import (
     EXECUTE_FLOW_CATEGORIES,
     FWDBWD_FLOW_CATEGORIES,
@@ -44,6 +55,23 @@ class _Thread:
     src: int
     pid: str
     tid: str
+
+
+@dataclass(frozen=True)
+class RawSlices:
+    """A read-only snapshot of the raw slice columns, for steps that join files before finish()
+    (e.g. linking Neuron system events to a framework trace). Lists are shared, not copied."""
+
+    thread: np.ndarray  # raw thread index per slice
+    thread_src: np.ndarray  # source index per raw thread
+    lane: np.ndarray  # LANE_ORDER value per slice
+    ts_ns: np.ndarray
+    dur_ns: np.ndarray
+    is_op: np.ndarray
+    external_id: np.ndarray
+    name: list[str]
+    cat: list[str]
+    args: list[str]
 
 
 @dataclass
@@ -91,6 +119,13 @@ class TraceBuilder:
         # flows
         self._flow_points: dict[tuple[int, str, str], list[_FlowPoint]] = defaultdict(list)
         self._links: list[tuple[int, int, str]] = []
+        # bulk (columnar) input: slice chunks come before the row-at-a-time lists in raw order
+        self._chunks: list[SliceChunk] = []
+        self._chunk_rows = 0
+        self._bulk_flows = FlowPoints()
+        self._flow_codes: dict[tuple[int, str, str], int] = {}
+        # per-format state that must outlive one parser call (e.g. Neuron link keys joined across files)
+        self.extensions: dict[str, object] = {}
 
     # ---- parser-facing API -------------------------------------------------------------------
 
@@ -158,7 +193,32 @@ class TraceBuilder:
         self._s_shapes.append(shapes)
         self._s_is_op.append(rule.is_op)
         self._s_devtime.append(rule.device_time)
-        return len(self._s_ts) - 1
+        return self._chunk_rows + len(self._s_ts) - 1
+
+    def add_slice_columns(self, thread: np.ndarray, cat: pa.Array, name: pa.Array, ts_ns: np.ndarray,
+                          dur_ns: np.ndarray, args: pa.Array, correlation: np.ndarray, external_id: np.ndarray,
+                          shapes: pa.Array) -> None:
+        """Bulk form of add_slice for columnar parsers. Must come before any row-wise add_slice."""
+        if self._s_ts:
+            raise RuntimeError("add_slice_columns after add_slice: raw indices would shift")
+        lane, is_op, devtime = rule_columns(cat)
+        self._chunks.append(SliceChunk(
+            thread=thread.astype(np.int64), lane=lane, ts=ts_ns.astype(np.int64), dur=dur_ns.astype(np.int64),
+            corr=correlation.astype(np.int64), ext=external_id.astype(np.int64), is_op=is_op, devtime=devtime,
+            name=name, cat=cat, args=args, shapes=shapes))
+        self._chunk_rows += len(ts_ns)
+
+    def flow_code(self, src: int, cat: str, flow_id: str) -> int:
+        key = (src, cat, flow_id)
+        code = self._flow_codes.get(key)
+        if code is None:
+            code = self._flow_codes[key] = len(self._flow_codes)
+        return code
+
+    def add_flow_points_columns(self, codes: np.ndarray, kinds: np.ndarray, thread: np.ndarray, ts_ns: np.ndarray,
+                                enclosing: np.ndarray) -> None:
+        """Bulk flow steps: `codes` from flow_code(), `kinds` index into columns.KINDS."""
+        self._bulk_flows.add(codes, kinds, thread, ts_ns, enclosing)
 
     def add_counter(self, src: int, pid: object, series: str, ts_ns: int, value: float,
                     lane: Lane = Lane.COUNTER) -> None:
@@ -184,16 +244,62 @@ class TraceBuilder:
 
     @property
     def slice_count(self) -> int:
-        return len(self._s_ts)
+        return self._chunk_rows + len(self._s_ts)
+
+    def _columns(self) -> SliceColumns:
+        """Every raw slice (bulk chunks, then row-wise ones), as columns."""
+        rows = SliceChunk(
+            thread=np.asarray(self._s_thread, dtype=np.int64), lane=np.asarray(self._s_lane, dtype=np.int64),
+            ts=np.asarray(self._s_ts, dtype=np.int64), dur=np.asarray(self._s_dur, dtype=np.int64),
+            corr=np.asarray(self._s_corr, dtype=np.int64), ext=np.asarray(self._s_ext, dtype=np.int64),
+            is_op=np.asarray(self._s_is_op, dtype=bool), devtime=np.asarray(self._s_devtime, dtype=bool),
+            name=pa.array(self._s_name, pa.string()), cat=pa.array(self._s_cat, pa.string()),
+            args=pa.array(self._s_args, pa.string()), shapes=pa.array(self._s_shapes, pa.string()))
+        return concat_chunks([*self._chunks, rows])
+
+    def thread_key(self, thread: int) -> tuple[int, str, str]:
+        """(source, pid, tid) of a raw thread index."""
+        info = self._thread_info[thread]
+        return info.src, info.pid, info.tid
+
+    def raw_slices(self) -> RawSlices:
+        cols = self._columns()
+        return RawSlices(
+            thread=cols.thread,
+            thread_src=np.asarray([t.src for t in self._thread_info], dtype=np.int64),
+            lane=cols.lane, ts_ns=cols.ts, dur_ns=cols.dur, is_op=cols.is_op, external_id=cols.ext,
+            name=cols.name.to_pylist(), cat=cols.cat.to_pylist(), args=cols.args.to_pylist(),
+        )
+
+    def shift_sources(self, srcs: set[int], delta_ns: int) -> None:
+        """Move every event of these sources by delta_ns (clock alignment across files)."""
+        if not srcs or delta_ns == 0:
+            return
+        threads = {i for i, t in enumerate(self._thread_info) if t.src in srcs}
+        moved = np.zeros(len(self._thread_info), dtype=bool)
+        moved[list(threads)] = True
+        for chunk in self._chunks:
+            chunk.ts = chunk.ts + np.where(moved[chunk.thread], delta_ns, 0)
+        bulk = self._bulk_flows
+        bulk.ts = [ts + np.where(moved[th], delta_ns, 0) for ts, th in zip(bulk.ts, bulk.thread, strict=True)]
+        self._s_ts = [ts + delta_ns if th in threads else ts for ts, th in zip(self._s_ts, self._s_thread,
+                                                                                strict=True)]
+        self._instants = [(th, ts + delta_ns if th in threads else ts, name, cat, args)
+                          for th, ts, name, cat, args in self._instants]
+        for (src, _pid, _series), (ts_list, _vals) in self._counters.items():
+            if src in srcs:
+                ts_list[:] = [ts + delta_ns for ts in ts_list]
+        for (src, _cat, _fid), points in self._flow_points.items():
+            if src in srcs:
+                for p in points:
+                    p.ts_ns += delta_ns
 
     # ---- build -------------------------------------------------------------------------------
 
     def finish(self) -> IngestedTrace:
-        n = len(self._s_ts)
-        thread = np.asarray(self._s_thread, dtype=np.int64)
-        lane = np.asarray(self._s_lane, dtype=np.int64)
-        ts = np.asarray(self._s_ts, dtype=np.int64)
-        dur = np.asarray(self._s_dur, dtype=np.int64)
+        cols = self._columns()
+        n = len(cols.ts)
+        thread, lane, ts, dur = cols.thread, cols.lane, cols.ts, cols.dur
 
         nest = compute_nesting(thread, lane, ts, dur)
         if nest.displaced_rows:
@@ -213,16 +319,11 @@ class TraceBuilder:
             out[ok] = new_id[ids[ok]]
             return out
 
-        is_op = np.asarray(self._s_is_op, dtype=bool)
-        devtime = np.asarray(self._s_devtime, dtype=bool)
-        corr = np.asarray(self._s_corr, dtype=np.int64)
-        ext = np.asarray(self._s_ext, dtype=np.int64)
+        flows_from, flows_to, flows_kind = self._build_flows(cols, nest.parent)
+        op_id = self._attribute_ops(cols, nest.parent, flows_from, flows_to, flows_kind)
 
-        flows_from, flows_to, flows_kind = self._build_flows(thread, lane, ts, dur, nest.parent, corr)
-        op_id = self._attribute_ops(thread, lane, nest.parent, is_op, ext, flows_from, flows_to, flows_kind)
-
-        names = np.asarray(self._s_name, dtype=object)
-        lane_names = np.asarray([lv.value for lv in Lane], dtype=object)
+        take = pa.array(order)
+        corr, ext = cols.corr[order], cols.ext[order]
         slices = pa.table(
             {
                 "slice_id": np.arange(n, dtype=np.int64),
@@ -231,25 +332,26 @@ class TraceBuilder:
                 "dur_ns": dur[order],
                 "depth": depth[order].astype(np.int32),
                 "parent_id": remap(nest.parent)[order],
-                "name": pa.array(names[order], pa.string()),
-                "cat": pa.array(np.asarray(self._s_cat, dtype=object)[order], pa.string()),
-                "lane": pa.array(lane_names[lane[order]], pa.string()),
-                "correlation": pa.array(corr[order], pa.int64(), mask=corr[order] < 0),
-                "external_id": pa.array(ext[order], pa.int64(), mask=ext[order] < 0),
+                "name": cols.name.take(take),
+                "cat": cols.cat.take(take),
+                "lane": pa.array(lane_values()[lane[order]], pa.string()),
+                "correlation": pa.array(corr, pa.int64(), mask=corr < 0),
+                "external_id": pa.array(ext, pa.int64(), mask=ext < 0),
                 "op_id": remap(op_id)[order],
-                "is_op": is_op[order],
-                "device_time": devtime[order],
-                "shapes": pa.array(np.asarray(self._s_shapes, dtype=object)[order], pa.string()),
-                "args": pa.array(np.asarray(self._s_args, dtype=object)[order], pa.string()),
+                "is_op": cols.is_op[order],
+                "device_time": cols.devtime[order],
+                "shapes": cols.shapes.take(take),
+                "args": cols.args.take(take),
             },
             schema=SLICES,
         )
+        del cols
         flows = pa.table(
             {
                 "flow_id": np.arange(len(flows_from), dtype=np.int64),
-                "from_slice": remap(np.asarray(flows_from, dtype=np.int64)),
-                "to_slice": remap(np.asarray(flows_to, dtype=np.int64)),
-                "kind": pa.array(flows_kind, pa.string()),
+                "from_slice": remap(flows_from),
+                "to_slice": remap(flows_to),
+                "kind": pa.array(np.asarray(KINDS, dtype=object)[flows_kind], pa.string()),
             },
             schema=FLOWS,
         )
@@ -307,7 +409,7 @@ class TraceBuilder:
         max_depth = np.zeros(len(keys), dtype=np.int64)
         if len(raw_track):
             np.maximum.at(max_depth, raw_track, depth)
-        rows = []
+        rows: list[dict[str, object]] = []
         lanes = list(Lane)
         for i, (t, ln, sub) in enumerate(keys):
             info = self._thread_info[t]
@@ -380,61 +482,72 @@ class TraceBuilder:
         )
         return table, rows
 
-    def _build_flows(self, thread: np.ndarray, lane: np.ndarray, ts: np.ndarray, dur: np.ndarray,
-                     parent: np.ndarray, corr: np.ndarray) -> tuple[list[int], list[int], list[str]]:
-        """Flows from explicit links, Kineto correlation ids, and Chrome s/t/f flow events (bound)."""
-        seen: set[tuple[int, int]] = set()
-        f_from: list[int] = []
-        f_to: list[int] = []
-        f_kind: list[str] = []
+    def _flow_points_columns(self) -> tuple[np.ndarray, ...]:
+        """Row-wise flow points joined to the bulk ones: (code, kind, thread, ts, enclosing)."""
+        bulk = self._bulk_flows
+        codes, kinds, threads, tss, encs = (list(bulk.key), list(bulk.kind), list(bulk.thread), list(bulk.ts),
+                                            list(bulk.enclosing))
+        for (src, cat, fid), points in self._flow_points.items():
+            code = self.flow_code(src, cat, fid)
+            codes.append(np.full(len(points), code, dtype=np.int64))
+            kinds.append(np.full(len(points), flow_kind_index(cat), dtype=np.int8))
+            threads.append(np.asarray([p.raw_thread for p in points], dtype=np.int64))
+            tss.append(np.asarray([p.ts_ns for p in points], dtype=np.int64))
+            encs.append(np.asarray([p.enclosing or p.phase != "f" for p in points], dtype=bool))
+        if not codes:
+            empty = np.zeros(0, np.int64)
+            return empty, empty.astype(np.int8), empty, empty, empty.astype(bool)
+        return (np.concatenate(codes), np.concatenate(kinds), np.concatenate(threads), np.concatenate(tss),
+                np.concatenate(encs))
 
-        def add(a: int, b: int, kind: str) -> None:
-            if a < 0 or b < 0 or a == b or (a, b) in seen:
-                return
-            seen.add((a, b))
-            f_from.append(a)
-            f_to.append(b)
-            f_kind.append(kind)
+    def _build_flows(self, cols: SliceColumns, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Flows from explicit links, correlation ids (runtime -> device), and bound s/t/f steps."""
+        froms: list[np.ndarray] = []
+        tos: list[np.ndarray] = []
+        kinds: list[np.ndarray] = []
+        if self._links:
+            froms.append(np.asarray([x[0] for x in self._links], dtype=np.int64))
+            tos.append(np.asarray([x[1] for x in self._links], dtype=np.int64))
+            kinds.append(np.asarray([KINDS.index(x[2]) for x in self._links], dtype=np.int8))
 
-        for a, b, kind in self._links:
-            add(a, b, kind)
-
-        # runtime call -> device execution by (source, correlation)
-        src_of_thread = np.asarray([t.src for t in self._thread_info], dtype=np.int64)
-        runtime_lane, hw_lane = LANE_ORDER[Lane.RUNTIME], LANE_ORDER[Lane.HARDWARE]
-        has_corr = corr >= 0
-        rt = np.nonzero(has_corr & (lane == runtime_lane))[0]
-        hw = np.nonzero(has_corr & (lane == hw_lane))[0]
+        src = self._thread_src()[cols.thread] if len(cols.thread) else cols.thread
+        rt = np.nonzero((cols.corr >= 0) & (cols.lane == LANE_ORDER[Lane.RUNTIME]))[0]
+        hw = np.nonzero((cols.corr >= 0) & (cols.lane == LANE_ORDER[Lane.HARDWARE]))[0]
         if len(rt) and len(hw):
-            src = src_of_thread[thread] if len(thread) else thread
-            launcher = {(int(s), int(c)): int(i) for i, s, c in zip(rt, src[rt], corr[rt], strict=True)}
-            for i, s, c in zip(hw.tolist(), src[hw].tolist(), corr[hw].tolist(), strict=True):
-                r = launcher.get((s, c))
-                if r is not None:
-                    add(r, i, FlowKind.EXECUTE.value)
+            launcher = lookup(src[rt], cols.corr[rt], rt, src[hw], cols.corr[hw])
+            ok = launcher >= 0
+            froms.append(launcher[ok])
+            tos.append(hw[ok])
+            kinds.append(np.full(int(ok.sum()), KINDS.index(FlowKind.EXECUTE.value), dtype=np.int8))
 
-        if self._flow_points:
-            binder = _FlowBinder(thread, ts, dur)
-            unbound = 0
-            for (_src, cat, _fid), points in self._flow_points.items():
-                kind = (FlowKind.EXECUTE.value if cat.lower() in EXECUTE_FLOW_CATEGORIES
-                        else FlowKind.FWDBWD.value if cat.lower() in FWDBWD_FLOW_CATEGORIES
-                        else FlowKind.GENERIC.value)
-                points.sort(key=lambda p: (p.ts_ns, p.order))
-                bound = [binder.bind(p) for p in points]
-                for a, b in zip(bound, bound[1:], strict=False):
-                    if a < 0 or b < 0:
-                        unbound += 1
-                    else:
-                        add(a, b, kind)
-            if unbound:
-                self.warn("flow_unbound", "flow steps whose end could not be bound to a slice", unbound)
-        return f_from, f_to, f_kind
+        code, kind, p_thread, p_ts, p_enc = self._flow_points_columns()
+        if len(code):
+            bound = bind_points(cols.thread, cols.ts, cols.dur, parent, p_thread, p_ts, p_enc)
+            a, b = pair_steps(code, p_ts)
+            good = (bound[a] >= 0) & (bound[b] >= 0)
+            if (~good).sum():
+                self.warn("flow_unbound", "flow steps whose end could not be bound to a slice", int((~good).sum()))
+            froms.append(bound[a][good])
+            tos.append(bound[b][good])
+            kinds.append(kind[a][good])
+        if not froms:
+            empty = np.zeros(0, np.int64)
+            return empty, empty, empty.astype(np.int8)
+        f, t, k = np.concatenate(froms), np.concatenate(tos), np.concatenate(kinds)
+        keep = (f >= 0) & (t >= 0) & (f != t)
+        f, t, k = f[keep], t[keep], k[keep]
+        _, first = np.unique(f * max(1, len(cols.ts)) + t, return_index=True)
+        first.sort()
+        return f[first], t[first], k[first]
 
-    def _attribute_ops(self, thread: np.ndarray, lane: np.ndarray, parent: np.ndarray, is_op: np.ndarray,
-                       ext: np.ndarray, f_from: list[int], f_to: list[int], f_kind: list[str]) -> np.ndarray:
+    def _thread_src(self) -> np.ndarray:
+        return np.asarray([t.src for t in self._thread_info] or [0], dtype=np.int64)
+
+    def _attribute_ops(self, cols: SliceColumns, parent: np.ndarray, f_from: np.ndarray, f_to: np.ndarray,
+                       f_kind: np.ndarray) -> np.ndarray:
         """op_id: for runtime calls the innermost enclosing op (else the op with the same External id);
         for device executions the op of the runtime call that launched them."""
+        lane, is_op, ext = cols.lane, cols.is_op, cols.ext
         n = len(lane)
         op_id = np.full(n, NONE, dtype=np.int64)
         if n == 0:
@@ -444,22 +557,19 @@ class TraceBuilder:
         rt_mask = lane == runtime_lane
         op_id[rt_mask] = enclosing[rt_mask]
 
-        src_of_thread = np.asarray([t.src for t in self._thread_info], dtype=np.int64)
-        src = src_of_thread[thread]
+        src = self._thread_src()[cols.thread]
         op_idx = np.nonzero(is_op & (ext >= 0))[0]
-        by_ext = {(int(s), int(e)): int(i) for i, s, e in zip(op_idx, src[op_idx], ext[op_idx], strict=True)}
         need = np.nonzero((op_id < 0) & (ext >= 0) & ((lane == runtime_lane) | (lane == hw_lane)))[0]
-        for i in need.tolist():
-            op_id[i] = by_ext.get((int(src[i]), int(ext[i])), NONE)
+        if len(need) and len(op_idx):
+            op_id[need] = lookup(src[op_idx], ext[op_idx], op_idx, src[need], ext[need])
 
-        if f_from:
-            a = np.asarray(f_from, dtype=np.int64)
-            b = np.asarray(f_to, dtype=np.int64)
-            k = np.asarray(f_kind, dtype=object)
-            ex = (k == FlowKind.EXECUTE.value) & (lane[b] == hw_lane)
-            via = np.where(is_op[a[ex]], a[ex], op_id[a[ex]])
+        if len(f_from):
+            k = np.asarray(KINDS, dtype=object)[f_kind]
+            _follow_launch_chains(op_id, is_op, f_from, f_to, k)
+            ex = (k == FlowKind.EXECUTE.value) & (lane[f_to] == hw_lane)
+            via = np.where(is_op[f_from[ex]], f_from[ex], op_id[f_from[ex]])
             got = via >= 0
-            op_id[b[ex][got]] = via[got]
+            op_id[f_to[ex][got]] = via[got]
         return op_id
 
     def _span_meta(self, ts: np.ndarray, dur: np.ndarray, counters: pa.Table, instants: pa.Table) -> None:
@@ -475,37 +585,28 @@ class TraceBuilder:
         self.meta["sources"] = list(self.sources)
 
 
-class _FlowBinder:
-    """Chrome flow binding: a step binds to the enclosing slice on its thread at its timestamp
-    (`bp: "e"`, and always for starts), otherwise to the next slice that begins on that thread."""
+def flow_kind_index(cat: str) -> int:
+    low = cat.lower()
+    kind = (FlowKind.EXECUTE if low in EXECUTE_FLOW_CATEGORIES else FlowKind.FWDBWD
+            if low in FWDBWD_FLOW_CATEGORIES else FlowKind.GENERIC)
+    return KINDS.index(kind.value)
 
-    def __init__(self, thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> None:
-        order = np.lexsort((-dur, ts, thread))
-        self._by_thread: dict[int, tuple[list[int], list[int], list[int]]] = {}
-        if len(order) == 0:
+
+MAX_CHAIN = 8  # op -> driver call -> runtime call -> schedule -> device: chains are short
+
+
+def _follow_launch_chains(op_id: np.ndarray, is_op: np.ndarray, a: np.ndarray, b: np.ndarray,
+                          k: np.ndarray) -> None:
+    """Explicit launch/execute links hand their op down a chain (op -> runtime call on another thread
+    -> runtime schedule -> device execution). Only slices without an op yet are set."""
+    chain = (k == FlowKind.LAUNCH.value) | (k == FlowKind.EXECUTE.value)
+    a, b = a[chain], b[chain]
+    for _ in range(MAX_CHAIN):
+        via = np.where(is_op[a], a, op_id[a])
+        todo = (via >= 0) & (op_id[b] < 0) & ~is_op[b]
+        if not todo.any():
             return
-        th = thread[order]
-        cuts = np.nonzero(np.diff(th))[0] + 1
-        for chunk in np.split(order, cuts):
-            t = int(thread[chunk[0]])
-            self._by_thread[t] = (ts[chunk].tolist(), (ts[chunk] + dur[chunk]).tolist(), chunk.tolist())
-
-    def bind(self, p: _FlowPoint) -> int:
-        entry = self._by_thread.get(p.raw_thread)
-        if entry is None:
-            return NONE
-        starts, ends, ids = entry
-        hi = bisect.bisect_right(starts, p.ts_ns)
-        if p.enclosing or p.phase == "s":
-            # innermost enclosing: the latest-starting slice that still covers ts (scan back a little)
-            best = NONE
-            for j in range(hi - 1, max(-1, hi - 64), -1):
-                if starts[j] <= p.ts_ns <= ends[j]:
-                    best = ids[j]
-                    break
-            if best != NONE or p.enclosing:
-                return best
-        return ids[hi] if hi < len(ids) else NONE
+        op_id[b[todo]] = via[todo]
 
 
 def _natural(text: str) -> tuple[int, int | str]:
