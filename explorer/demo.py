@@ -244,3 +244,34 @@ def run_demo(store: RunStore, *, device: str | None = None, shape: tuple[int, ..
             say(f"{name}: run {rec.id}, {rec.summary.get('slices', 0):,} events")
     report(1.0, "done")
     return result
+
+
+@dataclass
+class VariantSummary:
+    """One line of the demo's closing table: what a step cost, against the naive baseline."""
+
+    run_id: str
+    name: str
+    per_step_ns: int
+    clock: str            # "device" when an accelerator ran it, else "CPU"
+    pct_vs_baseline: float | None
+
+
+def summarize(store: RunStore, result: DemoResult) -> list[VariantSummary]:
+    """Time per step of each demo run: device time when there is any, else the CPU time of a step."""
+    from explorer.store.queries import load_ops
+
+    rows: list[VariantSummary] = []
+    for run_id in result.run_ids:
+        rec = store.get(run_id)
+        device_ns = int(rec.summary.get("device", {}).get("device_total_ns", 0))
+        if device_ns > 0:
+            total, clock = device_ns, "device"
+        else:
+            steps = load_ops(store, run_id, name_filter="ProfilerStep")
+            total, clock = (int(steps[0]["cpu_total_ns"]) if steps else 0), "CPU"
+        per_step = total // ACTIVE_STEPS
+        base = rows[0].per_step_ns if rows else per_step
+        pct = None if not rows or base == 0 else 100.0 * (per_step - base) / base
+        rows.append(VariantSummary(run_id, rec.name, per_step, clock, pct))
+    return rows
