@@ -5,9 +5,64 @@ Kept in api/ so that explorer/ never imports api/ (see STYLE.md: dependencies po
 
 from __future__ import annotations
 
+import ipaddress
+import socket
+from pathlib import Path
+
+import click
+
+from api import client_commands
 from explorer.cli import main
 
-# Commands that start or talk to the server register here, one line each:
-# main.add_command(serve)
+LOOPBACK_NAMES = ("localhost",)
 
-__all__ = ["main"]
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def tunnel_hint(port: int, root_path: str) -> list[str]:
+    """The lines `serve` prints: the local URL and the exact ssh command to reach it from a laptop."""
+    url = f"http://127.0.0.1:{port}{root_path.rstrip('/')}/"
+    return [f"Trace Explorer serving at {url}",
+            f"From your laptop: ssh -L {port}:localhost:{port} {socket.gethostname()}   then open {url}"]
+
+
+@click.command()
+@click.option("--host", default=None, help="Address to bind (default 127.0.0.1; others need a token)")
+@click.option("--port", type=int, default=None, help="Port (default 8000)")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data folder")
+@click.option("--root-path", default=None, help="Path prefix when served behind a reverse proxy")
+@click.option("--token", default=None, help="Access token (or $EXPLORER_TOKEN); required off loopback")
+def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: str | None,
+          token: str | None) -> None:
+    """Serve pages, API and static files on one port."""
+    import uvicorn
+
+    from api.app import create_app
+    from explorer.config import Settings
+
+    given = {"host": host, "port": port, "data_dir": data_dir, "root_path": root_path, "token": token}
+    settings = Settings().model_copy(update={k: v for k, v in given.items() if v is not None})
+    if not is_loopback(settings.host) and not settings.token:
+        raise click.UsageError(f"refusing to bind {settings.host} (not loopback) without a token: "
+                               "pass --token or set EXPLORER_TOKEN")
+    app = create_app(settings)
+    for line in tunnel_hint(settings.port, settings.root_path):
+        click.echo(line)
+    if settings.token:
+        click.echo(f"Token required: open {tunnel_hint(settings.port, settings.root_path)[0].split()[-1]}"
+                   "?token=<token> once in the browser")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+
+
+main.add_command(serve)
+main.add_command(client_commands.demo)  # profile RMSNorm variants, ingest, serve the comparison
+main.add_command(client_commands.upload)  # send files to a running explorer
+
+__all__ = ["main", "serve"]

@@ -5,6 +5,7 @@ Only metadata lives here; a run's events live in its Parquet folder (see runs.py
 
 from __future__ import annotations
 
+import builtins
 import json
 import secrets
 import sqlite3
@@ -144,7 +145,7 @@ class Catalog:
             return self._record(row) if row else None
 
     def list(self, name: str | None = None, tag: str | None = None, status: str | None = None,
-             limit: int = 100, offset: int = 0) -> tuple[list[RunRecord], int]:
+             limit: int = 100, offset: int = 0) -> tuple[builtins.list[RunRecord], int]:
         where, params = ["1=1"], []
         if name:
             where.append("name LIKE ? ESCAPE '\\'")
@@ -164,13 +165,13 @@ class Catalog:
             ).fetchall()
             return [self._record(r) for r in rows], int(total)
 
-    def set_tags(self, run_id: str, tags: list[str]) -> None:
+    def set_tags(self, run_id: str, tags: builtins.list[str]) -> None:
         self.get(run_id)
         with self._tx() as db:
             db.execute("DELETE FROM tags WHERE run_id = ?", (run_id,))
             db.executemany("INSERT OR IGNORE INTO tags (run_id, tag) VALUES (?, ?)", [(run_id, t) for t in tags])
 
-    def unfinished(self) -> list[RunRecord]:
+    def unfinished(self) -> builtins.list[RunRecord]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM runs WHERE status IN ('queued', 'ingesting')").fetchall()
             return [self._record(r) for r in rows]
@@ -184,7 +185,7 @@ class Catalog:
             db.execute("INSERT INTO shares (token, run_id, created_at) VALUES (?,?,?)", (token, run_id, time.time()))
         return ShareRecord(token, run_id, time.time(), False)
 
-    def shares(self, run_id: str) -> list[ShareRecord]:
+    def shares(self, run_id: str) -> builtins.list[ShareRecord]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT token, run_id, created_at, revoked FROM shares WHERE run_id = ? ORDER BY created_at",

@@ -27,4 +27,5 @@ def load_ops(store: RunStore, run_id: str, sort: str = "device_total_ns", limit:
     table = table.sort_by([(key, "descending" if descending else "ascending"), ("name", "ascending")])
     if limit is not None:
         table = table.slice(0, max(0, limit))
-    return table.to_pylist()
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows

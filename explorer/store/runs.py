@@ -161,7 +161,7 @@ def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> dict
     slices = trace.tables["slices"]
     lanes = slices.column("lane").to_numpy(zero_copy_only=False) if slices.num_rows else np.zeros(0, object)
     names, counts = np.unique(lanes, return_counts=True) if len(lanes) else ([], [])
-    per_lane = {str(k): int(v) for k, v in zip(names, counts, strict=True)}
+    per_lane = {str(k): int(v) for k, v in zip(names, counts, strict=True)}  # type: ignore[call-overload]
     start = int(trace.meta.get("start_ns", 0))  # type: ignore[call-overload]
     end = int(trace.meta.get("end_ns", 0))  # type: ignore[call-overload]
     return {

@@ -1,0 +1,65 @@
+"""create_app(settings): pages, REST API and static files on one port, wired from one Settings object."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import plotly
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from api.errors import install_error_handlers
+from api.routes import analysis, meta, pages, runs, share, sql, timeline
+from api.security import AccessMiddleware
+from api.state import AppState, RunMemo
+from api.upload import IngestWorker
+from explorer import __version__
+from explorer.config import Settings
+from explorer.store.runs import RunStore
+
+log = logging.getLogger(__name__)
+
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    store = RunStore(settings.data_dir)
+    interrupted = store.recover()
+    if interrupted:
+        log.warning("%d ingests were interrupted by the last shutdown; marked failed", interrupted)
+    state = AppState(settings, store, IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes),
+                     RunMemo())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.worker.shutdown()
+
+    app = FastAPI(title="Trace Explorer", version=__version__, root_path=settings.root_path, lifespan=lifespan,
+                  docs_url="/docs", openapi_url="/openapi.json")
+    app.state.explorer = state
+    install_error_handlers(app)
+    for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router):
+        app.include_router(router)
+    app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
+    _mount_static(app, settings)
+    app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
+    return app
+
+
+def _mount_static(app: FastAPI, settings: Settings) -> None:
+    """Vendored plotly.js from the installed package, then the project's static folder; no CDN."""
+    if PLOTLY_JS.exists():
+        app.add_api_route("/static/vendor/plotly.min.js", _plotly_js, include_in_schema=False)
+    if settings.static_dir.is_dir():
+        app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
+
+
+def _plotly_js() -> FileResponse:
+    return FileResponse(PLOTLY_JS, media_type="application/javascript",
+                        headers={"Cache-Control": "public, max-age=86400"})

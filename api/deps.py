@@ -1,0 +1,60 @@
+"""Dependencies that resolve what a handler needs before its body runs (STYLE habit 3).
+
+`RunDep` is a ready run (404 unknown, 409 not ready); `AnyRunDep` a run in any state;
+`ShareRunDep` maps a share token to its run (for the share page and `/api/s/{token}`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from api.state import AppState
+from explorer.errors import ExplorerError, RunNotReady
+from explorer.store.catalog import RunRecord
+
+
+class ShareNotFound(ExplorerError):
+    code = "share_not_found"
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.app.state.explorer
+    return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+def get_run(run_id: str, state: StateDep) -> RunRecord:
+    return state.store.get(run_id)
+
+
+AnyRunDep = Annotated[RunRecord, Depends(get_run)]
+
+
+def get_ready_run(run: AnyRunDep) -> RunRecord:
+    if run.status != "ready":
+        raise RunNotReady(f"run {run.id} is {run.status}" + (f": {run.message}" if run.message else ""),
+                          {"status": run.status, "progress": run.progress})
+    return run
+
+
+RunDep = Annotated[RunRecord, Depends(get_ready_run)]
+
+
+def get_share_run(token: str, state: StateDep) -> RunRecord:
+    """The run a share token opens; 404 for unknown or revoked tokens."""
+    share = state.store.catalog.resolve_share(token)
+    if share is None or share.revoked:
+        raise ShareNotFound("this share link is unknown or has been revoked")
+    return state.store.get(share.run_id)
+
+
+ShareRunDep = Annotated[RunRecord, Depends(get_share_run)]
+
+
+def origin_ns(run: RunRecord) -> int:
+    """The run's time origin: every timeline-facing time is relative to it (docs/API.md "Times")."""
+    return int(run.summary.get("start_ns", 0))

@@ -1,0 +1,103 @@
+"""HTML pages: each handler builds one typed context (explorer.report) and renders it; the same data
+is what the page's JSON twin returns. No SQL, no plotly, no formatting here (STYLE habits 2, 3, 8)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from api.deps import AnyRunDep, RunDep, ShareRunDep, StateDep, get_ready_run
+from api.routes.runs import parse_csv
+from api.state import AppState
+from explorer.render import APP_SCRIPTS, make_environment
+from explorer.report import (
+    ReportPage,
+    build_compare_page,
+    build_ops_page,
+    build_overview,
+    build_report,
+    build_runs_page,
+    build_timeline_page,
+    compute_run_breakdown,
+    render_report,
+    run_json,
+)
+
+router = APIRouter(include_in_schema=False)
+
+
+@lru_cache(maxsize=4)
+def templates_for(templates_dir: Path) -> Jinja2Templates:
+    return Jinja2Templates(env=make_environment(templates_dir))
+
+
+def _render(request: Request, state: AppState, template: str, page: Any, *, active: str = "",
+            plotly: bool = False) -> HTMLResponse:
+    context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": active,
+               "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False}
+    return templates_for(state.settings.templates_dir).TemplateResponse(request, template, context)
+
+
+def _breakdown(state: AppState, run_id: str) -> dict[str, Any]:
+    # the same memo entry the /api/runs/{id}/breakdown twin serves
+    return state.memo.get(run_id, "breakdown", lambda: compute_run_breakdown(state.store, run_id))
+
+
+def _report_html(state: AppState, run_id: str, readonly: bool) -> str:
+    ov = build_overview(state.store, run_id, _breakdown(state, run_id))
+    base = build_report(state.store, run_id, overview=ov)
+    report = ReportPage(base.overview, base.ops, base.snapshot, readonly=readonly)
+    env = templates_for(state.settings.templates_dir).env
+    return render_report(report, env, state.settings.static_dir)
+
+
+@router.get("/", response_class=HTMLResponse)
+def runs_page(request: Request, state: StateDep, name: str = "", tag: str = "") -> HTMLResponse:
+    return _render(request, state, "runs.html", build_runs_page(state.store, name, tag))
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def overview_page(request: Request, run: AnyRunDep, state: StateDep) -> HTMLResponse:
+    if run.status != "ready":
+        page = {"run": run_json(run), "twin": f"/api/runs/{run.id}"}
+        return _render(request, state, "not_ready.html", page)
+    return _render(request, state, "overview.html", build_overview(state.store, run.id, _breakdown(state, run.id)),
+                   active="overview", plotly=True)
+
+
+@router.get("/runs/{run_id}/timeline", response_class=HTMLResponse)
+def timeline_page(request: Request, run: RunDep, state: StateDep) -> HTMLResponse:
+    return _render(request, state, "timeline.html", build_timeline_page(state.store, run.id), active="timeline")
+
+
+@router.get("/runs/{run_id}/ops", response_class=HTMLResponse)
+def ops_page(request: Request, run: RunDep, state: StateDep, sort: str = "-device_total_ns", q: str = "",
+             by_shape: bool = False, limit: int | None = Query(None, ge=1, le=100000)) -> HTMLResponse:
+    page = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit)
+    return _render(request, state, "ops.html", page, active="ops", plotly=True)
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request, state: StateDep, runs: str = "") -> HTMLResponse:
+    ids = parse_csv(runs, "runs") or []
+    for run_id in ids:
+        get_ready_run(state.store.get(run_id))
+    return _render(request, state, "compare.html", build_compare_page(state.store, ids), plotly=True)
+
+
+@router.get("/runs/{run_id}/report", response_class=HTMLResponse)
+def report_page(run: RunDep, state: StateDep, download: bool = False) -> Response:
+    """The self-contained report (the same file `trace-explorer report` writes)."""
+    headers = {"Content-Disposition": f'attachment; filename="report-{run.id}.html"'} if download else {}
+    return HTMLResponse(_report_html(state, run.id, readonly=False), headers=headers)
+
+
+@router.get("/s/{token}", response_class=HTMLResponse)
+def share_page(run: ShareRunDep, state: StateDep) -> HTMLResponse:
+    """What a share link opens: the run's report, read-only."""
+    return HTMLResponse(_report_html(state, get_ready_run(run).id, readonly=True))

@@ -1,0 +1,90 @@
+"""Runs: upload (streamed, ingested in the background), list, get, rename/tag, delete, tracks."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from api.deps import AnyRunDep, RunDep, StateDep, origin_ns
+from api.upload import receive_upload, upload_name
+from api.views import run_json
+from explorer.errors import BadRequest, RunNotReady
+
+router = APIRouter(prefix="/api/runs", tags=["runs"])
+
+UPLOAD_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["files"], "properties": {
+        "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
+        "name": {"type": "string"}, "tags": {"type": "string", "description": "comma-separated"}}}}}}}
+
+
+class RunPatch(BaseModel):
+    name: str | None = Field(None, min_length=1, max_length=200)
+    tags: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(None, max_length=50)
+
+
+@router.post("", status_code=202, openapi_extra=UPLOAD_BODY)
+async def upload_run(request: Request, state: StateDep, response: Response) -> dict[str, Any]:
+    """Upload trace files (or an archive) as one run; ingest runs in the background."""
+    upload = await receive_upload(request, state.store.tmp_dir, state.settings.max_upload_bytes)
+    existing = state.store.catalog.find_by_sha(upload.sha256)
+    if existing is not None:
+        upload.discard()
+        response.status_code = 200
+        return {"id": existing.id, "status": existing.status, "status_url": f"/api/runs/{existing.id}",
+                "duplicate_of": existing.id}
+    name = upload.fields.get("name", "").strip() or upload_name(upload.paths)
+    rec = state.store.catalog.create(name[:200], source=", ".join(p.name for p in upload.paths), sha256=upload.sha256)
+    tags = [t.strip() for t in upload.fields.get("tags", "").split(",") if t.strip()]
+    if tags:
+        state.store.catalog.set_tags(rec.id, tags)
+    state.worker.submit(rec.id, upload)
+    return {"id": rec.id, "status": "queued", "status_url": f"/api/runs/{rec.id}", "duplicate_of": None}
+
+
+@router.get("")
+def list_runs(state: StateDep, name: str | None = None, tag: str | None = None, status: str | None = None,
+              limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+              offset: Annotated[int, Query(ge=0)] = 0) -> dict[str, Any]:
+    records, total = state.store.catalog.list(name=name, tag=tag, status=status, limit=limit, offset=offset)
+    return {"runs": [run_json(r) for r in records], "total": total, "limit": limit, "offset": offset}
+
+
+@router.get("/{run_id}")
+def get_run(run: AnyRunDep) -> dict[str, Any]:
+    return run_json(run)
+
+
+@router.patch("/{run_id}")
+def patch_run(run: AnyRunDep, patch: RunPatch, state: StateDep) -> dict[str, Any]:
+    if patch.name is not None:
+        state.store.catalog.update(run.id, name=patch.name.strip() or run.name)
+    if patch.tags is not None:
+        state.store.catalog.set_tags(run.id, sorted({t.strip() for t in patch.tags if t.strip()}))
+    return run_json(state.store.get(run.id))
+
+
+@router.delete("/{run_id}", status_code=204)
+def delete_run(run: AnyRunDep, state: StateDep) -> Response:
+    if run.status in ("queued", "ingesting"):
+        raise RunNotReady(f"run {run.id} is {run.status}; delete it when the ingest has finished")
+    state.memo.forget(run.id)
+    state.store.delete(run.id)
+    return Response(status_code=204)
+
+
+@router.get("/{run_id}/tracks")
+def tracks(run: RunDep, state: StateDep) -> dict[str, Any]:
+    table = state.store.table(run.id, "tracks").drop_columns(["sort_key"])
+    return {"origin_ns": origin_ns(run), "tracks": table.to_pylist()}
+
+
+def parse_csv(value: str | None, what: str) -> list[str] | None:
+    if value is None or not value.strip():
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if len(items) > 10000:
+        raise BadRequest(f"too many {what}")
+    return items

@@ -1,0 +1,35 @@
+"""Share tokens: create, list, revoke; `/api/s/{token}` resolves a token to its run (the JSON twin of
+the `/s/{token}` page, which the UI renders with `ShareRunDep`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from api.deps import AnyRunDep, ShareNotFound, ShareRunDep, StateDep
+from api.views import run_json, share_json
+
+router = APIRouter(tags=["share"])
+
+
+@router.post("/api/runs/{run_id}/share", status_code=201)
+def create_share(run: AnyRunDep, state: StateDep) -> dict[str, Any]:
+    return share_json(state.store.catalog.create_share(run.id))
+
+
+@router.get("/api/runs/{run_id}/shares")
+def list_shares(run: AnyRunDep, state: StateDep) -> dict[str, Any]:
+    return {"shares": [share_json(s) for s in state.store.catalog.shares(run.id)]}
+
+
+@router.delete("/api/runs/{run_id}/shares/{token}", status_code=204)
+def revoke_share(run: AnyRunDep, token: str, state: StateDep) -> Response:
+    if not state.store.catalog.revoke_share(run.id, token):
+        raise ShareNotFound(f"run {run.id} has no share token {token!r}")
+    return Response(status_code=204)
+
+
+@router.get("/api/s/{token}")
+def resolve_share(run: ShareRunDep) -> dict[str, Any]:
+    return {"run_id": run.id, "run": run_json(run)}

@@ -1,0 +1,25 @@
+"""Read-only SQL over one run's tables (time and row limits from settings)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from api.deps import RunDep, StateDep
+from explorer.store.sql import MAX_SQL_CHARS, run_sql
+
+router = APIRouter(prefix="/api/runs/{run_id}", tags=["sql"])
+
+
+class SqlBody(BaseModel):
+    sql: str = Field(..., min_length=1, max_length=MAX_SQL_CHARS, description="One SELECT statement")
+
+
+@router.post("/sql")
+def sql(run: RunDep, body: SqlBody, state: StateDep) -> dict[str, Any]:
+    """Tables: slices, tracks, flows, counters, instants, op_stats, op_stats_by_shape."""
+    s = state.settings
+    return asdict(run_sql(state.store, run.id, body.sql, s.sql_timeout_s, s.sql_max_rows))

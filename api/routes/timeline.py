@@ -1,0 +1,72 @@
+"""The timeline window, event details with the linked chain, and search over the whole run."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
+
+from api.deps import RunDep, StateDep, origin_ns
+from api.responses import FastJSONResponse, fast_json
+from api.routes.runs import parse_csv
+from explorer.analysis.chain import build_event_detail
+from explorer.analysis.lod import compute_window
+from explorer.analysis.search import compute_search
+from explorer.errors import EventNotFound
+from explorer.store.run_queries import load_slice_column
+
+router = APIRouter(prefix="/api/runs/{run_id}", tags=["timeline"])
+
+MAX_WIDTH_PX = 20000
+
+
+def _window_error(field: str, msg: str) -> RequestValidationError:
+    return RequestValidationError([{"loc": ("query", field), "msg": msg, "type": "value_error"}])
+
+
+@router.get("/timeline", response_class=FastJSONResponse)
+def timeline(run: RunDep, state: StateDep, start_ns: int | None = None, end_ns: int | None = None,
+             width_px: Annotated[int, Query(ge=1, le=MAX_WIDTH_PX)] = 2000, tracks: str | None = None,
+             lanes: str | None = None) -> FastJSONResponse:
+    """Level-of-detail window (relative ns): wide slices, per-pixel merged ones, counters, flows."""
+    span = int(run.summary.get("span_ns", 0))
+    start = 0 if start_ns is None else start_ns
+    end = max(span, 1) if end_ns is None else end_ns
+    if end <= start:
+        raise _window_error("end_ns", f"end_ns ({end}) must be greater than start_ns ({start})")
+    ix = state.timeline_index(run.id, origin_ns(run))
+    wanted = _track_selection(ix.track_lane, tracks, lanes)
+    return fast_json(compute_window(ix, start, end, width_px, wanted))
+
+
+def _track_selection(track_lane: dict[int, str], tracks: str | None, lanes: str | None) -> list[int] | None:
+    ids = parse_csv(tracks, "tracks")
+    lane_set = set(parse_csv(lanes, "lanes") or [])
+    if ids is None and not lane_set:
+        return None
+    try:
+        chosen = [int(t) for t in ids] if ids is not None else sorted(track_lane)
+    except ValueError:
+        raise _window_error("tracks", "tracks must be comma-separated integers") from None
+    return [t for t in chosen if not lane_set or track_lane.get(t) in lane_set]
+
+
+@router.get("/events/{slice_id}")
+def event(run: RunDep, state: StateDep, slice_id: int) -> FastJSONResponse:
+    """All fields and args of one slice, its parents, children and linked chain across lanes."""
+    rows = state.store.slice_rows(run.id, [slice_id])
+    if not rows:
+        raise EventNotFound(f"run {run.id} has no event {slice_id}", {"slice_id": slice_id})
+    slices, flows = state.store.table(run.id, "slices"), state.store.table(run.id, "flows")
+    return fast_json(build_event_detail(slices, flows, rows[0], origin_ns(run)))
+
+
+@router.get("/search")
+def search(run: RunDep, state: StateDep, q: Annotated[str, Query(min_length=1, max_length=500)],
+           regex: bool = False, args: bool = False,
+           limit: Annotated[int, Query(ge=0, le=10000)] = 100) -> FastJSONResponse:
+    """Count of matches over the whole run and the first `limit` in time order (relative ns)."""
+    ix = state.timeline_index(run.id, origin_ns(run))
+    args_col = load_slice_column(state.store, run.id, "args") if args else None
+    return fast_json(compute_search(ix, q, regex=regex, limit=limit, args=args_col))

@@ -1,0 +1,70 @@
+"""Server state held by the app: settings, the store, the ingest worker and per-run derived data.
+
+Derived data (timeline index, breakdown) is built once per run on first use and kept in a small
+LRU; runs are immutable, so entries only leave on eviction or when the run is deleted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from api.upload import IngestWorker
+from explorer.analysis.lod import TimelineIndex, build_timeline_index
+from explorer.config import Settings
+from explorer.store.runs import RunStore
+
+T = TypeVar("T")
+
+
+class RunMemo:
+    """LRU of values derived from a run, each built once even under concurrent requests."""
+
+    def __init__(self, max_entries: int = 16) -> None:
+        self._values: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._max = max_entries
+
+    def get(self, run_id: str, kind: str, build: Callable[[], T]) -> T:
+        key = (run_id, kind)
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]  # type: ignore[no-any-return]
+            key_lock = self._locks.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in self._values:
+                    return self._values[key]  # type: ignore[no-any-return]
+            value = build()
+            with self._lock:
+                self._values[key] = value
+                self._locks.pop(key, None)
+                while len(self._values) > self._max:
+                    self._values.popitem(last=False)
+            return value
+
+    def forget(self, run_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._values if k[0] == run_id]:
+                del self._values[key]
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    store: RunStore
+    worker: IngestWorker
+    memo: RunMemo
+
+    def timeline_index(self, run_id: str, origin_ns: int) -> TimelineIndex:
+        def build() -> TimelineIndex:
+            t = self.store.table
+            return build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"),
+                                        t(run_id, "flows"), origin_ns)
+
+        return self.memo.get(run_id, "timeline", build)

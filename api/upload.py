@@ -1,0 +1,198 @@
+"""Uploads: a multipart body streamed straight to files in the data folder, and the ingest worker.
+
+The body is parsed chunk by chunk (never held whole in memory); the size limit is enforced while
+streaming (413 as soon as it is passed); sha256 is computed on the way, so duplicates are found
+without reading the files again. Client file names are reduced to a safe base name inside a
+numbered folder per file: no name can escape the upload folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import secrets
+import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import Request
+
+from explorer.errors import BadRequest, TooLarge
+from explorer.service import combined_sha256, run_ingest
+from explorer.store.runs import RunStore
+
+log = logging.getLogger(__name__)
+
+MAX_FIELD_BYTES = 64 * 1024
+MAX_FILES = 1000
+FILE_FIELDS = ("files", "file")
+
+
+def safe_filename(name: str) -> str:
+    """The base name of a client-supplied path, reduced to [A-Za-z0-9._-], never '', '.' or '..'."""
+    base = re.split(r"[\\/]", name)[-1]
+    keep = re.sub(r"[^A-Za-z0-9._-]", "_", base).lstrip(".")
+    return keep[:120] or "upload"
+
+
+def upload_name(paths: list[Path]) -> str:
+    """A default run name: the first file's name without its trace/archive suffixes."""
+    first = paths[0].name if paths else "upload"
+    for suffix in (".gz", ".json", ".zip", ".tar", ".tgz"):
+        first = first.removesuffix(suffix)
+    return first + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")
+
+
+@dataclass
+class Upload:
+    folder: Path
+    paths: list[Path] = field(default_factory=list)
+    shas: list[str] = field(default_factory=list)
+    fields: dict[str, str] = field(default_factory=dict)
+    total_bytes: int = 0
+
+    @property
+    def sha256(self) -> str:
+        return combined_sha256(self.shas)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class _Sink:
+    """Callbacks for the multipart parser: file parts to disk (hashed, counted), small fields to memory."""
+
+    def __init__(self, upload: Upload, max_bytes: int) -> None:
+        self.upload = upload
+        self.max_bytes = max_bytes
+        self.error: Exception | None = None
+        self._headers: dict[str, str] = {}
+        self._field = b""
+        self._value = b""
+        self._file: IO[bytes] | None = None
+        self._hash: Any = None
+        self._text: bytearray | None = None
+        self._name = ""
+
+    def callbacks(self) -> dict[str, Any]:
+        return {"on_part_begin": self.part_begin, "on_part_data": self.part_data, "on_part_end": self.part_end,
+                "on_header_field": self.header_field, "on_header_value": self.header_value,
+                "on_header_end": self.header_end, "on_headers_finished": self.headers_finished}
+
+    def part_begin(self) -> None:
+        self._headers, self._field, self._value = {}, b"", b""
+
+    def header_field(self, data: bytes, start: int, end: int) -> None:
+        self._field += data[start:end]
+
+    def header_value(self, data: bytes, start: int, end: int) -> None:
+        self._value += data[start:end]
+
+    def header_end(self) -> None:
+        self._headers[self._field.decode("latin-1").lower()] = self._value.decode("utf-8", "replace")
+        self._field, self._value = b"", b""
+
+    def headers_finished(self) -> None:
+        _, options = parse_options_header(self._headers.get("content-disposition", ""))
+        self._name = options.get(b"name", b"").decode("utf-8", "replace")
+        filename = options.get(b"filename")
+        if filename is not None and self._name in FILE_FIELDS:
+            self._open_file(filename.decode("utf-8", "replace"))
+        else:
+            self._text = bytearray()
+
+    def _open_file(self, client_name: str) -> None:
+        index = len(self.upload.paths)
+        if index >= MAX_FILES:
+            raise BadRequest(f"too many files in one upload (limit {MAX_FILES})")
+        folder = self.upload.folder / f"{index:04d}"
+        folder.mkdir(parents=True)
+        path = folder / safe_filename(client_name)
+        if not path.resolve().is_relative_to(self.upload.folder.resolve()):
+            raise BadRequest("unsafe file name")
+        self.upload.paths.append(path)
+        self._file = path.open("wb")
+        self._hash = hashlib.sha256()
+
+    def part_data(self, data: bytes, start: int, end: int) -> None:
+        chunk = data[start:end]
+        if self._file is not None:
+            self.upload.total_bytes += len(chunk)
+            if self.upload.total_bytes > self.max_bytes:
+                raise TooLarge(f"upload is larger than the limit of {self.max_bytes} bytes",
+                               {"limit_bytes": self.max_bytes})
+            self._file.write(chunk)
+            self._hash.update(chunk)
+        elif self._text is not None:
+            self._text += chunk
+            if len(self._text) > MAX_FIELD_BYTES:
+                raise BadRequest(f"form field {self._name!r} is too long")
+
+    def part_end(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self.upload.shas.append(self._hash.hexdigest())
+        elif self._text is not None:
+            self.upload.fields[self._name] = self._text.decode("utf-8", "replace")
+            self._text = None
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upload:
+    """Stream a multipart/form-data body into a new folder under `tmp_dir`; raises TooLarge/BadRequest."""
+    ctype, options = parse_options_header(request.headers.get("content-type", ""))
+    boundary = options.get(b"boundary")
+    if ctype != b"multipart/form-data" or not boundary:
+        raise BadRequest("expected a multipart/form-data body with one or more `files` parts")
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > max_bytes + MAX_FIELD_BYTES * 4:
+        raise TooLarge(f"upload is larger than the limit of {max_bytes} bytes", {"limit_bytes": max_bytes})
+    upload = Upload(tmp_dir / f"upload-{secrets.token_hex(8)}")
+    upload.folder.mkdir(parents=True)
+    sink = _Sink(upload, max_bytes)
+    parser = MultipartParser(boundary, sink.callbacks())  # type: ignore[arg-type]
+    try:
+        async for chunk in request.stream():
+            parser.write(chunk)
+        parser.finalize()
+    except BaseException:
+        sink.close()
+        upload.discard()
+        raise
+    sink.close()
+    if not upload.paths:
+        upload.discard()
+        raise BadRequest("the upload holds no files: send them as multipart parts named `files`")
+    return upload
+
+
+class IngestWorker:
+    """Background ingests: a thread pool running explorer.service.run_ingest on uploaded folders."""
+
+    def __init__(self, store: RunStore, workers: int, max_uncompressed_bytes: int) -> None:
+        self.store = store
+        self.max_bytes = max_uncompressed_bytes
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="ingest")
+
+    def submit(self, run_id: str, upload: Upload) -> Future[None]:
+        return self._pool.submit(self._ingest, run_id, upload)
+
+    def _ingest(self, run_id: str, upload: Upload) -> None:
+        try:
+            run_ingest(self.store, run_id, upload.paths, keep_failed=True, max_bytes=self.max_bytes)
+            log.info("run %s ingested", run_id)
+        except Exception as exc:  # the run is marked failed with the message; the server keeps serving
+            log.warning("ingest of run %s failed: %s", run_id, exc)
+        finally:
+            upload.discard()
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,288 @@
+"""Level-of-detail timeline windows over a run's cached columns, bounded by the window's pixel width.
+
+`build_timeline_index` runs once per run: slices re-ordered by (track, depth, ts) with a running
+maximum of end times per (track, depth) group, so a window lookup is two binary searches per group
+and still finds long slices that start before the window. `compute_window` keeps slices at least a
+pixel wide and merges narrower ones per pixel column and depth; counters are reduced to min/max per
+pixel. Times in the index and the output are relative to the run's origin. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from explorer.model.tables import FLOWS
+
+I64 = np.int64
+
+
+@dataclass
+class TimelineIndex:
+    """Per-run arrays for window queries (relative ns); build once, read by many requests."""
+
+    origin_ns: int
+    names: list[str]  # name dictionary; `name` holds codes into it
+    slice_id: np.ndarray  # per position (track, depth, ts order)
+    ts: np.ndarray
+    dur: np.ndarray
+    end_max: np.ndarray  # running max of ts+dur within each (track, depth) group
+    depth: np.ndarray
+    name: np.ndarray
+    group_track: np.ndarray  # per (track, depth) group
+    group_lo: np.ndarray
+    group_hi: np.ndarray
+    track_kind: dict[int, str]
+    track_lane: dict[int, str]
+    counter_ranges: dict[int, tuple[int, int]]
+    counter_ts: np.ndarray
+    counter_value: np.ndarray
+    flow_id: np.ndarray  # flows sorted by the start time of their source slice
+    flow_from: np.ndarray
+    flow_to: np.ndarray
+    flow_kind: list[str]
+    flow_kind_code: np.ndarray
+    flow_from_ts: np.ndarray
+    flow_to_ts: np.ndarray
+    flow_from_track: np.ndarray
+    flow_to_track: np.ndarray
+    slice_track: np.ndarray  # by slice_id
+    slice_ts: np.ndarray  # by slice_id, relative
+
+
+def _dictionary(column: pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
+    encoded = pc.dictionary_encode(column).combine_chunks()
+    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+
+
+def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table, flows: pa.Table,
+                         origin_ns: int) -> TimelineIndex:
+    """Arrange a run's columns for window queries. Cost is a sort of the slices, paid once per run."""
+    track = slices.column("track_id").to_numpy().astype(np.int32)
+    ts = slices.column("ts_ns").to_numpy().astype(I64) - origin_ns
+    dur = slices.column("dur_ns").to_numpy().astype(I64)
+    depth = slices.column("depth").to_numpy().astype(np.int32)
+    names, codes = _dictionary(slices.column("name")) if slices.num_rows else ([], np.zeros(0, np.int32))
+    order = np.lexsort((ts, depth, track)) if len(ts) else np.zeros(0, I64)
+    g_track, g_depth = track[order], depth[order]
+    if len(order):
+        change = np.flatnonzero((np.diff(g_track) != 0) | (np.diff(g_depth) != 0)) + 1
+        lo = np.concatenate(([0], change)).astype(I64)
+    else:
+        lo = np.zeros(0, I64)
+    hi = np.append(lo[1:], len(order)).astype(I64)
+    ts_o, dur_o = ts[order], dur[order]
+    end_max = ts_o + dur_o
+    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+        np.maximum.accumulate(end_max[a:b], out=end_max[a:b])
+    t_ids = tracks.column("track_id").to_pylist()
+    c_track = counters.column("track_id").to_numpy().astype(np.int32)
+    c_bounds = np.flatnonzero(np.diff(c_track) != 0) + 1 if len(c_track) else np.zeros(0, I64)
+    c_lo = np.concatenate(([0], c_bounds)).astype(I64) if len(c_track) else np.zeros(0, I64)
+    c_hi = np.append(c_lo[1:], len(c_track)).astype(I64)
+    counter_ranges = {int(c_track[a]): (int(a), int(b)) for a, b in zip(c_lo, c_hi, strict=True)}
+    fl = _flow_arrays(flows, track, ts)
+    return TimelineIndex(
+        origin_ns=origin_ns, names=names, slice_id=order.astype(I64), ts=ts_o, dur=dur_o, end_max=end_max,
+        depth=depth[order], name=codes[order], group_track=g_track[lo], group_lo=lo, group_hi=hi,
+        track_kind=dict(zip(t_ids, tracks.column("kind").to_pylist(), strict=True)),
+        track_lane=dict(zip(t_ids, tracks.column("lane").to_pylist(), strict=True)),
+        counter_ranges=counter_ranges,
+        counter_ts=counters.column("ts_ns").to_numpy().astype(I64) - origin_ns,
+        counter_value=counters.column("value").to_numpy().astype(np.float64),
+        slice_track=track, slice_ts=ts, **fl,
+    )
+
+
+def _flow_arrays(flows: pa.Table, track: np.ndarray, ts: np.ndarray) -> dict[str, Any]:
+    flows = flows.cast(FLOWS)
+    f_from = flows.column("from_slice").to_numpy().astype(I64)
+    f_to = flows.column("to_slice").to_numpy().astype(I64)
+    n = len(ts)
+    ok = (f_from >= 0) & (f_from < n) & (f_to >= 0) & (f_to < n)
+    f_from, f_to = f_from[ok], f_to[ok]
+    kinds, kind_code = _dictionary(flows.column("kind")) if flows.num_rows else ([], np.zeros(0, np.int32))
+    kind_code = kind_code[ok]
+    f_id = flows.column("flow_id").to_numpy().astype(I64)[ok]
+    order = np.argsort(ts[f_from], kind="stable")
+    return {
+        "flow_id": f_id[order], "flow_from": f_from[order], "flow_to": f_to[order], "flow_kind": kinds,
+        "flow_kind_code": kind_code[order], "flow_from_ts": ts[f_from][order], "flow_to_ts": ts[f_to][order],
+        "flow_from_track": track[f_from][order], "flow_to_track": track[f_to][order],
+    }
+
+
+def compute_window(ix: TimelineIndex, start_ns: int, end_ns: int, width_px: int,
+                   track_ids: list[int] | None = None, max_flows: int | None = None) -> dict[str, Any]:
+    """The level-of-detail payload of one window (relative ns), see docs/API.md "Timeline window"."""
+    ns_per_px = (end_ns - start_ns) / width_px
+    wanted = sorted(ix.track_kind) if track_ids is None else [t for t in track_ids if t in ix.track_kind]
+    out_tracks: dict[int, dict[str, Any]] = {}
+    slice_tracks = [t for t in wanted if ix.track_kind[t] == "slice"]
+    used_names: list[np.ndarray] = []
+    for tid, payload, codes in _slice_windows(ix, slice_tracks, start_ns, end_ns, width_px, ns_per_px):
+        out_tracks[tid] = payload
+        used_names.append(codes)
+    for tid in wanted:
+        if ix.track_kind[tid] == "counter":
+            out_tracks[tid] = {"track_id": tid, "kind": "counter",
+                               "counter": _counter_window(ix, tid, start_ns, end_ns, width_px)}
+    names = _remap_names(ix, out_tracks, used_names)
+    for payload in out_tracks.values():
+        _listify(payload)
+    flows, truncated = _flow_window(ix, wanted, start_ns, end_ns, max_flows or width_px)
+    return {
+        "origin_ns": ix.origin_ns, "start_ns": start_ns, "end_ns": end_ns, "width_px": width_px,
+        "ns_per_px": ns_per_px, "names": names,
+        "tracks": [out_tracks[t] for t in wanted if t in out_tracks],
+        "flows": flows, "flows_truncated": truncated,
+    }
+
+
+def _candidates(ix: TimelineIndex, groups: np.ndarray, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of slices overlapping [start, end] in the given groups, and each one's group slot."""
+    lo = np.empty(len(groups), I64)
+    hi = np.empty(len(groups), I64)
+    for i, g in enumerate(groups.tolist()):
+        a, b = int(ix.group_lo[g]), int(ix.group_hi[g])
+        lo[i] = a + int(np.searchsorted(ix.end_max[a:b], start_ns, side="left"))
+        hi[i] = a + int(np.searchsorted(ix.ts[a:b], end_ns, side="right"))
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    slot = np.repeat(np.arange(len(groups), dtype=I64), counts)
+    offsets = np.cumsum(counts) - counts
+    pos = np.arange(total, dtype=I64) - np.repeat(offsets, counts) + np.repeat(lo, counts)
+    return pos, slot
+
+
+def _slice_windows(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_ns: int, width_px: int,
+                   ns_per_px: float) -> list[tuple[int, dict[str, Any], np.ndarray]]:
+    groups = np.flatnonzero(np.isin(ix.group_track, np.asarray(track_ids, np.int32)))
+    pos, slot = _candidates(ix, groups, start_ns, end_ns)
+    ts, dur = ix.ts[pos], ix.dur[pos]
+    keep = ts + dur >= start_ns
+    if not keep.all():
+        pos, slot, ts, dur = pos[keep], slot[keep], ts[keep], dur[keep]
+    wide = dur >= ns_per_px
+    w_pos, w_slot = pos[wide], slot[wide]
+    narrow = ~wide
+    n_pos, n_slot, n_ts, n_dur = pos[narrow], slot[narrow], ts[narrow], dur[narrow]
+    px = ((np.maximum(n_ts, start_ns) - start_ns) / ns_per_px).astype(I64)
+    np.clip(px, 0, width_px - 1, out=px)
+    key = n_slot * width_px + px  # non-decreasing: positions are ordered by group, then ts
+    first = np.flatnonzero(np.diff(key, prepend=-1)) if len(key) else np.zeros(0, I64)
+    counts = np.diff(np.append(first, len(key)))
+    merged = _merge_runs(ix, n_pos, n_ts, n_dur, first, counts)
+    m_slot = n_slot[first]
+    track_of_slot = ix.group_track[groups]
+    results = []
+    for tid in track_ids:
+        slots = np.flatnonzero(track_of_slot == tid)
+        if not len(slots):
+            results.append((tid, _empty_track(tid), np.zeros(0, np.int32)))
+            continue
+        a, b = int(slots[0]), int(slots[-1]) + 1
+        wa, wb = np.searchsorted(w_slot, [a, b])
+        ma, mb = np.searchsorted(m_slot, [a, b])
+        wp = w_pos[wa:wb]
+        payload = {"track_id": tid, "kind": "slice",
+                   "slices": {"id": ix.slice_id[wp], "ts": ix.ts[wp], "dur": ix.dur[wp],
+                              "depth": ix.depth[wp], "name": ix.name[wp]},
+                   "merged": {k: v[ma:mb] for k, v in merged.items()}}
+        results.append((tid, payload, np.concatenate((ix.name[wp], merged["name"][ma:mb]))))
+    return results
+
+
+def _merge_runs(ix: TimelineIndex, pos: np.ndarray, ts: np.ndarray, dur: np.ndarray, first: np.ndarray,
+                counts: np.ndarray) -> dict[str, np.ndarray]:
+    """Summaries of runs of sub-pixel slices: first start, extent, count, busy time, longest name."""
+    if not len(first):
+        empty = np.zeros(0, I64)
+        return {"ts": empty, "dur": empty, "depth": empty, "count": empty, "busy_ns": empty,
+                "name": np.zeros(0, np.int32)}
+    end = np.maximum.reduceat(ts + dur, first)
+    longest = np.maximum.reduceat(dur, first)
+    run_of = np.repeat(np.arange(len(first)), counts)
+    hits = np.flatnonzero(dur == longest[run_of])
+    _, first_hit = np.unique(run_of[hits], return_index=True)
+    return {"ts": ts[first], "dur": end - ts[first], "depth": ix.depth[pos[first]], "count": counts,
+            "busy_ns": np.add.reduceat(dur, first), "name": ix.name[pos[hits[first_hit]]]}
+
+
+def _empty_track(tid: int) -> dict[str, Any]:
+    e: list[int] = []
+    return {"track_id": tid, "kind": "slice",
+            "slices": {"id": e, "ts": e, "dur": e, "depth": e, "name": e},
+            "merged": {"ts": e, "dur": e, "depth": e, "count": e, "busy_ns": e, "name": e}}
+
+
+def _remap_names(ix: TimelineIndex, tracks: dict[int, dict[str, Any]], used: list[np.ndarray]) -> list[str]:
+    """Ship only the names this window uses; name columns become indexes into that short list."""
+    codes = np.unique(np.concatenate(used)) if used else np.zeros(0, np.int32)
+    for payload in tracks.values():
+        if payload["kind"] != "slice":
+            continue
+        for part in ("slices", "merged"):
+            col = payload[part]["name"]
+            if len(col):
+                payload[part]["name"] = np.searchsorted(codes, col)
+    return [ix.names[c] for c in codes.tolist()]
+
+
+def _listify(payload: dict[str, Any]) -> None:
+    """numpy columns -> plain lists, in place, so the payload is JSON-ready."""
+    for key, value in payload.items():
+        if isinstance(value, dict):
+            _listify(value)
+        elif isinstance(value, np.ndarray):
+            payload[key] = value.tolist()
+
+
+def _counter_window(ix: TimelineIndex, tid: int, start_ns: int, end_ns: int, width_px: int) -> dict[str, Any]:
+    a, b = ix.counter_ranges.get(tid, (0, 0))
+    ts = ix.counter_ts[a:b]
+    lo = max(int(np.searchsorted(ts, start_ns, side="right")) - 1, 0)  # the value in force at start
+    hi = int(np.searchsorted(ts, end_ns, side="right"))
+    ts, val = ts[lo:hi], ix.counter_value[a + lo:a + hi]
+    if len(ts) <= 2 * width_px:
+        return {"ts": ts, "value": val}
+    px = np.clip(((ts - start_ns) * (width_px / (end_ns - start_ns))).astype(I64), 0, width_px - 1)
+    first = np.flatnonzero(np.diff(px, prepend=-1))
+    counts = np.diff(np.append(first, len(px)))
+    bucket = np.repeat(np.arange(len(first)), counts)
+    pick_min = _first_where(val == np.minimum.reduceat(val, first)[bucket], bucket, len(first))
+    pick_max = _first_where(val == np.maximum.reduceat(val, first)[bucket], bucket, len(first))
+    picks = np.unique(np.concatenate((pick_min, pick_max)))
+    return {"ts": ts[picks], "value": val[picks]}
+
+
+def _first_where(mask: np.ndarray, bucket: np.ndarray, n: int) -> np.ndarray:
+    hits = np.flatnonzero(mask)
+    _, first = np.unique(bucket[hits], return_index=True)
+    result: np.ndarray = hits[first]
+    assert len(result) == n
+    return result
+
+
+def _flow_window(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_ns: int,
+                 limit: int) -> tuple[list[dict[str, Any]], bool]:
+    """Flows with an end in the window and on a wanted track, first `limit` by source time."""
+    a_in = (ix.flow_from_ts >= start_ns) & (ix.flow_from_ts <= end_ns)
+    b_in = (ix.flow_to_ts >= start_ns) & (ix.flow_to_ts <= end_ns)
+    wanted = np.asarray(track_ids, np.int32)
+    on_track = np.isin(ix.flow_from_track, wanted) | np.isin(ix.flow_to_track, wanted)
+    hits = np.flatnonzero((a_in | b_in) & on_track)
+    truncated = len(hits) > limit
+    hits = hits[:limit]
+    cols = {
+        "id": ix.flow_id[hits].tolist(), "from": ix.flow_from[hits].tolist(), "to": ix.flow_to[hits].tolist(),
+        "kind": [ix.flow_kind[k] for k in ix.flow_kind_code[hits].tolist()],
+        "from_track": ix.flow_from_track[hits].tolist(), "to_track": ix.flow_to_track[hits].tolist(),
+        "from_ts": ix.flow_from_ts[hits].tolist(), "to_ts": ix.flow_to_ts[hits].tolist(),
+    }
+    keys = list(cols)
+    return [dict(zip(keys, row, strict=True)) for row in zip(*cols.values(), strict=True)], truncated
