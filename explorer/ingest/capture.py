@@ -98,9 +98,9 @@ def end_member(builder: TraceBuilder, folder: ProcessFolder, member: Member, fmt
 def join_process_folder(builder: TraceBuilder, folder: ProcessFolder, metas: dict[int, dict[str, Any]]) -> None:
     """After its files are parsed: one instance/process in the track tree, and warnings for what is
     missing (binaries only, no system profile, no framework trace, process ids that disagree)."""
+    ranks = {r for src in folder.framework_srcs if (r := _rank(metas.get(src, {}))) is not None}
     for src in folder.framework_srcs + folder.system_srcs:
-        rank = _rank(metas.get(src, {}))
-        builder.instances[src] = folder.instance if rank is None else f"{folder.instance} rank {rank}"
+        builder.instances[src] = folder.instance
     if folder.binaries:
         names = ", ".join(PurePosixPath(n).name for n in folder.binaries)
         builder.warn("neuron_binary", f"{folder.label}: {len(folder.binaries)} Neuron binary file(s) kept as "
@@ -112,7 +112,7 @@ def join_process_folder(builder: TraceBuilder, folder: ProcessFolder, metas: dic
     if folder.system_srcs and not folder.framework_srcs:
         builder.warn("neuron_no_framework_trace", f"{folder.label}: Neuron system events without a framework "
                      "trace (trace.json): ops cannot be shown for this process", 1, folder.key)
-    _name_tracks(builder, folder)
+    _name_tracks(builder, folder, f" rank {min(ranks)}" if len(ranks) == 1 else "")
 
 
 def _rank(meta: dict[str, Any]) -> int | None:
@@ -121,9 +121,9 @@ def _rank(meta: dict[str, Any]) -> int | None:
     return rank if isinstance(rank, int) else None
 
 
-def _name_tracks(builder: TraceBuilder, folder: ProcessFolder) -> None:
-    """Name the framework trace's threads like Neuron Explorer (`framework/<TID>`, `framework/Stream`)
-    and check that the process ids of the folder and its files agree."""
+def _name_tracks(builder: TraceBuilder, folder: ProcessFolder, rank: str) -> None:
+    """Name the process (`PID <pid> rank <r>`) and the framework trace's threads like Neuron Explorer
+    (`framework/<TID>`, `framework/Stream`); check that the process ids of the folder and its files agree."""
     raw = builder.raw_slices()
     if len(raw.thread) == 0:
         return
@@ -139,9 +139,11 @@ def _name_tracks(builder: TraceBuilder, folder: ProcessFolder) -> None:
             framework_pids.add(pid)
             if t in framework_threads:
                 builder.set_thread_name(src, pid, tid, "framework/Stream" if t in stream_threads else f"framework/{tid}")
-                builder.set_process_name(src, pid, f"PID {pid}")
         elif src in folder.system_srcs:
             system_pids.add(pid)
+        else:
+            continue
+        builder.set_process_name(src, pid, f"PID {pid}{rank}")
     if framework_pids and system_pids and not framework_pids & system_pids:
         builder.warn("pid_mismatch", f"{folder.label}: the framework trace's process ids "
                      f"({', '.join(sorted(framework_pids))}) and the system profile's "

@@ -19,6 +19,7 @@ import numpy as np
 from explorer.ingest.builder import RawSlices, TraceBuilder
 from explorer.ingest.neuron import LINK_FIELDS, NeuronEvent, NeuronState, Source, state_of
 from explorer.model.lanes import LANE_ORDER, FlowKind, Lane
+from explorer.model.tables import IngestedTrace, Warning_
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +33,31 @@ SCAN_BACK = 64  # how far back to look for an enclosing interval among sorted st
 def finalize_neuron(builder: TraceBuilder) -> None:
     """Run once after every file of a run is parsed (pipeline), before builder.finish()."""
     state = state_of(builder)
-    raw = builder.raw_slices()
     if not state.neuron_srcs:
-        cats = set(raw.cat)
-        if cats & NEURON_KINETO_CATEGORIES:
+        if builder.categories() & NEURON_KINETO_CATEGORIES:
             builder.warn("neuron_no_system_profile", "the framework trace has Neuron (PrivateUse1) events but no "
                          "Neuron system profile was given: runtime and hardware lanes and device time are missing; "
                          "export it with `neuron-explorer view --output-format json` (or parquet) and add it")
         return
-    _align_clocks(builder, state, raw)
+    _align_clocks(builder, state, builder.raw_slices())
     raw = builder.raw_slices()
     _Linker(builder, state, raw).run()
+
+
+def report_unattributed(builder: TraceBuilder, trace: IngestedTrace) -> None:
+    """After finish(): say how many Neuron device executions reach no framework op through the links."""
+    if not state_of(builder).neuron_srcs:
+        return
+    slices = trace.tables["slices"]
+    cat = slices.column("cat").to_numpy(zero_copy_only=False)
+    op_id = slices.column("op_id").to_numpy()
+    count = int(np.count_nonzero((cat == Source.HARDWARE.value) & (op_id < 0)))
+    if count:
+        trace.warnings.append(Warning_("unlinked_device", "Neuron hardware events not linked to any framework op "
+                                       "(their device time is not attributed to an op)", count))
+    links = trace.meta.get("neuron_links")
+    if isinstance(links, dict):
+        links["unattributed"] = count
 
 
 def _src_spans(raw: RawSlices) -> dict[int, tuple[int, int]]:
@@ -144,12 +159,7 @@ class _Linker:
             self.b.warn("inferred_links", "links from framework ops to Neuron runtime/hardware events inferred by "
                         "time containment in the same process (the events carry no flow_id, nrt_sequence_id, "
                         "framework_stream_id or External id)", self.inferred)
-        unlinked = sum(1 for ev in self.state.events
-                       if ev.source is Source.HARDWARE and ev.raw not in self.incoming)
-        if unlinked:
-            self.b.warn("unlinked_device", "Neuron hardware events not linked to any framework op (their device "
-                        "time is not attributed to an op)", unlinked)
-        self.b.meta["neuron_links"] = {"explicit": self.explicit, "inferred": self.inferred, "unlinked": unlinked}
+        self.b.meta["neuron_links"] = {"explicit": self.explicit, "inferred": self.inferred}
 
     def _by_flow_and_parent(self) -> None:
         chains: dict[tuple[int, str], list[NeuronEvent]] = defaultdict(list)
