@@ -83,7 +83,7 @@ def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table,
     c_track = counters.column("track_id").to_numpy().astype(np.int32)
     c_bounds = np.flatnonzero(np.diff(c_track) != 0) + 1 if len(c_track) else np.zeros(0, I64)
     c_lo = np.concatenate(([0], c_bounds)).astype(I64) if len(c_track) else np.zeros(0, I64)
-    c_hi = np.append(c_lo[1:], len(c_track)).astype(I64)
+    c_hi = np.append(c_lo[1:], len(c_track)).astype(I64) if len(c_track) else np.zeros(0, I64)
     counter_ranges = {int(c_track[a]): (int(a), int(b)) for a, b in zip(c_lo, c_hi, strict=True)}
     fl = _flow_arrays(flows, track, ts)
     return TimelineIndex(
