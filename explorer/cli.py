@@ -144,5 +144,23 @@ def ops(run_id: str, sort: str, limit: int, by_shape: bool, as_json: bool, data_
     out.print(table)
 
 
+@main.command()
+@click.argument("run_id")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="HTML file to write (default report-RUN.html)")
+@data_dir_option
+def report(run_id: str, output: Path | None, data_dir: Path | None) -> None:
+    """Write one self-contained HTML report of a run (opens offline, without the server)."""
+    from explorer.report import write_report
+
+    target = output or Path(f"report-{run_id}.html")
+    try:
+        size = write_report(_store(data_dir), run_id, target)
+    except ExplorerError as exc:
+        console.print(f"error: {exc.message}", markup=False, highlight=False)
+        sys.exit(2)
+    console.print(f"wrote {target} ({size / 1e6:.1f} MB)", highlight=False, markup=False)
+
+
 if __name__ == "__main__":
     main()

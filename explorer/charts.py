@@ -1,0 +1,111 @@
+"""Plotly figure dicts built from analysis results: model -> figure, no I/O and no HTML.
+
+Plotly reads a small HTML subset in labels, so every trace-derived label goes through `label()`
+(entities, which plotly shows as plain text). Durations are plotted in microseconds.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+LANE_COLORS = {
+    "framework": "#4e79a7",
+    "runtime": "#f28e2b",
+    "hardware": "#59a14f",
+    "counter": "#b07aa1",
+    "other": "#9c9c9c",
+}
+RUN_COLORS = ("#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#76b7b2", "#b07aa1")
+FONT = {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "size": 12, "color": "#24292f"}
+MAX_LABEL = 48
+
+
+def label(text: str, limit: int = MAX_LABEL) -> str:
+    """A trace-derived string made inert for plotly's label markup, shortened for an axis."""
+    short = text if len(text) <= limit else text[: limit - 1] + "…"
+    return html.escape(short, quote=True)
+
+
+def _layout(title: str, height: int, **extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "title": {"text": html.escape(title), "x": 0, "xanchor": "left", "font": {"size": 13}},
+        "height": height,
+        "margin": {"l": 8, "r": 16, "t": 32, "b": 36},
+        "font": FONT,
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+        "xaxis": {"gridcolor": "#e6e8eb", "zeroline": False, "automargin": True},
+        "yaxis": {"gridcolor": "#e6e8eb", "zeroline": False, "automargin": True},
+        "showlegend": False,
+        "hoverlabel": {"font": {"family": FONT["family"], "size": 12}},
+    }
+    layout.update(extra)
+    return layout
+
+
+def make_lane_breakdown_figure(breakdown: Mapping[str, Any]) -> dict[str, Any]:
+    """Busy vs idle time per lane (stacked horizontal bars), from the breakdown analysis."""
+    lanes = [row for row in breakdown.get("lanes", []) if row.get("lane") != "counter"]
+    names = [str(r["lane"]) for r in lanes]
+    busy = [r["busy_ns"] / 1e3 for r in lanes]
+    idle = [r["idle_ns"] / 1e3 for r in lanes]
+    pct = [f"{r.get('busy_pct', 0.0):.1f} % busy" for r in lanes]
+    data = [
+        {"type": "bar", "orientation": "h", "name": "busy", "y": names, "x": busy, "text": pct,
+         "textposition": "inside", "insidetextanchor": "start",
+         "marker": {"color": [LANE_COLORS.get(n, "#9c9c9c") for n in names]},
+         "hovertemplate": "%{y}: %{x:,.1f} µs busy<extra></extra>"},
+        {"type": "bar", "orientation": "h", "name": "idle", "y": names, "x": idle,
+         "marker": {"color": "#e6e8eb"}, "hovertemplate": "%{y}: %{x:,.1f} µs idle<extra></extra>"},
+    ]
+    layout = _layout("Lane busy / idle (µs)", 60 + 34 * max(1, len(names)), barmode="stack")
+    layout["yaxis"] = {**layout["yaxis"], "autorange": "reversed"}
+    return {"data": data, "layout": layout}
+
+
+def make_top_ops_figure(rows: Sequence[Mapping[str, Any]], metric: str = "device_total_ns", top: int = 15,
+                        title: str | None = None) -> dict[str, Any]:
+    """Horizontal bars of the `top` ops by `metric` (a *_ns column of the op table)."""
+    chosen = sorted((r for r in rows if r.get(metric, 0) > 0), key=lambda r: -r[metric])[:top]
+    names = [label(str(r["name"])) for r in chosen]
+    values = [r[metric] / 1e3 for r in chosen]
+    color = LANE_COLORS["hardware"] if "device" in metric else LANE_COLORS["framework"]
+    pretty = {"device_total_ns": "device time", "self_device_ns": "self device time",
+              "cpu_total_ns": "CPU time", "self_cpu_ns": "self CPU time"}.get(metric, metric)
+    data = [{"type": "bar", "orientation": "h", "y": names, "x": values, "marker": {"color": color},
+             "customdata": [r.get("calls", 0) for r in chosen],
+             "hovertemplate": "%{y}<br>%{x:,.1f} µs, %{customdata} calls<extra></extra>"}]
+    layout = _layout(title or f"Top ops by {pretty} (µs)", 70 + 22 * max(1, len(names)))
+    layout["yaxis"] = {**layout["yaxis"], "autorange": "reversed", "type": "category"}
+    return {"data": data, "layout": layout}
+
+
+def compare_metric(compare: Mapping[str, Any]) -> str:
+    """Device time when any run has some; CPU time for host-only profiles."""
+    return "device_total_ns" if any(r.get("device_total_ns") for r in compare.get("runs", [])) else "cpu_total_ns"
+
+
+def make_compare_figure(compare: Mapping[str, Any], top: int = 12) -> dict[str, Any]:
+    """Grouped bars: time per op (device, or CPU without a device), one bar per run, top ops first."""
+    runs = list(compare.get("runs", []))
+    rows = list(compare.get("rows", []))
+    metric = compare_metric(compare)
+
+    def weight(row: Mapping[str, Any]) -> int:
+        return max((p[metric] for p in row["per_run"] if p), default=0)
+
+    rows = sorted((r for r in rows if weight(r) > 0), key=lambda r: -weight(r))[:top]
+    names = [label(str(r["name"]), 32) for r in rows]
+    data = []
+    for i, run in enumerate(runs):
+        values = [(r["per_run"][i][metric] / 1e3 if r["per_run"][i] else 0.0) for r in rows]
+        data.append({"type": "bar", "name": label(str(run.get("name") or run["id"]), 40), "x": names,
+                     "y": values, "marker": {"color": RUN_COLORS[i % len(RUN_COLORS)]},
+                     "hovertemplate": "%{x}<br>%{y:,.1f} µs<extra>%{fullData.name}</extra>"})
+    title = "Device time per op (µs)" if metric == "device_total_ns" else "CPU time per op (µs), no device time"
+    layout = _layout(title, 340, barmode="group", showlegend=True,
+                     legend={"orientation": "h", "y": 1.12, "x": 1, "xanchor": "right"})
+    layout["xaxis"] = {**layout["xaxis"], "type": "category", "tickangle": -30}
+    return {"data": data, "layout": layout}

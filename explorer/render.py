@@ -1,0 +1,102 @@
+"""The one Jinja environment, shared by the server's pages and the offline report, and its filters.
+
+Autoescape is on for every template. Trace-derived strings are never marked safe; the only Markup
+produced here is JSON made safe for a <script> element and the project's own static assets.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from explorer.config import PROJECT_ROOT
+
+PLOTLY_JS = "vendor/plotly.min.js"
+# Classic scripts (not ES modules) so the offline report can inline them as they are.
+APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/timeline.js", "js/pages.js")
+APP_STYLES = ("css/app.css",)
+
+
+def json_for_script(value: Any) -> Markup:
+    """JSON text that can sit inside <script>: `<`, `>`, `&` and line separators are \\u-escaped,
+    so neither `</script>` nor `<!--` can appear in it, whatever the trace contains."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str)
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+                    ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return Markup(text)
+
+
+def fmt_ns(ns: float | int | None, digits: int = 3) -> str:
+    """A duration in the largest unit that keeps it >= 1 (edge formatting only)."""
+    if ns is None:
+        return "–"
+    v = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:,.{digits}f} {unit}"
+    return f"{v:,.0f} ns"
+
+
+def fmt_us(ns: float | int | None) -> str:
+    """Microseconds with one decimal, the unit torch's tables use."""
+    return "–" if ns is None else f"{float(ns) / 1e3:,.1f} µs"
+
+
+def fmt_int(n: float | int | None) -> str:
+    return "–" if n is None else f"{int(n):,}"
+
+
+def fmt_pct(p: float | int | None, signed: bool = False) -> str:
+    if p is None:
+        return "–"
+    return f"{float(p):+.1f} %" if signed else f"{float(p):.1f} %"
+
+
+def fmt_time(epoch_s: float | None) -> str:
+    if not epoch_s:
+        return "–"
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
+    """The Jinja environment: autoescape on, undefined variables are errors, the formatting filters."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir or PROJECT_ROOT / "templates")),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(ns=fmt_ns, us=fmt_us, thousands=fmt_int, pct=fmt_pct, when=fmt_time, script_json=json_for_script)
+    return env
+
+
+@lru_cache(maxsize=8)
+def _read_asset(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8")
+
+
+def inline_asset(static_dir: Path, rel: str) -> Markup:
+    """One of the project's own static files, ready to sit inside <script> or <style>.
+    `</` is broken up so the asset cannot close its element early."""
+    text = _read_asset(str(static_dir / rel))
+    return Markup(text.replace("</script", "<\\/script").replace("</style", "<\\/style").replace("<!--", "<\\!--"))
+
+
+def plotly_js_path() -> Path:
+    """plotly.min.js as shipped inside the installed `plotly` package (served at /static/vendor/)."""
+    import plotly
+
+    return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+
+
+def inline_plotly() -> Markup:
+    text = _read_asset(str(plotly_js_path()))
+    return Markup(text.replace("</script", "<\\/script").replace("<!--", "<\\!--"))

@@ -1,0 +1,266 @@
+"""Page data, computed once and rendered twice (HTML page and JSON twin), and the offline report.
+
+Each `build_*` returns one typed context object holding the same data its JSON twin returns; the
+server's page handlers and `trace-explorer report` both use them. `render_report` writes one
+self-contained HTML file: styles, scripts, plotly.js and the run's data inlined, no network needed.
+Nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from markupsafe import Markup
+
+from explorer import __version__
+from explorer.analysis.breakdown import compute_breakdown
+from explorer.analysis.compare import RunOps, compute_compare
+from explorer.analysis.lod import build_timeline_index, compute_window
+from explorer.charts import (
+    compare_metric,
+    make_compare_figure,
+    make_lane_breakdown_figure,
+    make_top_ops_figure,
+)
+from explorer.config import PROJECT_ROOT
+from explorer.errors import BadRequest
+from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
+from explorer.store.catalog import RunRecord
+from explorer.store.queries import OP_COLUMNS, load_ops
+from explorer.store.runs import RunStore
+
+SNAPSHOT_WIDTH_PX = 4000
+TOP_OPS = 15
+LANES = ("framework", "runtime", "hardware")
+
+
+def run_json(rec: RunRecord) -> dict[str, Any]:
+    """A run as the API's `Run` object (docs/API.md)."""
+    return {"id": rec.id, "name": rec.name, "status": rec.status, "progress": rec.progress,
+            "message": rec.message, "tags": rec.tags, "created_at": rec.created_at, "source": rec.source,
+            "summary": rec.summary,
+            "links": {"self": f"/api/runs/{rec.id}", "page": f"/runs/{rec.id}"}}
+
+
+@dataclass
+class RunsPage:
+    """`/` and its twin `/api/runs`."""
+
+    runs: list[dict[str, Any]]
+    total: int
+    twin: str = "/api/runs"
+
+
+@dataclass
+class OverviewPage:
+    """`/runs/{id}`; twins `/api/runs/{id}` and `/api/runs/{id}/breakdown`."""
+
+    run: dict[str, Any]
+    breakdown: dict[str, Any]
+    top_device: list[dict[str, Any]]
+    top_cpu: list[dict[str, Any]]
+    figures: dict[str, dict[str, Any]]
+    twin: str = ""
+
+    @property
+    def device_busy_pct(self) -> float | None:
+        devices = self.breakdown.get("devices", [])
+        if devices:
+            return max(float(d["busy_pct"]) for d in devices)
+        hw = [r for r in self.breakdown.get("lanes", []) if r["lane"] == "hardware"]
+        return float(hw[0]["busy_pct"]) if hw else None
+
+
+@dataclass
+class OpsPage:
+    """`/runs/{id}/ops?sort=&q=&by_shape=&limit=`; twin `/api/runs/{id}/ops` with the same query."""
+
+    run: dict[str, Any]
+    rows: list[dict[str, Any]]
+    device_total_ns: int
+    sort: str
+    q: str
+    by_shape: bool
+    limit: int | None
+    figure: dict[str, Any]
+    twin: str = ""
+
+    def sort_link(self, column: str) -> str:
+        """Query string sorting by `column`; a second click on the sorted column flips the order."""
+        default_desc = column != "name"
+        current = self.sort.lstrip("-+")
+        if current == column:
+            desc = not (self.sort.startswith("-") or (default_desc and not self.sort.startswith("+")))
+        else:
+            desc = default_desc
+        return "?" + self.query(sort=("-" if desc else "+") + column)
+
+    def query(self, **override: Any) -> str:
+        params: dict[str, Any] = {"sort": self.sort, "q": self.q, "by_shape": int(self.by_shape)}
+        if self.limit is not None:
+            params["limit"] = self.limit
+        params.update(override)
+        return urlencode({k: v for k, v in params.items() if v not in ("", None, 0) or k == "sort"})
+
+
+@dataclass
+class TimelinePage:
+    """`/runs/{id}/timeline`; the canvas pulls `/api/runs/{id}/timeline` windows itself."""
+
+    run: dict[str, Any]
+    span_ns: int
+    twin: str = ""
+
+
+@dataclass
+class ComparePage:
+    """`/compare?runs=a,b,c`; twin `/api/compare?runs=a,b,c`."""
+
+    compare: dict[str, Any]
+    figure: dict[str, Any]
+    twin: str = ""
+
+    @property
+    def headline(self) -> dict[str, Any]:
+        """Totals per run and % change against the first, in device time (CPU time without a device)."""
+        metric = compare_metric(self.compare)
+        totals = [int(r[metric]) for r in self.compare["runs"]]
+        pcts = [None if not totals[0] else 100.0 * (t - totals[0]) / totals[0] for t in totals]
+        return {"what": "device time" if metric == "device_total_ns" else "CPU time", "totals_ns": totals,
+                "pct_change": pcts}
+
+
+@dataclass
+class ReportPage:
+    """The self-contained report: overview, op table, charts and a timeline snapshot of one run."""
+
+    overview: OverviewPage
+    ops: OpsPage
+    snapshot: dict[str, Any]
+    generated_at: float = field(default_factory=time.time)
+    version: str = __version__
+    readonly: bool = True
+    twin: str = ""  # offline: no server to ask
+
+    @property
+    def run(self) -> dict[str, Any]:
+        return self.overview.run
+
+
+# ---- builders ---------------------------------------------------------------------------------
+
+def build_runs_page(store: RunStore, name: str = "", tag: str = "") -> RunsPage:
+    records, total = store.catalog.list(name=name or None, tag=tag or None, limit=1000)
+    q = urlencode({k: v for k, v in (("name", name), ("tag", tag)) if v})
+    return RunsPage([run_json(r) for r in records], total, "/api/runs" + (f"?{q}" if q else ""))
+
+
+def compute_run_breakdown(store: RunStore, run_id: str) -> dict[str, Any]:
+    s = store.require_ready(run_id).summary
+    t = store.table
+    return compute_breakdown(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "flows"),
+                             int(s["start_ns"]), int(s["end_ns"]))
+
+
+def build_overview(store: RunStore, run_id: str, breakdown: dict[str, Any] | None = None) -> OverviewPage:
+    rec = store.require_ready(run_id)
+    bd = breakdown if breakdown is not None else compute_run_breakdown(store, run_id)
+    rows = load_ops(store, run_id, sort="-device_total_ns")
+    top_device = [r for r in rows if r["device_total_ns"] > 0][:TOP_OPS]
+    top_cpu = sorted(rows, key=lambda r: -r["cpu_total_ns"])[:TOP_OPS]
+    figures = {"lanes": make_lane_breakdown_figure(bd),
+               "top_device": make_top_ops_figure(top_device, "device_total_ns"),
+               "top_cpu": make_top_ops_figure(top_cpu, "cpu_total_ns")}
+    return OverviewPage(run_json(rec), bd, top_device, top_cpu, figures, f"/api/runs/{run_id}")
+
+
+def build_ops_page(store: RunStore, run_id: str, sort: str = "-device_total_ns", q: str = "",
+                   by_shape: bool = False, limit: int | None = None) -> OpsPage:
+    rec = store.require_ready(run_id)
+    if sort.lstrip("-+") not in OP_COLUMNS:
+        raise BadRequest(f"cannot sort by {sort!r}; columns: {', '.join(OP_COLUMNS)}")
+    rows = load_ops(store, run_id, sort=sort, limit=limit, by_shape=by_shape, name_filter=q)
+    device_total = int(rec.summary.get("device", {}).get("device_total_ns", 0))
+    page = OpsPage(run_json(rec), rows, device_total, sort, q, by_shape, limit,
+                   make_top_ops_figure(rows, "device_total_ns" if device_total else "self_cpu_ns"))
+    page.twin = f"/api/runs/{run_id}/ops?{page.query()}"
+    return page
+
+
+def build_timeline_page(store: RunStore, run_id: str) -> TimelinePage:
+    rec = store.require_ready(run_id)
+    span = int(rec.summary.get("span_ns", 0))
+    return TimelinePage(run_json(rec), span,
+                        f"/api/runs/{run_id}/timeline?start_ns=0&end_ns={max(span, 1)}&width_px=2000")
+
+
+def build_compare_page(store: RunStore, run_ids: list[str]) -> ComparePage:
+    if not 2 <= len(run_ids) <= 6:
+        raise BadRequest("compare takes two to six runs: /compare?runs=a,b")
+    sides = []
+    for rid in run_ids:
+        rec = store.require_ready(rid)
+        sides.append(RunOps(rec.id, rec.name, store.table(rid, "op_stats"),
+                            int(rec.summary.get("device", {}).get("device_total_ns", 0))))
+    data = compute_compare(sides)
+    return ComparePage(data, make_compare_figure(data), "/api/compare?runs=" + ",".join(run_ids))
+
+
+def build_tracks(store: RunStore, run_id: str) -> dict[str, Any]:
+    """The `/api/runs/{id}/tracks` object."""
+    rec = store.require_ready(run_id)
+    return {"origin_ns": int(rec.summary["start_ns"]), "tracks": store.table(run_id, "tracks").to_pylist()}
+
+
+def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_PX) -> dict[str, Any]:
+    """The LOD window of the whole span plus the tracks: what the offline timeline draws."""
+    rec = store.require_ready(run_id)
+    origin, span = int(rec.summary["start_ns"]), max(int(rec.summary["span_ns"]), 1)
+    t = store.table
+    ix = build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"), t(run_id, "flows"),
+                              origin)
+    return {"span_ns": span, "tracks": build_tracks(store, run_id),
+            "window": compute_window(ix, 0, span, width_px)}
+
+
+def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = None) -> ReportPage:
+    return ReportPage(overview or build_overview(store, run_id), build_ops_page(store, run_id),
+                      build_snapshot(store, run_id))
+
+
+# ---- rendering --------------------------------------------------------------------------------
+
+@dataclass
+class InlineAssets:
+    """The project's CSS and JS (and plotly.js) as text, for a page that must work offline."""
+
+    css: list[Markup]
+    scripts: list[Markup]
+    plotly: Markup
+
+
+def inline_assets(static_dir: Path | None = None) -> InlineAssets:
+    static = static_dir or PROJECT_ROOT / "static"
+    return InlineAssets([inline_asset(static, p) for p in APP_STYLES], [inline_asset(static, p) for p in APP_SCRIPTS],
+                        inline_plotly())
+
+
+def render_report(report: ReportPage, env: jinja2.Environment | None = None,
+                  static_dir: Path | None = None) -> str:
+    """The report as one HTML document."""
+    env = env or make_environment()
+    return env.get_template("report.html").render(page=report, base="", inline=inline_assets(static_dir),
+                                                  active="report", readonly=report.readonly)
+
+
+def write_report(store: RunStore, run_id: str, path: Path) -> int:
+    """Write the report of `run_id` to `path`; returns its size in bytes."""
+    html = render_report(build_report(store, run_id))
+    data = html.encode("utf-8")
+    path.write_bytes(data)
+    return len(data)

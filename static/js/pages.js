@@ -1,0 +1,218 @@
+/* Page behaviour, chosen by <body data-page>: runs (upload, edit, compare), timeline, charts, report. */
+(function () {
+  "use strict";
+  const TE = window.TE;
+  const el = TE.el;
+
+  // ---- runs page ---------------------------------------------------------------------------
+  async function collectDropped(dataTransfer) {
+    const items = Array.from(dataTransfer.items || []);
+    const entries = items.map((it) => (it.webkitGetAsEntry ? it.webkitGetAsEntry() : null)).filter(Boolean);
+    if (!entries.length) return Array.from(dataTransfer.files || []).map((f) => ({ file: f, path: f.name }));
+    const out = [];
+    async function walk(entry, prefix) {
+      if (entry.isFile) {
+        const file = await new Promise((res, rej) => entry.file(res, rej));
+        out.push({ file: file, path: prefix + file.name });
+      } else if (entry.isDirectory) {
+        const reader = entry.createReader();
+        for (;;) {
+          const batch = await new Promise((res, rej) => reader.readEntries(res, rej));
+          if (!batch.length) break;
+          for (const child of batch) await walk(child, prefix + entry.name + "/");
+        }
+      }
+    }
+    for (const e of entries) await walk(e, "");
+    return out;
+  }
+
+  function uploadRow(label) {
+    const bar = el("div"), ingest = el("div");
+    const state = el("span", { class: "muted" }, "uploading…");
+    const row = el("div", { class: "upload" }, el("span", { class: "mono" }, label),
+      el("div", null, el("div", { class: "progress", title: "upload" }, bar), el("div", { class: "progress ingest", title: "ingest", style: "margin-top:3px" }, ingest)),
+      state);
+    return { row, bar, ingest, state };
+  }
+
+  function upload(files, ui) {
+    return new Promise((resolve, reject) => {
+      const form = new FormData();
+      for (const f of files) form.append("files", f.file, f.path);
+      const xhr = new XMLHttpRequest();
+      xhr.open("POST", TE.base() + "/api/runs");
+      xhr.setRequestHeader("Accept", "application/json");
+      xhr.upload.onprogress = (e) => { if (e.lengthComputable) ui.bar.style.width = (100 * e.loaded / e.total).toFixed(1) + "%"; };
+      xhr.onload = () => {
+        let body = null;
+        try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
+        if (xhr.status >= 200 && xhr.status < 300 && body) { ui.bar.style.width = "100%"; resolve(body); }
+        else reject(new Error(body && body.error ? body.error.message : "upload failed: HTTP " + xhr.status));
+      };
+      xhr.onerror = () => reject(new Error("upload failed: network error"));
+      xhr.send(form);
+    });
+  }
+
+  async function refreshRunsTable() {
+    const resp = await fetch(location.href, { headers: { Accept: "text/html" } });
+    const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
+    const fresh = doc.getElementById("runs-table"), cur = document.getElementById("runs-table");
+    if (fresh && cur) cur.replaceWith(document.importNode(fresh, true));
+    updateCompare();
+  }
+
+  async function handleFiles(files) {
+    if (!files.length) return;
+    const label = files.length === 1 ? files[0].path : files.length + " files (" + files[0].path + ", …)";
+    const ui = uploadRow(label);
+    document.getElementById("uploads").prepend(ui.row);
+    try {
+      const res = await upload(files, ui);
+      if (res.duplicate_of) {
+        ui.ingest.style.width = "100%";
+        ui.state.textContent = "";
+        ui.state.append("already uploaded: ", el("a", { href: TE.base() + "/runs/" + encodeURIComponent(res.duplicate_of) }, "open run"));
+        return;
+      }
+      ui.state.textContent = "queued";
+      for (;;) {
+        const run = await TE.api("/api/runs/" + encodeURIComponent(res.id));
+        ui.ingest.style.width = (100 * (run.progress || 0)).toFixed(0) + "%";
+        if (run.status === "ready") {
+          ui.ingest.style.width = "100%";
+          ui.state.textContent = "";
+          ui.state.append(el("span", { class: "status ready" }, "ready"), " ",
+            el("a", { href: TE.base() + "/runs/" + encodeURIComponent(run.id), class: "open-run" }, "open"));
+          ui.row.dataset.run = run.id;
+          break;
+        }
+        if (run.status === "failed") throw new Error(run.message || "ingest failed");
+        ui.state.textContent = run.status + (run.message ? ": " + run.message : "");
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      await refreshRunsTable();
+    } catch (err) {
+      ui.row.classList.add("failed");
+      ui.state.textContent = err.message;
+      await refreshRunsTable();
+    }
+  }
+
+  function selectedRuns() {
+    return Array.from(document.querySelectorAll("input.pick-run:checked")).map((c) => c.value);
+  }
+  function updateCompare() {
+    const n = selectedRuns().length, btn = document.getElementById("compare-btn");
+    if (!btn) return;
+    btn.disabled = n < 2 || n > 3;
+    btn.textContent = "Compare selected (" + n + ")";
+  }
+
+  async function runAction(btn) {
+    const tr = btn.closest("tr"), id = tr.dataset.run, act = btn.dataset.act;
+    const path = "/api/runs/" + encodeURIComponent(id);
+    if (act === "delete") {
+      if (btn.dataset.armed !== "1") { btn.dataset.armed = "1"; btn.textContent = "confirm delete"; return; }
+      await TE.api(path, { method: "DELETE" });
+      tr.remove();
+      updateCompare();
+      return;
+    }
+    if (act === "rename" || act === "tag") {
+      const cell = tr.querySelector(act === "rename" ? ".run-name" : ".run-tags");
+      const current = act === "rename" ? tr.dataset.name : Array.from(cell.querySelectorAll(".pill")).map((p) => p.textContent).join(", ");
+      const input = el("input", { type: "text", class: "edit-" + act, value: current, size: 28, placeholder: act === "tag" ? "tag1, tag2" : "run name" });
+      cell.textContent = "";
+      cell.append(input);
+      input.focus(); input.select();
+      input.addEventListener("keydown", async (e) => {
+        if (e.key === "Escape") { await refreshRunsTable(); return; }
+        if (e.key !== "Enter") return;
+        const body = act === "rename" ? { name: input.value.trim() } : { tags: input.value.split(",").map((t) => t.trim()).filter(Boolean) };
+        try {
+          await TE.api(path, { method: "PATCH", headers: { "Content-Type": "application/json", Accept: "application/json" }, body: JSON.stringify(body) });
+        } catch (err) { input.setCustomValidity(err.message); input.reportValidity(); return; }
+        await refreshRunsTable();
+      });
+    }
+  }
+
+  function initRuns() {
+    const drop = document.getElementById("drop");
+    const inputs = [document.getElementById("file-input"), document.getElementById("folder-input")];
+    inputs.forEach((inp) => inp && inp.addEventListener("change", () => {
+      const files = Array.from(inp.files).map((f) => ({ file: f, path: f.webkitRelativePath || f.name }));
+      inp.value = "";
+      handleFiles(files);
+    }));
+    ["dragenter", "dragover"].forEach((t) => drop.addEventListener(t, (e) => { e.preventDefault(); drop.classList.add("over"); }));
+    ["dragleave", "drop"].forEach((t) => drop.addEventListener(t, () => drop.classList.remove("over")));
+    drop.addEventListener("drop", async (e) => { e.preventDefault(); handleFiles(await collectDropped(e.dataTransfer)); });
+    document.addEventListener("change", (e) => { if (e.target.classList && e.target.classList.contains("pick-run")) updateCompare(); });
+    document.addEventListener("click", (e) => {
+      const btn = e.target.closest && e.target.closest("button[data-act]");
+      if (btn) runAction(btn).catch((err) => { btn.textContent = err.message; });
+    });
+    document.getElementById("compare-btn").addEventListener("click", () => {
+      location.href = TE.base() + "/compare?runs=" + selectedRuns().map(encodeURIComponent).join(",");
+    });
+    updateCompare();
+    // runs still ingesting (uploaded from elsewhere) refresh until they settle
+    if (document.querySelector("#runs-table .status.queued, #runs-table .status.ingesting")) {
+      const timer = setInterval(async () => {
+        await refreshRunsTable();
+        if (!document.querySelector("#runs-table .status.queued, #runs-table .status.ingesting")) clearInterval(timer);
+      }, 1000);
+    }
+  }
+
+  // ---- share button (run pages) ------------------------------------------------------------
+  function initShare() {
+    const btn = document.getElementById("share-btn");
+    if (!btn) return;
+    btn.addEventListener("click", async () => {
+      try {
+        const res = await TE.api("/api/runs/" + encodeURIComponent(btn.dataset.run) + "/share", { method: "POST" });
+        const out = document.getElementById("share-out");
+        out.textContent = "";
+        const url = location.origin + TE.base() + res.url;
+        out.append("read-only link: ", el("a", { href: url, id: "share-link" }, url));
+      } catch (err) { btn.textContent = err.message; }
+    });
+  }
+
+  // ---- timeline & report ---------------------------------------------------------------------
+  function initTimeline() {
+    const box = document.getElementById("timeline");
+    TE.mountTimeline(box, new TE.ApiSource(box.dataset.run), { spanNs: Number(box.dataset.span) });
+  }
+  function initReport() {
+    document.querySelectorAll("table[data-client-sort]").forEach((t) => TE.sortableTable(t));
+    const filter = document.getElementById("ops-filter");
+    if (filter) filter.addEventListener("input", () => {
+      const q = filter.value.toLowerCase();
+      document.querySelectorAll("#ops-table tbody tr").forEach((tr) => {
+        tr.style.display = tr.cells[0].textContent.toLowerCase().includes(q) ? "" : "none";
+      });
+    });
+    const snap = TE.readJSON("timeline-snapshot"), box = document.getElementById("timeline");
+    if (snap && box) TE.mountTimeline(box, new TE.SnapshotSource(snap), { spanNs: snap.span_ns, urlState: false });
+  }
+
+  function init() {
+    const page = document.body.dataset.page;
+    TE.drawCharts();
+    initShare();
+    if (page === "runs") initRuns();
+    else if (page === "timeline") initTimeline();
+    else if (page === "report") initReport();
+    else if (page === "compare") document.querySelectorAll("table[data-client-sort]").forEach((t) => TE.sortableTable(t));
+    const byShape = document.getElementById("by-shape");
+    if (byShape) byShape.addEventListener("change", () => byShape.form.submit());
+    document.body.dataset.init = "1";
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();

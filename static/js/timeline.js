@@ -1,0 +1,864 @@
+/* The timeline: a canvas renderer over level-of-detail windows.
+
+   Data comes from a source object: ApiSource (the explorer's REST API) or SnapshotSource (a LOD
+   snapshot embedded in the offline report). Panning and zooming redraw at once from the cached
+   window at the new transform; a debounced refetch follows when the cache no longer covers the
+   view or its resolution is too coarse. All times are relative ns (offsets from the run origin). */
+(function () {
+  "use strict";
+  const TE = (window.TE = window.TE || {});
+
+  const LANE_ORDER = ["framework", "runtime", "hardware", "counter", "other"];
+  const RULER_H = 26, GUTTER = 230, ROW_H = 17, HEADER_H = 22, COUNTER_H = 38, TRACK_GAP = 5;
+  const MIN_SPAN_NS = 200;
+  const FONT = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+  const CHAR_W = 6.1;
+  const GROUPINGS = ["lane", "device", "process", "thread", "instance"];
+
+  // ---- data sources -----------------------------------------------------------------------
+  class ApiSource {
+    constructor(runId) { this.prefix = "/api/runs/" + encodeURIComponent(runId); this.live = true; }
+    tracks() { return TE.api(this.prefix + "/tracks"); }
+    window(start, end, width, signal) {
+      const q = "?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.ceil(end) + "&width_px=" + width;
+      return TE.api(this.prefix + "/timeline" + q, { signal: signal, headers: { Accept: "application/json" } });
+    }
+    event(id) { return TE.api(this.prefix + "/events/" + id); }
+    search(q) { return TE.api(this.prefix + "/search?limit=5000&q=" + encodeURIComponent(q)); }
+    ops(start, end) {
+      return TE.api(this.prefix + "/ops?limit=200&start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end));
+    }
+  }
+
+  /** The offline report: one LOD window over the whole span plus the tracks, nothing else. */
+  class SnapshotSource {
+    constructor(snapshot) { this.snap = snapshot; this.live = false; }
+    tracks() { return Promise.resolve(this.snap.tracks); }
+    window() { return Promise.resolve(this.snap.window); }
+    _find(id) {
+      for (const t of this.snap.window.tracks) {
+        const s = t.slices;
+        if (!s) continue;
+        const i = s.id.indexOf(id);
+        if (i >= 0) return { track: t, i: i };
+      }
+      return null;
+    }
+    _brief(id) {
+      const hit = this._find(id);
+      if (!hit) return null;
+      const s = hit.track.slices, i = hit.i, tr = this.snap.tracks.tracks.find((x) => x.track_id === hit.track.track_id);
+      return { slice_id: id, track_id: hit.track.track_id, lane: tr ? tr.lane : "", name: this.snap.window.names[s.name[i]],
+        ts_rel_ns: s.ts[i], dur_ns: s.dur[i], depth: s.depth[i] };
+    }
+    event(id) {
+      const me = this._brief(id);
+      if (!me) return Promise.reject(new Error("details of this event are not in the report"));
+      const chain = [Object.assign({ relation: "self", gap_ns: null }, me)];
+      const flows = this.snap.window.flows || [];
+      for (let cur = id, guard = 0; guard < 8; guard++) {  // upstream
+        const f = flows.find((x) => x.to === cur);
+        const b = f && this._brief(f.from);
+        if (!b) break;
+        chain.unshift(Object.assign({ relation: f.kind }, b)); cur = f.from;
+      }
+      for (let cur = id, guard = 0; guard < 8; guard++) {  // downstream
+        const f = flows.find((x) => x.from === cur);
+        const b = f && this._brief(f.to);
+        if (!b) break;
+        chain.push(Object.assign({ relation: f.kind }, b)); cur = f.to;
+      }
+      for (let i = 0; i < chain.length; i++) chain[i].gap_ns = i ? chain[i].ts_rel_ns - chain[i - 1].ts_rel_ns : null;
+      return Promise.resolve({ event: Object.assign({ args: {}, cat: "" }, me), parents: [], children: { count: 0, top: [] },
+        chain: chain, offline: true });
+    }
+    search(q) {
+      const needle = q.toLowerCase(), w = this.snap.window, names = w.names, matches = [];
+      const hitNames = new Set(names.map((n, i) => (n.toLowerCase().includes(needle) ? i : -1)).filter((i) => i >= 0));
+      const lanes = new Map(this.snap.tracks.tracks.map((t) => [t.track_id, t.lane]));
+      for (const t of w.tracks) {
+        const s = t.slices;
+        if (!s) continue;
+        for (let i = 0; i < s.id.length; i++) {
+          if (hitNames.has(s.name[i])) matches.push({ slice_id: s.id[i], name: names[s.name[i]], lane: lanes.get(t.track_id),
+            track_id: t.track_id, ts: s.ts[i], dur: s.dur[i] });
+        }
+      }
+      matches.sort((a, b) => a.ts - b.ts);
+      return Promise.resolve({ count: matches.length, matches: matches });
+    }
+    ops(start, end) {
+      // Offline: aggregate the framework slices of the snapshot that start in the range.
+      const w = this.snap.window, lanes = new Map(this.snap.tracks.tracks.map((t) => [t.track_id, t.lane]));
+      const by = new Map();
+      for (const t of w.tracks) {
+        const s = t.slices;
+        if (!s || lanes.get(t.track_id) !== "framework") continue;
+        for (let i = 0; i < s.id.length; i++) {
+          if (s.ts[i] < start || s.ts[i] > end) continue;
+          const n = w.names[s.name[i]];
+          const r = by.get(n) || { name: n, calls: 0, cpu_total_ns: 0, self_cpu_ns: null, device_total_ns: null };
+          r.calls++; r.cpu_total_ns += s.dur[i]; by.set(n, r);
+        }
+      }
+      const rows = Array.from(by.values()).sort((a, b) => b.cpu_total_ns - a.cpu_total_ns);
+      return Promise.resolve({ rows: rows, offline: true });
+    }
+  }
+  TE.ApiSource = ApiSource;
+  TE.SnapshotSource = SnapshotSource;
+
+  function niceStep(raw) {
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const m = raw / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  }
+  function rulerLabel(ns, step) {
+    const units = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
+    for (const [scale, unit] of units) {
+      if (step >= scale || scale === 1) {
+        const decimals = Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9));
+        return (ns / scale).toFixed(Math.min(decimals, 6)) + " " + unit;
+      }
+    }
+    return String(ns);
+  }
+  TE.rulerLabel = rulerLabel;
+  TE.niceStep = niceStep;
+
+  function groupKey(track, mode) {
+    switch (mode) {
+      case "device": return track.device || (track.lane === "counter" ? "counters" : "host");
+      case "process": return track.process || "(no process)";
+      case "thread": return (track.process || "?") + " / " + (track.thread || track.device || track.label);
+      case "instance": return track.instance || "(local)";
+      default: return track.lane;
+    }
+  }
+
+  // ---- the timeline widget ----------------------------------------------------------------
+  class Timeline {
+    constructor(container, source, opts) {
+      this.container = container;
+      this.source = source;
+      this.opts = Object.assign({ spanNs: 0, urlState: true }, opts || {});
+      this.spanNs = Math.max(1, this.opts.spanNs);
+      this.start = 0;
+      this.end = this.spanNs;
+      this.grouping = "lane";
+      this.collapsed = new Set();
+      this.tracks = [];
+      this.rows = [];
+      this.data = null;
+      this.names = [];
+      this.nameColors = [];
+      this.trackData = new Map();
+      this.selected = null;      // event details
+      this.chainPos = [];
+      this.query = "";
+      this.matches = [];
+      this.matchIdx = -1;
+      this.matchIds = new Set();
+      this.range = null;         // [start, end] of a box selection
+      this.drawPending = false;
+      this.fetchSeq = 0;
+      this.frames = 0;
+      this.mouse = null;
+      this._build();
+    }
+
+    // -- DOM ---------------------------------------------------------------------------------
+    _build() {
+      const el = TE.el, c = this.container;
+      c.classList.add("tl");
+      this.groupSel = el("select", { "aria-label": "grouping", id: "tl-group" },
+        ...GROUPINGS.map((g) => el("option", { value: g }, "group: " + g)));
+      this.searchBox = el("input", { type: "search", id: "tl-search", placeholder: "search names (Enter / Shift+Enter)", size: 30 });
+      this.matchInfo = el("span", { class: "info", id: "tl-matches" });
+      this.winInfo = el("span", { class: "info", id: "tl-window" });
+      const reset = el("button", { class: "small", id: "tl-reset", title: "show the whole run", onclick: () => this.setWindow(0, this.spanNs) }, "reset zoom");
+      const legend = el("span", { class: "legend" }, ...["framework", "runtime", "hardware", "counter"].map((l) =>
+        el("span", null, el("span", { class: "lane-dot", style: "background:" + TE.LANE_COLORS[l] }), l)));
+      this.toolbar = el("div", { class: "tl-toolbar" }, this.groupSel, this.searchBox,
+        el("button", { class: "small", title: "previous match", onclick: () => this.jump(-1) }, "◀"),
+        el("button", { class: "small", title: "next match", onclick: () => this.jump(1) }, "▶"),
+        this.matchInfo, el("span", { class: "sep" }), reset, this.winInfo, el("span", { class: "spacer" }), legend,
+        el("span", { class: "hint" }, "wheel/W/S zoom · drag/A/D pan · shift+drag measure · click details"));
+      this.spacer = el("div", { class: "tl-spacer" });
+      this.scroll = el("div", { class: "tl-scroll" }, this.spacer);
+      this.canvas = el("canvas", { class: "tl-canvas", tabindex: "0", id: "tl-canvas" });
+      this.tip = el("div", { class: "tl-tip", id: "tl-tip" });
+      this.wrap = el("div", { class: "tl-canvas-wrap" }, this.scroll, this.canvas, this.tip);
+      this.rangePanel = el("div", { class: "tl-range", id: "tl-range" });
+      this.side = el("aside", { class: "tl-side", id: "tl-details" });
+      c.append(this.toolbar, el("div", { class: "tl-body" }, el("div", { class: "tl-main" }, this.wrap, this.rangePanel), this.side));
+      this.ctx = this.canvas.getContext("2d");
+
+      this.groupSel.addEventListener("change", () => { this.grouping = this.groupSel.value; this.relayout(); this.saveUrl(); });
+      this.searchBox.addEventListener("keydown", (e) => {
+        if (e.key === "Enter") { e.preventDefault(); this.search(this.searchBox.value.trim(), e.shiftKey ? -1 : 1); }
+        if (e.key === "Escape") this.searchBox.blur();
+      });
+      this.scroll.addEventListener("scroll", () => this.requestDraw());
+      this.canvas.addEventListener("wheel", (e) => this._onWheel(e), { passive: false });
+      this.canvas.addEventListener("mousedown", (e) => this._onDown(e));
+      window.addEventListener("mousemove", (e) => this._onMove(e));
+      window.addEventListener("mouseup", (e) => this._onUp(e));
+      this.canvas.addEventListener("mouseleave", () => { this.tip.style.display = "none"; this.hover = null; this.requestDraw(); });
+      document.addEventListener("keydown", (e) => this._onKey(e));
+      new ResizeObserver(() => this.resize()).observe(this.wrap);
+    }
+
+    async start_() {
+      if (this.opts.urlState) this.loadUrl();
+      this.groupSel.value = this.grouping;
+      this.resize();
+      const t = await this.source.tracks();
+      this.tracks = t.tracks.filter((x) => x.count > 0 || x.kind === "counter");
+      this.relayout();
+      await this.fetchWindow(true);
+      if (this.pendingSel !== undefined) await this.select(this.pendingSel, false);
+      if (this.query) { this.searchBox.value = this.query; await this.search(this.query, 0); }
+    }
+
+    resize() {
+      const dpr = window.devicePixelRatio || 1;
+      const w = this.scroll.clientWidth, h = this.wrap.clientHeight;
+      if (!w || !h) return;
+      this.width = w; this.height = h; this.dpr = dpr;
+      this.canvas.width = Math.round(w * dpr); this.canvas.height = Math.round(h * dpr);
+      this.canvas.style.width = w + "px"; this.canvas.style.height = h + "px";
+      this.requestDraw();
+      this.scheduleFetch();
+    }
+
+    // -- layout --------------------------------------------------------------------------------
+    relayout() {
+      const groups = new Map();
+      const laneRank = (l) => { const i = LANE_ORDER.indexOf(l); return i < 0 ? 99 : i; };
+      const sorted = this.tracks.slice().sort((a, b) => (laneRank(a.lane) - laneRank(b.lane)) || ((a.sort_key || 0) - (b.sort_key || 0)) || (a.track_id - b.track_id));
+      for (const t of sorted) {
+        const k = groupKey(t, this.grouping);
+        if (!groups.has(k)) groups.set(k, []);
+        groups.get(k).push(t);
+      }
+      let keys = Array.from(groups.keys());
+      if (this.grouping === "lane") keys.sort((a, b) => laneRank(a) - laneRank(b));
+      const rows = [];
+      let y = 0;
+      for (const k of keys) {
+        const list = groups.get(k);
+        const collapsed = this.collapsed.has(this.grouping + ":" + k);
+        rows.push({ kind: "header", key: k, y: y, h: HEADER_H, collapsed: collapsed, n: list.length,
+          lane: this.grouping === "lane" ? k : null });
+        y += HEADER_H;
+        if (collapsed) continue;
+        for (const t of list) {
+          const h = t.kind === "counter" ? COUNTER_H : (Math.max(0, t.max_depth || 0) + 1) * ROW_H;
+          rows.push({ kind: "track", track: t, y: y + 2, h: h });
+          y += h + TRACK_GAP;
+        }
+      }
+      this.rows = rows;
+      this.contentH = y + 8;
+      this.spacer.style.height = (RULER_H + this.contentH) + "px";
+      this.rowOfTrack = new Map(rows.filter((r) => r.kind === "track").map((r) => [r.track.track_id, r]));
+      this.requestDraw();
+    }
+
+    // -- transform -----------------------------------------------------------------------------
+    get plotW() { return Math.max(10, this.width - GUTTER); }
+    get nsPerPx() { return (this.end - this.start) / this.plotW; }
+    xOf(ns) { return GUTTER + (ns - this.start) / this.nsPerPx; }
+    nsAt(x) { return this.start + (x - GUTTER) * this.nsPerPx; }
+
+    setWindow(start, end, quiet) {
+      let span = Math.max(MIN_SPAN_NS, end - start);
+      const maxSpan = this.spanNs * 1.1;
+      if (span > maxSpan) { const mid = (start + end) / 2; span = maxSpan; start = mid - span / 2; }
+      const lo = -this.spanNs * 0.05, hi = this.spanNs * 1.05;
+      if (start < lo) start = lo;
+      if (start + span > hi) start = hi - span;
+      this.start = start; this.end = start + span;
+      this.requestDraw();
+      this.scheduleFetch();
+      if (!quiet) this.saveUrl();
+    }
+    zoomAt(factor, x) {
+      const anchor = this.nsAt(x === undefined ? GUTTER + this.plotW / 2 : x);
+      this.setWindow(anchor - (anchor - this.start) * factor, anchor + (this.end - anchor) * factor);
+    }
+    pan(ns) { this.setWindow(this.start + ns, this.end + ns); }
+
+    // -- fetching ------------------------------------------------------------------------------
+    covered() {
+      const d = this.data;
+      if (!d) return false;
+      if (!this.source.live) return true;
+      const vis0 = Math.max(0, this.start), vis1 = Math.min(this.spanNs, this.end);
+      return d.start_ns <= vis0 && d.end_ns >= vis1 && d.ns_per_px <= this.nsPerPx * 1.6 && d.ns_per_px >= this.nsPerPx / 4;
+    }
+    scheduleFetch() {
+      if (!this.tracks.length || this.covered()) return;
+      clearTimeout(this.fetchTimer);
+      this.fetchTimer = setTimeout(() => this.fetchWindow(false), 70);
+    }
+    async fetchWindow(first) {
+      const span = this.end - this.start;
+      const s = this.source.live ? Math.max(0, this.start - span * 0.5) : 0;
+      const e = this.source.live ? Math.min(this.spanNs, this.end + span * 0.5) : this.spanNs;
+      if (e <= s) return;
+      const width = Math.max(100, Math.min(8000, Math.round(this.plotW * (e - s) / span)));
+      const seq = ++this.fetchSeq;
+      if (this.abort) this.abort.abort();
+      this.abort = window.AbortController ? new AbortController() : null;
+      let w;
+      try {
+        w = await this.source.window(s, e, width, this.abort ? this.abort.signal : undefined);
+      } catch (err) {
+        if (err.name !== "AbortError") this.showError(err);
+        return;
+      }
+      if (seq !== this.fetchSeq) return;
+      this.setData(w);
+      if (first) {
+        this.drawNow();
+        this.firstPaintMs = performance.now();
+        this.container.dataset.ready = "1";
+        if (window.performance && performance.mark) performance.mark("tl-first-paint");
+      }
+      this.container.dataset.fetches = String(seq);
+    }
+    setData(w) {
+      this.data = w;
+      this.names = w.names;
+      this.nameColors = w.names.map((n) => TE.colorFor(n));
+      this.trackData = new Map(w.tracks.map((t) => [t.track_id, t]));
+      this.requestDraw();
+    }
+    showError(err) {
+      this.winInfo.textContent = "error: " + err.message;
+    }
+
+    // -- drawing -------------------------------------------------------------------------------
+    requestDraw() {
+      if (this.drawPending) return;
+      this.drawPending = true;
+      requestAnimationFrame(() => { this.drawPending = false; this.drawNow(); });
+    }
+    drawNow() {
+      const ctx = this.ctx, W = this.width, H = this.height;
+      if (!W || !H) return;
+      this.frames++;
+      ctx.setTransform(this.dpr, 0, 0, this.dpr, 0, 0);
+      ctx.clearRect(0, 0, W, H);
+      ctx.font = FONT;
+      ctx.textBaseline = "middle";
+      const top = this.scroll.scrollTop;
+      const npp = this.nsPerPx, x0 = this.start;
+      this.drawGrid(ctx, W, H);
+      for (const r of this.rows) {
+        const y = RULER_H + r.y - top;
+        if (y + r.h < RULER_H || y > H) continue;
+        if (r.kind === "header") this.drawHeader(ctx, r, y, W);
+        else if (r.track.kind === "counter") this.drawCounter(ctx, r, y, W, npp, x0);
+        else this.drawTrack(ctx, r, y, W, npp, x0);
+      }
+      this.drawChain(ctx, top);
+      this.drawRange(ctx, H);
+      this.drawRuler(ctx, W);
+      this.winInfo.textContent = TE.fmtNs(Math.max(0, this.start)) + " – " + TE.fmtNs(this.end) + "  (" + TE.fmtNs(this.end - this.start) + ")";
+    }
+    drawGrid(ctx, W, H) {
+      const step = niceStep(this.nsPerPx * 110);
+      ctx.fillStyle = "#f0f2f4";
+      for (let t = Math.ceil(this.start / step) * step; t <= this.end; t += step) {
+        const x = Math.round(this.xOf(t));
+        ctx.fillRect(x, RULER_H, 1, H - RULER_H);
+      }
+    }
+    drawRuler(ctx, W) {
+      ctx.fillStyle = "#f6f8fa"; ctx.fillRect(0, 0, W, RULER_H);
+      ctx.fillStyle = "#d0d7de"; ctx.fillRect(0, RULER_H - 1, W, 1);
+      const step = niceStep(this.nsPerPx * 110);
+      ctx.fillStyle = "#57606a";
+      ctx.textBaseline = "middle";
+      for (let t = Math.ceil(this.start / step) * step; t <= this.end; t += step) {
+        const x = Math.round(this.xOf(t));
+        if (x < GUTTER) continue;
+        ctx.fillRect(x, RULER_H - 9, 1, 8);
+        ctx.fillText(rulerLabel(t, step), x + 3, 9);
+        for (let k = 1; k < 5; k++) {
+          const xm = Math.round(this.xOf(t + (step * k) / 5));
+          if (xm > GUTTER) ctx.fillRect(xm, RULER_H - 4, 1, 3);
+        }
+      }
+      ctx.fillStyle = "#f6f8fa"; ctx.fillRect(0, 0, GUTTER, RULER_H);
+      ctx.fillStyle = "#57606a";
+      ctx.fillText("step " + TE.fmtNs(step, 0).replace(".000", ""), 10, RULER_H / 2);
+      ctx.fillStyle = "#d0d7de"; ctx.fillRect(GUTTER - 1, 0, 1, RULER_H);
+    }
+    drawHeader(ctx, r, y, W) {
+      ctx.fillStyle = "#eef1f4"; ctx.fillRect(0, y, W, r.h);
+      ctx.fillStyle = "#d8dee4"; ctx.fillRect(0, y + r.h - 1, W, 1);
+      if (r.lane) { ctx.fillStyle = TE.LANE_COLORS[r.lane] || "#9c9c9c"; ctx.fillRect(0, y, 4, r.h); }
+      ctx.fillStyle = "#1f2328";
+      ctx.font = "600 " + FONT;
+      ctx.fillText((r.collapsed ? "▸ " : "▾ ") + r.key, 10, y + r.h / 2);
+      ctx.font = FONT;
+      ctx.fillStyle = "#656d76";
+      ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks"), 10 + ctx.measureText("▾ " + r.key).width + 14, y + r.h / 2);
+    }
+    drawLabel(ctx, r, y) {
+      const t = r.track;
+      ctx.fillStyle = "#fff"; ctx.fillRect(0, y, GUTTER - 1, r.h);
+      ctx.fillStyle = TE.LANE_COLORS[t.lane] || "#9c9c9c"; ctx.fillRect(6, y + 3, 3, Math.min(r.h, ROW_H) - 6);
+      ctx.fillStyle = "#1f2328";
+      let label = t.label || String(t.track_id);
+      if (this.grouping !== "lane") label = t.lane + " · " + label;
+      const maxChars = Math.floor((GUTTER - 22) / CHAR_W);
+      if (label.length > maxChars) label = label.slice(0, maxChars - 1) + "…";
+      ctx.fillText(label, 14, y + Math.min(r.h, ROW_H) / 2);
+      ctx.fillStyle = "#eaeef2"; ctx.fillRect(GUTTER - 1, y, 1, r.h + TRACK_GAP);
+    }
+    drawTrack(ctx, r, y, W, npp, x0) {
+      const td = this.trackData.get(r.track.track_id);
+      if (td) {
+        ctx.save();
+        ctx.beginPath(); ctx.rect(GUTTER, y, W - GUTTER, r.h); ctx.clip();
+        const colors = this.nameColors;
+        const m = td.merged;
+        if (m && m.ts.length) {
+          for (let i = 0; i < m.ts.length; i++) {
+            const xa = GUTTER + (m.ts[i] - x0) / npp;
+            const w = Math.max(1, m.dur[i] / npp);
+            if (xa + w < GUTTER || xa > W) continue;
+            ctx.globalAlpha = 0.35 + 0.55 * Math.min(1, m.busy_ns[i] / Math.max(1, m.dur[i]));
+            ctx.fillStyle = colors[m.name[i]] || "#999";
+            ctx.fillRect(xa, y + m.depth[i] * ROW_H + 1, w, ROW_H - 2);
+          }
+          ctx.globalAlpha = 1;
+        }
+        const s = td.slices;
+        if (s && s.ts.length) {
+          const hl = this.matchIds, sel = this.selected ? this.selected.event.slice_id : -1;
+          for (let i = 0; i < s.ts.length; i++) {
+            let xa = GUTTER + (s.ts[i] - x0) / npp;
+            let w = s.dur[i] / npp;
+            if (xa + w < GUTTER || xa > W) continue;
+            if (w < 1) w = 1;
+            const yy = y + s.depth[i] * ROW_H + 1;
+            const id = s.id[i];
+            ctx.fillStyle = colors[s.name[i]] || "#999";
+            ctx.fillRect(xa, yy, w, ROW_H - 2);
+            if (hl.size && hl.has(id)) {
+              ctx.strokeStyle = "#bf8700"; ctx.lineWidth = 2;
+              ctx.strokeRect(xa + 1, yy + 1, Math.max(1, w - 2), ROW_H - 4);
+            }
+            if (id === sel) {
+              ctx.strokeStyle = "#0a0a0a"; ctx.lineWidth = 2;
+              ctx.strokeRect(xa + 1, yy + 1, Math.max(1, w - 2), ROW_H - 4);
+            }
+            if (w > 28) {
+              if (xa < GUTTER) { w -= GUTTER - xa; xa = GUTTER; }
+              const maxChars = Math.floor((w - 6) / CHAR_W);
+              if (maxChars >= 2) {
+                let name = this.names[s.name[i]];
+                if (name.length > maxChars) name = name.slice(0, maxChars - 1) + "…";
+                ctx.fillStyle = "#111";
+                ctx.fillText(name, xa + 3, yy + ROW_H / 2 - 0.5);
+              }
+            }
+          }
+        }
+        if (this.selected && this.selected.event.track_id === r.track.track_id) this.drawSelectedBox(ctx, y, npp, x0);
+        if (this.hover && this.hover.track === r.track.track_id) {
+          ctx.strokeStyle = "rgba(9,105,218,.9)"; ctx.lineWidth = 1;
+          ctx.strokeRect(GUTTER + (this.hover.ts - x0) / npp + 0.5, y + this.hover.depth * ROW_H + 0.5, Math.max(1, this.hover.dur / npp), ROW_H - 1);
+        }
+        ctx.restore();
+      }
+      this.drawLabel(ctx, r, y);
+    }
+    drawSelectedBox(ctx, y, npp, x0) {
+      const e = this.selected.event;
+      const xa = GUTTER + (e.ts_rel_ns - x0) / npp, w = Math.max(2, e.dur_ns / npp);
+      ctx.strokeStyle = "#0a0a0a"; ctx.lineWidth = 2;
+      ctx.strokeRect(xa, y + (e.depth || 0) * ROW_H + 1, w, ROW_H - 2);
+    }
+    drawCounter(ctx, r, y, W, npp, x0) {
+      const td = this.trackData.get(r.track.track_id);
+      if (td && td.counter && td.counter.ts.length) {
+        const c = td.counter;
+        let max = 0, min = 0;
+        for (let i = 0; i < c.value.length; i++) { if (c.value[i] > max) max = c.value[i]; if (c.value[i] < min) min = c.value[i]; }
+        const range = max - min || 1, h = r.h - 4, base = y + 2 + h;
+        ctx.save();
+        ctx.beginPath(); ctx.rect(GUTTER, y, W - GUTTER, r.h); ctx.clip();
+        ctx.beginPath();
+        ctx.moveTo(GUTTER + (c.ts[0] - x0) / npp, base);
+        let prevY = base;
+        for (let i = 0; i < c.ts.length; i++) {
+          const x = GUTTER + (c.ts[i] - x0) / npp;
+          const yy = base - ((c.value[i] - min) / range) * h;
+          ctx.lineTo(x, prevY); ctx.lineTo(x, yy); prevY = yy;  // step chart: a counter holds its value
+        }
+        ctx.lineTo(W, prevY); ctx.lineTo(W, base); ctx.closePath();
+        ctx.fillStyle = "rgba(176,122,161,.35)"; ctx.fill();
+        ctx.strokeStyle = "#b07aa1"; ctx.lineWidth = 1; ctx.stroke();
+        ctx.restore();
+        ctx.fillStyle = "#656d76";
+        this._counterMax = max;
+      }
+      this.drawLabel(ctx, r, y);
+      if (td && td.counter && td.counter.value.length) {
+        let max = -Infinity; for (const v of td.counter.value) if (v > max) max = v;
+        ctx.fillStyle = "#656d76"; ctx.fillText("max " + (Math.abs(max) >= 1e4 ? max.toExponential(2) : +max.toFixed(2)), 14, y + r.h - 8);
+      }
+    }
+    chainBox(item) {
+      const row = this.rowOfTrack && this.rowOfTrack.get(item.track_id);
+      if (!row) return null;
+      let depth = item.depth;
+      if (depth === undefined) {
+        depth = 0;
+        const td = this.trackData.get(item.track_id);
+        if (td && td.slices) { const i = td.slices.id.indexOf(item.slice_id); if (i >= 0) depth = td.slices.depth[i]; }
+      }
+      return { x: this.xOf(item.ts_rel_ns), w: Math.max(1, item.dur_ns / this.nsPerPx), y: row.y + depth * ROW_H, h: ROW_H };
+    }
+    drawChain(ctx, top) {
+      if (!this.selected || !this.selected.chain || this.selected.chain.length < 2) return;
+      const chain = this.selected.chain;
+      ctx.save();
+      ctx.beginPath(); ctx.rect(GUTTER, RULER_H, this.width - GUTTER, this.height - RULER_H); ctx.clip();
+      for (let i = 1; i < chain.length; i++) {
+        const a = this.chainBox(chain[i - 1]), b = this.chainBox(chain[i]);
+        if (!a || !b) continue;
+        const ax = a.x, ay = RULER_H + a.y - top + (b.y > a.y ? a.h : 0);
+        const bx = b.x, by = RULER_H + b.y - top + (b.y > a.y ? 0 : b.h);
+        ctx.strokeStyle = "#cf222e"; ctx.fillStyle = "#cf222e"; ctx.lineWidth = 1.5;
+        ctx.beginPath(); ctx.moveTo(ax, ay);
+        const my = (ay + by) / 2;
+        ctx.bezierCurveTo(ax, my, bx, my, bx, by); ctx.stroke();
+        const dir = by > ay ? 1 : -1;
+        ctx.beginPath(); ctx.moveTo(bx, by); ctx.lineTo(bx - 4, by - 7 * dir); ctx.lineTo(bx + 4, by - 7 * dir); ctx.closePath(); ctx.fill();
+        if (chain[i].gap_ns !== null && chain[i].gap_ns !== undefined) {
+          const label = "+" + TE.fmtNs(chain[i].gap_ns, 1);
+          const lx = (ax + bx) / 2 + 6, tw = ctx.measureText(label).width;
+          ctx.fillStyle = "rgba(255,255,255,.9)"; ctx.fillRect(lx - 2, my - 8, tw + 4, 15);
+          ctx.fillStyle = "#cf222e"; ctx.fillText(label, lx, my);
+        }
+      }
+      ctx.restore();
+    }
+    drawRange(ctx, H) {
+      const r = this.range || this.dragRange;
+      if (!r) return;
+      const xa = Math.max(GUTTER, this.xOf(Math.min(r[0], r[1]))), xb = Math.min(this.width, this.xOf(Math.max(r[0], r[1])));
+      if (xb <= xa) return;
+      ctx.fillStyle = "rgba(9,105,218,.10)"; ctx.fillRect(xa, RULER_H, xb - xa, H - RULER_H);
+      ctx.fillStyle = "#0969da"; ctx.fillRect(xa, RULER_H, 1, H); ctx.fillRect(xb - 1, RULER_H, 1, H);
+      const label = TE.fmtNs(Math.abs(r[1] - r[0]));
+      const tw = ctx.measureText(label).width;
+      const lx = Math.max(GUTTER + 2, (xa + xb) / 2 - tw / 2 - 6);
+      ctx.fillStyle = "#0969da"; ctx.fillRect(lx, RULER_H + 4, tw + 12, 18);
+      ctx.fillStyle = "#fff"; ctx.fillText(label, lx + 6, RULER_H + 13);
+    }
+
+    // -- hit testing ----------------------------------------------------------------------------
+    hit(x, yCanvas) {
+      const y = yCanvas - RULER_H + this.scroll.scrollTop;
+      const row = this.rows.find((r) => y >= r.y && y < r.y + r.h);
+      if (!row) return null;
+      if (row.kind === "header") return { header: row };
+      if (x < GUTTER) return { label: row };
+      const tid = row.track.track_id, td = this.trackData.get(tid);
+      if (!td || row.track.kind === "counter") return null;
+      const depth = Math.floor((y - row.y) / ROW_H), t = this.nsAt(x), slop = this.nsPerPx * 2;
+      const s = td.slices;
+      let best = null;
+      if (s) for (let i = 0; i < s.ts.length; i++) {
+        if (s.depth[i] !== depth) continue;
+        if (t >= s.ts[i] - slop && t <= s.ts[i] + s.dur[i] + slop) {
+          const d = t < s.ts[i] ? s.ts[i] - t : t > s.ts[i] + s.dur[i] ? t - s.ts[i] - s.dur[i] : 0;
+          if (!best || d < best.dist || (d === best.dist && s.dur[i] < best.dur)) {
+            best = { id: s.id[i], name: this.names[s.name[i]], ts: s.ts[i], dur: s.dur[i], depth: depth, track: tid, lane: row.track.lane, dist: d };
+          }
+        }
+      }
+      if (best) return { slice: best };
+      const m = td.merged;
+      if (m) for (let i = 0; i < m.ts.length; i++) {
+        if (m.depth[i] === depth && t >= m.ts[i] - slop && t <= m.ts[i] + m.dur[i] + slop) {
+          return { merged: { count: m.count[i], busy: m.busy_ns[i], ts: m.ts[i], dur: m.dur[i], depth: depth, track: tid,
+            lane: row.track.lane, name: this.names[m.name[i]] } };
+        }
+      }
+      return null;
+    }
+
+    // -- input ---------------------------------------------------------------------------------
+    _pos(e) { const b = this.canvas.getBoundingClientRect(); return { x: e.clientX - b.left, y: e.clientY - b.top }; }
+    _onWheel(e) {
+      e.preventDefault();
+      const p = this._pos(e);
+      if (e.shiftKey && !e.deltaX) { this.scroll.scrollTop += e.deltaY; return; }
+      if (Math.abs(e.deltaX) > Math.abs(e.deltaY)) { this.pan(e.deltaX * this.nsPerPx); return; }
+      const unit = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? 400 : 1;
+      this.zoomAt(Math.exp(e.deltaY * unit * 0.0025), Math.max(GUTTER, p.x));
+    }
+    _onDown(e) {
+      if (e.button !== 0) return;
+      this.canvas.focus({ preventScroll: true });
+      const p = this._pos(e);
+      this.drag = { x: p.x, y: p.y, start: this.start, end: this.end, top: this.scroll.scrollTop, moved: false, shift: e.shiftKey && p.x > GUTTER };
+      if (this.drag.shift) this.dragRange = [this.nsAt(p.x), this.nsAt(p.x)];
+      e.preventDefault();
+    }
+    _onMove(e) {
+      const p = this._pos(e);
+      this.mouse = p;
+      const d = this.drag;
+      if (d) {
+        const dx = p.x - d.x, dy = p.y - d.y;
+        if (Math.abs(dx) + Math.abs(dy) > 3) d.moved = true;
+        if (d.shift) { this.dragRange[1] = this.nsAt(Math.max(GUTTER, p.x)); this.requestDraw(); return; }
+        if (d.moved) {
+          this.canvas.classList.add("grab");
+          const npp = (d.end - d.start) / this.plotW;
+          this.setWindow(d.start - dx * npp, d.end - dx * npp, true);
+          this.scroll.scrollTop = d.top - dy;
+        }
+        return;
+      }
+      if (p.x < 0 || p.y < 0 || p.x > this.width || p.y > this.height) return;
+      this.showTip(p, this.hit(p.x, p.y));
+    }
+    _onUp(e) {
+      const d = this.drag;
+      if (!d) return;
+      this.drag = null;
+      this.canvas.classList.remove("grab");
+      const p = this._pos(e);
+      if (d.shift) {
+        const r = this.dragRange; this.dragRange = null;
+        if (d.moved && Math.abs(r[1] - r[0]) > 0) this.setRange(Math.min(r[0], r[1]), Math.max(r[0], r[1]));
+        this.requestDraw();
+        return;
+      }
+      if (d.moved) { this.saveUrl(); return; }
+      const h = this.hit(p.x, p.y);
+      if (h && h.header) {
+        const k = this.grouping + ":" + h.header.key;
+        if (this.collapsed.has(k)) this.collapsed.delete(k); else this.collapsed.add(k);
+        this.relayout();
+      } else if (h && h.slice) {
+        this.select(h.slice.id, false);
+      } else if (h && h.merged) {
+        const m = h.merged; this.setWindow(m.ts - m.dur * 2, m.ts + m.dur * 3);
+      } else if (!h || !h.label) {
+        this.clearSelection();
+      }
+    }
+    _onKey(e) {
+      const tag = (e.target && e.target.tagName) || "";
+      if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA" || e.ctrlKey || e.metaKey || e.altKey) return;
+      const k = e.key.toLowerCase();
+      const x = this.mouse && this.mouse.x > GUTTER && this.mouse.x < this.width ? this.mouse.x : undefined;
+      if (k === "w") this.zoomAt(0.8, x);
+      else if (k === "s") this.zoomAt(1.25, x);
+      else if (k === "a") this.pan(-(this.end - this.start) * 0.15);
+      else if (k === "d") this.pan((this.end - this.start) * 0.15);
+      else if (k === "escape") { this.clearSelection(); this.clearRange(); }
+      else if (k === "/") { e.preventDefault(); this.searchBox.focus(); return; }
+      else return;
+      e.preventDefault();
+    }
+    showTip(p, h) {
+      const tip = this.tip;
+      const prevHover = this.hover;
+      this.hover = h && (h.slice || h.merged) ? (h.slice || h.merged) : null;
+      if (prevHover !== this.hover) this.requestDraw();
+      if (!this.hover) { tip.style.display = "none"; return; }
+      tip.textContent = "";
+      const v = this.hover;
+      if (h.slice) {
+        tip.append(TE.el("div", { class: "t-name" }, v.name),
+          TE.el("div", { class: "t-meta" }, TE.fmtNs(v.dur) + " · " + v.lane + " · at " + TE.fmtNs(v.ts)));
+      } else {
+        tip.append(TE.el("div", { class: "t-name" }, v.count + " events (longest: " + v.name + ")"),
+          TE.el("div", { class: "t-meta" }, "busy " + TE.fmtNs(v.busy) + " of " + TE.fmtNs(v.dur) + " · " + v.lane + " · click to zoom"));
+      }
+      tip.style.display = "block";
+      const left = Math.min(p.x + 14, this.width - tip.offsetWidth - 4);
+      tip.style.left = Math.max(0, left) + "px";
+      tip.style.top = (p.y + 18 + tip.offsetHeight > this.height ? p.y - tip.offsetHeight - 8 : p.y + 18) + "px";
+    }
+
+    // -- selection and details -------------------------------------------------------------------
+    async select(id, center) {
+      let details;
+      try { details = await this.source.event(id); } catch (err) { this.showError(err); return; }
+      this.selected = details;
+      this.renderDetails(details);
+      if (center) {
+        const e = details.event, span = this.end - this.start;
+        if (e.dur_ns > span * 0.8 || e.dur_ns * 200 < span) this.setWindow(e.ts_rel_ns - e.dur_ns * 1.5, e.ts_rel_ns + e.dur_ns * 2.5);
+        else this.setWindow(e.ts_rel_ns + e.dur_ns / 2 - span / 2, e.ts_rel_ns + e.dur_ns / 2 + span / 2);
+        this.scrollToTrack(e.track_id);
+      }
+      this.saveUrl();
+      this.requestDraw();
+      this.container.dataset.selected = String(id);
+    }
+    scrollToTrack(tid) {
+      const row = this.rowOfTrack.get(tid);
+      if (!row) return;
+      const top = this.scroll.scrollTop, h = this.height - RULER_H;
+      if (row.y < top || row.y + ROW_H > top + h) this.scroll.scrollTop = Math.max(0, row.y - h / 3);
+    }
+    clearSelection() {
+      if (!this.selected) return;
+      this.selected = null;
+      this.side.classList.remove("open");
+      this.container.dataset.selected = "";
+      this.saveUrl(); this.requestDraw();
+      requestAnimationFrame(() => this.resize());
+    }
+    renderDetails(d) {
+      const el = TE.el, e = d.event, side = this.side;
+      side.textContent = "";
+      const trackLabel = (tid) => { const r = this.rowOfTrack.get(tid); return r ? r.track.label : String(tid); };
+      const kv = (pairs) => el("table", { class: "kv" }, el("tbody", null, ...pairs.filter((p) => p[1] !== null && p[1] !== undefined && p[1] !== "" && p[1] !== -1)
+        .map(([k, v]) => el("tr", null, el("td", null, k), el("td", null, String(v))))));
+      side.append(
+        el("div", { class: "toolbar" }, el("span", { class: "pill" }, el("span", { class: "lane-dot", style: "background:" + (TE.LANE_COLORS[e.lane] || "#999") }), e.lane || ""),
+          el("span", { class: "spacer" }),
+          el("button", { class: "small", onclick: () => this.select(e.slice_id, true) }, "zoom to"),
+          el("button", { class: "small", title: "close (Esc)", onclick: () => this.clearSelection() }, "✕")),
+        el("h2", { id: "tl-detail-name" }, e.name),
+        kv([["duration", TE.fmtNs(e.dur_ns)], ["start", TE.fmtNs(e.ts_rel_ns) + " after run start"], ["category", e.cat],
+          ["track", trackLabel(e.track_id)], ["depth", e.depth], ["correlation", e.correlation], ["external id", e.external_id],
+          ["slice id", e.slice_id]]));
+      if (d.offline) side.append(el("p", { class: "muted" }, "Offline report: args and parents need the server."));
+      const args = e.args || {};
+      if (Object.keys(args).length) {
+        side.append(el("h3", null, "Args"), kv(Object.entries(args).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)])));
+      }
+      if (d.parents && d.parents.length) {
+        side.append(el("h3", null, "Parents"), el("ul", { class: "chain" }, ...d.parents.map((p) =>
+          el("li", { onclick: () => this.select(p.slice_id, true) }, el("div", { class: "c-name" }, p.name),
+            el("div", { class: "c-meta" }, p.lane + " · " + TE.fmtNs(p.dur_ns))))));
+      }
+      if (d.chain && d.chain.length > 1) {
+        const items = [];
+        d.chain.forEach((c, i) => {
+          if (i && c.gap_ns !== null && c.gap_ns !== undefined) items.push(el("div", { class: "gap" }, "↓ gap " + TE.fmtNs(c.gap_ns, 1)));
+          items.push(el("li", { class: c.relation === "self" ? "self" : "", style: "border-left-color:" + (TE.LANE_COLORS[c.lane] || "#999"),
+            onclick: () => this.select(c.slice_id, true) },
+            el("div", { class: "c-name" }, c.name), el("div", { class: "c-meta" }, c.lane + " · " + c.relation + " · " + TE.fmtNs(c.dur_ns))));
+        });
+        side.append(el("h3", null, "Linked across lanes"), el("ul", { class: "chain", id: "tl-chain" }, ...items));
+      }
+      if (d.children && d.children.count) {
+        side.append(el("h3", null, "Children (" + d.children.count + ")"), el("ul", { class: "chain" }, ...d.children.top.map((c) =>
+          el("li", { onclick: () => this.select(c.slice_id, true) }, el("div", { class: "c-name" }, c.name),
+            el("div", { class: "c-meta" }, TE.fmtNs(c.dur_ns))))));
+      }
+      const wasOpen = side.classList.contains("open");
+      side.classList.add("open");
+      if (!wasOpen) requestAnimationFrame(() => this.resize());
+    }
+
+    // -- box selection ---------------------------------------------------------------------------
+    async setRange(a, b) {
+      this.range = [a, b];
+      const el = TE.el, panel = this.rangePanel;
+      panel.textContent = "";
+      const head = el("div", { class: "head" }, el("strong", { id: "tl-range-dur" }, "Range " + TE.fmtNs(b - a)),
+        el("span", { class: "muted" }, TE.fmtNs(a) + " – " + TE.fmtNs(b)),
+        el("button", { class: "small", onclick: () => this.setWindow(a, b) }, "zoom to range"),
+        el("span", { class: "spacer" }), el("button", { class: "small", onclick: () => this.clearRange() }, "✕"));
+      panel.append(head);
+      panel.classList.add("open");
+      this.requestDraw();
+      requestAnimationFrame(() => this.resize());
+      let res;
+      try { res = await this.source.ops(a, b); } catch (err) { panel.append(el("p", { class: "muted" }, err.message)); return; }
+      const cols = [["name", "op"], ["calls", "calls"], ["cpu_total_ns", "CPU total"], ["self_cpu_ns", "self CPU"], ["device_total_ns", "device total"]];
+      const rows = res.rows.slice(0, 100);
+      panel.append(el("table", { class: "data", id: "tl-range-ops" },
+        el("thead", null, el("tr", null, ...cols.map(([k, t]) => el("th", { class: k === "name" ? "" : "num" }, t)))),
+        el("tbody", null, ...(rows.length ? rows.map((r) => el("tr", null, ...cols.map(([k]) => el("td", { class: k === "name" ? "name" : "num" },
+          k === "name" ? r.name : k === "calls" ? TE.fmtInt(r.calls) : (r[k] === null || r[k] === undefined ? "–" : TE.fmtNs(r[k])))))) :
+          [el("tr", null, el("td", { colspan: "5", class: "muted" }, "no ops start in this range"))]))));
+    }
+    clearRange() {
+      if (!this.range) return;
+      this.range = null;
+      this.rangePanel.classList.remove("open");
+      this.requestDraw();
+      requestAnimationFrame(() => this.resize());
+    }
+
+    // -- search ----------------------------------------------------------------------------------
+    async search(q, dir) {
+      if (q !== this.query || !this.matchesLoaded) {
+        this.query = q;
+        this.matches = []; this.matchIdx = -1; this.matchIds = new Set(); this.matchesLoaded = false;
+        if (!q) { this.matchInfo.textContent = ""; this.saveUrl(); this.requestDraw(); return; }
+        let res;
+        try { res = await this.source.search(q); } catch (err) { this.matchInfo.textContent = err.message; return; }
+        this.matches = res.matches;
+        this.matchIds = new Set(res.matches.map((m) => m.slice_id));
+        this.matchesLoaded = true;
+        this.saveUrl();
+      }
+      if (!this.matches.length) { this.matchInfo.textContent = "no matches"; this.requestDraw(); return; }
+      if (dir) this.jump(dir);
+      else this.matchInfo.textContent = this.matches.length + " matches";
+      this.requestDraw();
+    }
+    jump(dir) {
+      const n = this.matches.length;
+      if (!n) return;
+      this.matchIdx = this.matchIdx < 0 ? (dir > 0 ? 0 : n - 1) : (this.matchIdx + dir + n) % n;
+      const m = this.matches[this.matchIdx];
+      this.matchInfo.textContent = (this.matchIdx + 1) + " / " + n;
+      this.select(m.slice_id, true);
+    }
+
+    // -- URL state -------------------------------------------------------------------------------
+    loadUrl() {
+      const p = new URLSearchParams(location.search);
+      const s = parseFloat(p.get("start")), e = parseFloat(p.get("end"));
+      if (Number.isFinite(s) && Number.isFinite(e) && e > s) { this.start = s; this.end = e; }
+      if (GROUPINGS.includes(p.get("group"))) this.grouping = p.get("group");
+      const sel = parseInt(p.get("sel"), 10);
+      if (Number.isFinite(sel)) this.pendingSel = sel;
+      this.query = p.get("q") || "";
+    }
+    saveUrl() {
+      if (!this.opts.urlState) return;
+      clearTimeout(this.urlTimer);
+      this.urlTimer = setTimeout(() => {
+        const p = new URLSearchParams(location.search);
+        p.set("start", String(Math.round(this.start))); p.set("end", String(Math.round(this.end)));
+        if (this.grouping !== "lane") p.set("group", this.grouping); else p.delete("group");
+        if (this.selected) p.set("sel", String(this.selected.event.slice_id)); else p.delete("sel");
+        if (this.query) p.set("q", this.query); else p.delete("q");
+        history.replaceState(null, "", location.pathname + "?" + p.toString());
+      }, 120);
+    }
+  }
+
+  TE.Timeline = Timeline;
+  /** Mount a timeline into `container`; returns it once its first window is painted. */
+  TE.mountTimeline = async function (container, source, opts) {
+    const tl = new Timeline(container, source, opts);
+    window.__timeline = tl;
+    await tl.start_();
+    return tl;
+  };
+})();
