@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -31,7 +32,7 @@ out = Console()
 
 
 def _fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    console.print(f"[red]error:[/red] {escape(message)}", highlight=False)  # messages hold [brackets]
     sys.exit(2)
 
 
