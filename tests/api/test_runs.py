@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from explorer.config import Settings
-
 from tests.api.conftest import TINY, Uploader, assert_error, wait_until_done
 
 

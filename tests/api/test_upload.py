@@ -1,0 +1,91 @@
+"""Uploads: streamed to disk with a size limit, archives and many files, duplicates by sha256,
+malformed traces that fail cleanly, and file names that cannot escape the upload folder."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.upload import safe_filename
+from explorer.config import Settings
+from tests.api.conftest import TINY, Uploader, assert_error, wait_until_done
+
+
+def test_oversized_upload_is_413_and_leaves_nothing(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", max_upload_bytes=1000)
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/api/runs", files={"files": ("big.json", b"x" * 5000)})
+        body = assert_error(r, 413, "too_large")
+        assert body["error"]["detail"] == {"limit_bytes": 1000}
+        assert client.get("/api/runs").json()["total"] == 0
+        assert list((settings.data_dir / "tmp").iterdir()) == []
+
+
+def test_size_limit_counts_all_files_together(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", max_upload_bytes=6000)
+    with TestClient(create_app(settings)) as client:
+        parts = [("files", (f"{i}.json", b"y" * 2500)) for i in range(3)]
+        assert_error(client.post("/api/runs", files=parts), 413, "too_large")
+
+
+def test_malformed_trace_fails_with_message_and_server_keeps_serving(client: TestClient,
+                                                                     upload: Uploader) -> None:
+    for name, data in [("bad.json", b'{"traceEvents": [{"ph": "X", "ts": '), ("empty.json", b""),
+                       ("junk.bin", b"\x00\x01 not a trace")]:
+        run = upload(files=[(name, data)])
+        assert run["status"] == "failed" and run["message"], run
+        assert_error(client.get(f"/api/runs/{run['id']}/timeline"), 409, "run_not_ready")
+    assert client.get("/-/health").status_code == 200
+    assert upload()["status"] == "ready"
+
+
+def test_duplicate_upload_is_recognized(client: TestClient, upload: Uploader) -> None:
+    first = upload()
+    r = client.post("/api/runs", files={"files": ("other-name.json", TINY.read_bytes())})
+    assert r.status_code == 200
+    assert r.json()["duplicate_of"] == first["id"] and r.json()["id"] == first["id"]
+    assert client.get("/api/runs").json()["total"] == 1
+
+
+def test_gzip_zip_and_many_files(client: TestClient, upload: Uploader) -> None:
+    assert upload(files=[("t.json.gz", gzip.compress(TINY.read_bytes()))])["summary"]["slices"] == 12
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("capture/rank0.json", TINY.read_bytes().replace(b"Fake GPU", b"GPU zip"))
+    assert upload(files=[("capture.zip", buf.getvalue())])["status"] == "ready"
+    two = upload(files=[("a.json", TINY.read_bytes().replace(b"Fake GPU", b"A")),
+                        ("b.json", TINY.read_bytes().replace(b"Fake GPU", b"B"))])
+    assert two["status"] == "ready" and two["summary"]["slices"] == 24
+    assert [a["name"] for a in two["summary"]["artifacts"]] == ["a.json", "b.json"]
+
+
+def test_hostile_file_names_stay_inside(client: TestClient, settings: Settings) -> None:
+    r = client.post("/api/runs", files={"files": ("../../../../evil.json", TINY.read_bytes())})
+    run = wait_until_done(client, r.json()["id"])
+    assert run["status"] == "ready" and run["summary"]["artifacts"][0]["name"] == "evil.json"
+    assert not (settings.data_dir.parent / "evil.json").exists()
+
+
+@pytest.mark.parametrize("given, safe", [
+    ("../../etc/passwd", "passwd"), ("..\\..\\x.json", "x.json"), ("..", "upload"), ("", "upload"),
+    (".hidden", "hidden"), ("a b<script>.json", "a_b_script_.json"), ("/abs/path.json.gz", "path.json.gz"),
+])
+def test_safe_filename(given: str, safe: str) -> None:
+    assert safe_filename(given) == safe
+
+
+def test_not_multipart_is_400(client: TestClient) -> None:
+    assert_error(client.post("/api/runs", content=b"{}", headers={"content-type": "application/json"}),
+                 400, "bad_request")
+    assert_error(client.post("/api/runs", data={"name": "no files"}, files={"x": ("", b"")}), 400, "bad_request")
+
+
+def test_delete_while_ingesting_is_refused(client: TestClient, settings: Settings) -> None:
+    rec = client.app.state.explorer.store.catalog.create("pending")  # type: ignore[attr-defined]
+    assert_error(client.delete(f"/api/runs/{rec.id}"), 409, "run_not_ready")
