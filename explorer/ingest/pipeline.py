@@ -12,8 +12,18 @@ from typing import Any
 
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
+from explorer.ingest.capture import (
+    ProcessFolder,
+    begin_member,
+    end_member,
+    find_process_folders,
+    join_process_folder,
+)
 from explorer.ingest.chrome import parse_chrome
 from explorer.ingest.detect import Format, detect_format
+from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
+from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
+from explorer.ingest.neuron_parquet import parse_neuron_parquet
 from explorer.ingest.sources import Inputs, Member
 from explorer.model.tables import IngestedTrace
 
@@ -22,7 +32,13 @@ log = logging.getLogger(__name__)
 Parser = Callable[[bytes, str, TraceBuilder, str], dict[str, Any]]
 Progress = Callable[[float, str], None]
 
-PARSERS: dict[Format, Parser] = {Format.CHROME: parse_chrome}
+PARSERS: dict[Format, Parser] = {
+    Format.CHROME: parse_chrome,
+    Format.NEURON_JSON: parse_neuron_json,
+    Format.NEURON_PROFILE2: parse_neuron_profile2,
+    Format.NEURON_NRT: parse_neuron_nrt,
+    Format.PARQUET: parse_neuron_parquet,
+}
 
 NEURON_BINARY_HINT = (
     "undocumented Neuron binary kept as an artifact; convert it with "
@@ -41,27 +57,40 @@ def register_parser(fmt: Format, parser: Parser) -> None:
 
 
 def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedTrace:
-    """Parse every member into one run. Raises BadTrace when nothing usable is left."""
+    """Parse every member into one run. Raises BadTrace when nothing usable is left.
+
+    Members inside Neuron capture process folders (`<instance>_pid_<pid>/...`) are parsed folder by
+    folder and joined into one process each (capture.py); Neuron events are linked to the framework
+    trace after every file is read (neuron_link.py)."""
     builder = TraceBuilder()
     for name, why in inputs.skipped:
         builder.warn("skipped_file", f"{name}: {why}", 1, name)
+    folders, loose = find_process_folders(inputs.members)
+    plan: list[tuple[Member, ProcessFolder | None]] = [(m, None) for m in loose]
+    plan += [(m, folder) for folder in folders for m in folder.members]
     parsed: list[tuple[Member, Format, dict[str, Any]]] = []
+    metas: dict[int, dict[str, Any]] = {}
     errors: list[BadTrace] = []
     total = sum(len(m.data) for m in inputs.members) or 1
     done = 0
     readable = [m for m in inputs.members if detect_format(m.data) in PARSERS]
     multi = len(readable) > 1
-    for member in inputs.members:
+    for member, folder in plan:
         fmt = detect_format(member.data)
         parser = PARSERS.get(fmt)
         if parser is None:
             if not member.data:
                 errors.append(BadTrace(member.name, "the file is empty (0 bytes)"))
                 builder.warn("empty_file", f"{member.name}: empty file (0 bytes)", 1, member.name)
+            elif folder is not None and fmt is Format.BINARY:
+                folder.binaries.append(member.name)
             else:
                 builder.warn("unreadable_file", f"{member.name}: {UNSUPPORTED[fmt]}", 1, member.name)
             continue
-        instance = member.name if multi else ""
+        instance = folder.instance if folder else member.name if multi else ""
+        first_src = len(builder.sources)
+        if folder is not None:
+            begin_member(builder, folder, fmt)
         try:
             meta = parser(member.data, member.name, builder, instance)
         except BadTrace as exc:
@@ -70,24 +99,37 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
             errors.append(exc)
             builder.warn("unreadable_file", exc.message, 1, member.name)
             continue
+        finally:
+            if folder is not None:
+                end_member(builder, folder, member, fmt, range(first_src, len(builder.sources)))
+        metas.update({src: meta for src in range(first_src, len(builder.sources))})
         parsed.append((member, fmt, meta))
         done += len(member.data)
         if progress:
             progress(min(0.9, 0.9 * done / total), f"parsed {member.name}")
+    for folder in folders:
+        join_process_folder(builder, folder, metas)
     if not parsed:
         if errors:
             raise errors[0]
         names = ", ".join(m.name for m in inputs.members) or "the upload"
         hints = "; ".join(f"{w.message}" for w in builder.warnings.values()) or "no files"
-        raise BadTrace(names, f"nothing readable: {hints}")
+        raise BadTrace(names if len(names) < 200 else f"{len(inputs.members)} files", f"nothing readable: {hints}")
     _label_instances(builder, parsed)
+    finalize_neuron(builder)
     if progress:
         progress(0.92, "building tables")
     trace = builder.finish()
+    report_unattributed(builder, trace)
     trace.meta["files"] = [
         {"name": m.name, "format": fmt.value, **{k: v for k, v in meta.items() if k != "base_ns"}}
         for m, fmt, meta in parsed
     ]
+    if folders:
+        trace.meta["capture"] = [
+            {"folder": f.key, "instance": f.instance, "pid": f.pid, "files": f.files, "binaries": f.binaries}
+            for f in folders
+        ]
     return trace
 
 
