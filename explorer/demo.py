@@ -10,15 +10,16 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.errors import ExplorerError
-from explorer.service import ingest_paths
-from explorer.store.runs import RunStore
+
+if TYPE_CHECKING:  # kept light at import: the page renderer imports demo_note from here
+    from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,14 @@ WHAT_YOU_ARE_LOOKING_AT: tuple[str, ...] = (
     "(kernel launches) in the middle, hardware executions at the bottom, with arrows linking each op to "
     "the work it caused. Fusion removes both the launches and the gaps.",
 )
+
+
+
+def demo_note(run_names: Iterable[str]) -> tuple[str, ...]:
+    """The note for a compare page whose runs are all demo runs; () for any other comparison."""
+    names = list(run_names)
+    return WHAT_YOU_ARE_LOOKING_AT if names and set(names) <= set(RUN_NAMES.values()) else ()
+
 
 Notify = Callable[[str], None]
 Progress = Callable[[float, str], None]
@@ -201,6 +210,8 @@ def run_demo(store: RunStore, *, device: str | None = None, shape: tuple[int, ..
              use_compile: bool = True, compile_timeout_s: float = COMPILE_TIMEOUT_S,
              notify: Notify | None = None, progress: Progress | None = None) -> DemoResult:
     """Profile the RMSNorm variants, ingest each trace as a run tagged `demo`; naive run first."""
+    from explorer.service import ingest_paths
+
     torch = import_torch()
     say = notify or (lambda _msg: None)
     report = progress or (lambda _f, _w: None)

@@ -16,6 +16,7 @@ import jinja2
 from markupsafe import Markup
 
 from explorer.config import PROJECT_ROOT
+from explorer.demo import demo_note
 
 PLOTLY_JS = "vendor/plotly.min.js"
 # Classic scripts (not ES modules) so the offline report can inline them as they are.
@@ -75,6 +76,7 @@ def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ns=fmt_ns, us=fmt_us, thousands=fmt_int, pct=fmt_pct, when=fmt_time, script_json=json_for_script)
+    env.globals["demo_note"] = demo_note  # the "what you are looking at" note of the demo's compare page
     return env
 
 

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.demo import ACTIVE_STEPS, DEMO_TAG, NAIVE_OPS_PER_STEP, RUN_NAMES
+from explorer.demo import ACTIVE_STEPS, DEMO_TAG, NAIVE_OPS_PER_STEP, RUN_NAMES, demo_note
 from explorer.store.queries import load_ops
 from explorer.store.runs import RunStore
 
@@ -110,3 +110,19 @@ def test_demo_without_torch_says_how_to_install(tmp_path: Path) -> None:
     assert proc.returncode == 2
     message = re.sub(r"\s+", " ", proc.stderr)
     assert "needs PyTorch" in message and "pip install 'trace-explorer[torch]'" in message, proc.stderr
+
+
+def test_compare_page_explains_what_you_are_looking_at(demo_run: dict[str, Any]) -> None:
+    _, runs = demo_runs(demo_run)
+    ids = ",".join(runs[n] for n in RUN_NAMES.values() if n in runs)
+    with TestClient(create_app(Settings(data_dir=demo_run["data"]))) as client:
+        page = client.get("/compare", params={"runs": ids})
+    assert page.status_code == 200, page.text[:500]
+    assert 'id="demo-note"' in page.text and "What you are looking at" in page.text
+    assert "six separate PyTorch operations" in page.text
+
+
+def test_demo_note_only_for_demo_runs() -> None:
+    assert demo_note(RUN_NAMES.values()) and demo_note([RUN_NAMES["naive"], RUN_NAMES["fused"]])
+    assert demo_note([RUN_NAMES["naive"], "my training step"]) == ()
+    assert demo_note([]) == ()
