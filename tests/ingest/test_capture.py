@@ -205,3 +205,15 @@ def test_unsafe_archive_members_are_skipped_and_nothing_escapes(store: RunStore,
     assert any("link" in w["message"] for w in skipped)
     assert any("'..'" in w["message"] or "absolute" in w["message"] for w in skipped)
     assert {r["name"] for r in load_ops(store, rec.id)} >= {"aten::mul"}
+
+
+def test_system_export_repeating_the_framework_trace_is_not_counted_twice(store: RunStore, tmp_path: Path) -> None:
+    folder = copy_process(tmp_path, ["trace.json", "system_profile.neuron.json"])
+    system = next(folder.rglob("system_profile.neuron.json"))
+    doc = json.loads(system.read_text())
+    doc["trace_event"].append({"name": "aten::add", "trace_event_source": "framework", "process_id": 1001,
+                               "thread_id": 1001, "timestamp": 1_748_779_200_000_100_000, "duration": 50_000})
+    system.write_text(json.dumps(doc))
+    rec = ingest_paths(store, [folder])
+    assert warnings_of(store, rec.id)["neuron_duplicate_framework"][0]["count"] == 1
+    assert {r["name"]: r["calls"] for r in load_ops(store, rec.id)}["aten::add"] == 1
