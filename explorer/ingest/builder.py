@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from explorer.analysis.nesting import compute_nesting, count_same_track_ancestors, nearest_ancestor_where
 from explorer.analysis.ops import compute_op_stats
@@ -245,6 +246,13 @@ class TraceBuilder:
     @property
     def slice_count(self) -> int:
         return self._chunk_rows + len(self._s_ts)
+
+    def categories(self) -> set[str]:
+        """The distinct slice categories seen so far (cheap: no per-slice Python objects)."""
+        cats = set(self._s_cat)
+        for chunk in self._chunks:
+            cats.update(pc.unique(chunk.cat).to_pylist())
+        return cats
 
     def _columns(self) -> SliceColumns:
         """Every raw slice (bulk chunks, then row-wise ones), as columns."""
