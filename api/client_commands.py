@@ -7,6 +7,7 @@ explorer.upload_client, and this module only prints and shows progress.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -14,12 +15,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
-    DownloadColumn,
     Progress,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
-    TransferSpeedColumn,
 )
 from rich.table import Table
 
@@ -118,20 +117,23 @@ def upload(server: str, paths: tuple[Path, ...], name: str | None, tags: tuple[s
     from explorer.upload_client import upload_run
 
     token = token or Settings().token
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"))
-    with Progress(*columns, DownloadColumn(), TransferSpeedColumn(), TimeElapsedColumn(), console=console,
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=console,
                   transient=True) as bar:
-        sending = bar.add_task("uploading", total=None)
+        sending = bar.add_task("uploading", total=None, detail="")
         ingesting: list[TaskID] = []
+        started = time.monotonic()
 
         def on_bytes(sent: int, total: int) -> None:
-            bar.update(sending, completed=sent, total=total)
+            rate = sent / max(time.monotonic() - started, 1e-3)
+            bar.update(sending, completed=sent, total=total,
+                       detail=f"{sent / 1e6:,.1f} / {total / 1e6:,.1f} MB  {rate / 1e6:,.1f} MB/s")
 
         def on_ingest(fraction: float, what: str) -> None:
             if not ingesting:
                 bar.update(sending, description="uploaded")
-                ingesting.append(bar.add_task("ingesting", total=1.0))
-            bar.update(ingesting[0], completed=fraction, description=f"ingesting: {what}"[:60])
+                ingesting.append(bar.add_task("ingesting", total=1.0, detail=""))
+            bar.update(ingesting[0], completed=fraction, detail=what[:50])
 
         try:
             result = upload_run(server, list(paths), name=name, tags=list(tags), token=token, on_bytes=on_bytes,
