@@ -37,12 +37,15 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
 
     try:
         report(0.0, "reading files")
-        inputs = collect_inputs(paths, max_bytes)
-        sha = combined_sha256([a.sha256 for a in inputs.artifacts])
-        store.catalog.update(run_id, sha256=sha)
-        trace = ingest_inputs(inputs, report)
-        report(0.95, "writing tables")
-        store.save(run_id, trace, inputs.artifacts)
+        inputs = collect_inputs(paths, max_bytes, scratch_root=store.tmp_dir)
+        try:
+            sha = combined_sha256([a.sha256 for a in inputs.artifacts])
+            store.catalog.update(run_id, sha256=sha)
+            trace = ingest_inputs(inputs, report)
+            report(0.95, "writing tables")
+            store.save(run_id, trace, inputs.artifacts)
+        finally:
+            inputs.cleanup()
     except Exception as exc:
         message = exc.message if isinstance(exc, ExplorerError) else f"internal error: {exc!r}"
         if not isinstance(exc, ExplorerError):

@@ -61,7 +61,8 @@ def compute_op_stats(slices: pa.Table) -> tuple[pa.Table, pa.Table]:
     device_all = int(dur[slices.column("device_time").to_numpy(zero_copy_only=False)].sum())
 
     ops = np.nonzero(is_op)[0]
-    keys = np.asarray([op_key_name(n) for n in name[ops]], dtype=object)
+    keys = pc.replace_substring_regex(slices.column("name").take(pa.array(ops)), r"^ProfilerStep#\d+$",
+                                      "ProfilerStep*").to_numpy(zero_copy_only=False)
     shapes = slices.column("shapes").to_numpy(zero_copy_only=False)[ops]
     by_name = _group(keys, np.full(len(ops), "", dtype=object), dur[ops], self_cpu[ops],
                      total_dev[ops], self_dev[ops], device_all)

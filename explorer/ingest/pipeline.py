@@ -20,6 +20,7 @@ from explorer.ingest.capture import (
     join_process_folder,
 )
 from explorer.ingest.chrome import parse_chrome
+from explorer.ingest.chrome_fast import parse_chrome_file
 from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
@@ -71,15 +72,16 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
     parsed: list[tuple[Member, Format, dict[str, Any]]] = []
     metas: dict[int, dict[str, Any]] = {}
     errors: list[BadTrace] = []
-    total = sum(len(m.data) for m in inputs.members) or 1
+    total = sum(m.size for m in inputs.members) or 1
     done = 0
-    readable = [m for m in inputs.members if detect_format(m.data) in PARSERS]
+    formats = {id(m): detect_format(m.head()) for m in inputs.members}
+    readable = [m for m in inputs.members if formats[id(m)] in PARSERS]
     multi = len(readable) > 1
     for member, folder in plan:
-        fmt = detect_format(member.data)
+        fmt = formats[id(member)]
         parser = PARSERS.get(fmt)
         if parser is None:
-            if not member.data:
+            if member.size == 0:
                 errors.append(BadTrace(member.name, "the file is empty (0 bytes)"))
                 builder.warn("empty_file", f"{member.name}: empty file (0 bytes)", 1, member.name)
             elif folder is not None and fmt is Format.BINARY:
@@ -92,7 +94,10 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
         if folder is not None:
             begin_member(builder, folder, fmt)
         try:
-            meta = parser(member.data, member.name, builder, instance)
+            if fmt is Format.CHROME and member.path is not None:
+                meta = parse_chrome_file(member.path, member.name, builder, instance, inputs.scratch)
+            else:
+                meta = parser(member.data, member.name, builder, instance)
         except BadTrace as exc:
             if not multi:
                 raise
@@ -104,7 +109,7 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
                 end_member(builder, folder, member, fmt, range(first_src, len(builder.sources)))
         metas.update({src: meta for src in range(first_src, len(builder.sources))})
         parsed.append((member, fmt, meta))
-        done += len(member.data)
+        done += member.size
         if progress:
             progress(min(0.9, 0.9 * done / total), f"parsed {member.name}")
     for folder in folders:

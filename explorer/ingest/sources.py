@@ -10,13 +10,16 @@ import gzip
 import hashlib
 import io
 import os
+import shutil
 import stat
 import tarfile
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import IO, BinaryIO
 
 from explorer.errors import BadTrace, UnsafeArchive
 
@@ -25,12 +28,37 @@ ZIP_MAGIC = b"PK\x03\x04"
 DEFAULT_MAX_BYTES = 8 * 2**30
 
 
-@dataclass
 class Member:
-    """One logical input file: its display name (path inside folders/archives) and its bytes."""
+    """One logical input file: its display name (path inside folders/archives) and its bytes,
+    held in memory (small, made in code) or in a file (inputs, decompressed members)."""
 
-    name: str
-    data: bytes
+    def __init__(self, name: str, data: bytes | None = None, path: Path | None = None) -> None:
+        if (data is None) == (path is None):
+            raise ValueError("a member has either data or a path")
+        self.name = name
+        self._data = data
+        self.path = path
+
+    @property
+    def data(self) -> bytes:
+        if self._data is not None:
+            return self._data
+        assert self.path is not None
+        return self.path.read_bytes()
+
+    @property
+    def size(self) -> int:
+        return len(self._data) if self._data is not None else self.path.stat().st_size  # type: ignore[union-attr]
+
+    def head(self, n: int = 65536) -> bytes:
+        if self._data is not None:
+            return self._data[:n]
+        assert self.path is not None
+        with self.path.open("rb") as f:
+            return f.read(n)
+
+    def __repr__(self) -> str:
+        return f"Member({self.name!r}, {self.size} bytes)"
 
 
 @dataclass
@@ -48,6 +76,11 @@ class Inputs:
     members: list[Member] = field(default_factory=list)
     artifacts: list[Artifact] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why)
+    scratch: Path | None = None  # where decompressed members live; removed by cleanup()
+
+    def cleanup(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def sha256_file(path: Path) -> str:
@@ -58,22 +91,30 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def collect_inputs(paths: list[Path], max_bytes: int = DEFAULT_MAX_BYTES) -> Inputs:
-    """Read every input path into members (decompressed) and artifacts (as given)."""
-    out = Inputs()
-    for path in paths:
-        if not path.exists():
-            raise BadTrace(str(path), "no such file or folder")
-        if path.is_dir():
-            for file in sorted(p for p in path.rglob("*")):
-                rel = file.relative_to(path.parent).as_posix()
-                if file.is_symlink():
-                    out.skipped.append((rel, "symbolic link (not followed)"))
-                    continue
-                if file.is_file():
-                    _add_file(file, rel, out, max_bytes)
-        else:
-            _add_file(path, path.name, out, max_bytes)
+def collect_inputs(paths: list[Path], max_bytes: int = DEFAULT_MAX_BYTES, scratch_root: Path | None = None) -> Inputs:
+    """Every input path as members (decompressed, file-backed) and artifacts (as given).
+
+    Compressed files and archive members are streamed into a scratch folder under `scratch_root`
+    (bounded by max_bytes each); plain files are used in place, never copied."""
+    scratch = Path(tempfile.mkdtemp(prefix="ingest-", dir=scratch_root))
+    out = Inputs(scratch=scratch)
+    try:
+        for path in paths:
+            if not path.exists():
+                raise BadTrace(str(path), "no such file or folder")
+            if path.is_dir():
+                for file in sorted(p for p in path.rglob("*")):
+                    rel = file.relative_to(path.parent).as_posix()
+                    if file.is_symlink():
+                        out.skipped.append((rel, "symbolic link (not followed)"))
+                        continue
+                    if file.is_file():
+                        _add_file(file, rel, out, max_bytes)
+            else:
+                _add_file(path, path.name, out, max_bytes)
+    except BaseException:
+        out.cleanup()
+        raise
     return out
 
 
@@ -82,53 +123,84 @@ def _add_file(path: Path, name: str, out: Inputs, max_bytes: int) -> None:
     out.artifacts.append(Artifact(path, name, size, sha256_file(path)))
     if size > max_bytes:
         raise BadTrace(name, f"file is {size} bytes, over the limit of {max_bytes}")
-    data = path.read_bytes()
-    out.members.extend(iter_blob(name, data, max_bytes, out.skipped))
+    out.members.extend(unwrap(Member(name, path=path), max_bytes, out))
+
+
+def _scratch_file(out: Inputs) -> Path:
+    assert out.scratch is not None
+    fd, name = tempfile.mkstemp(dir=out.scratch, suffix=".part")
+    os.close(fd)
+    return Path(name)
+
+
+def unwrap(member: Member, max_bytes: int, out: Inputs) -> Iterator[Member]:
+    """Unwrap gzip / zip / tar layers; yield the plain files inside (file-backed)."""
+    head = member.head(512)
+    if head.startswith(GZIP_MAGIC):
+        target = _scratch_file(out)
+        with _open_member(member) as src, target.open("wb") as dst:
+            gunzip_stream(src, dst, member.name, max_bytes)
+        inner_name = member.name[:-3] if member.name.endswith(".gz") else member.name
+        yield from unwrap(Member(inner_name, path=target), max_bytes, out)
+    elif head.startswith(ZIP_MAGIC):
+        yield from _iter_zip(member, max_bytes, out)
+    elif _is_tar(head):
+        yield from _iter_tar(member, max_bytes, out)
+    else:
+        yield member
+
+
+def _open_member(member: Member) -> BinaryIO:
+    if member.path is not None:
+        return member.path.open("rb")
+    return io.BytesIO(member.data)
 
 
 def iter_blob(name: str, data: bytes, max_bytes: int, skipped: list[tuple[str, str]]) -> Iterator[Member]:
-    """Unwrap gzip / zip / tar layers; yield the plain files inside."""
-    if data.startswith(GZIP_MAGIC):
-        inner = gunzip_bounded(data, name, max_bytes)
-        inner_name = name[:-3] if name.endswith(".gz") else name
-        yield from iter_blob(inner_name, inner, max_bytes, skipped)
-    elif data.startswith(ZIP_MAGIC):
-        yield from _iter_zip(name, data, max_bytes, skipped)
-    elif _is_tar(data):
-        yield from _iter_tar(name, data, max_bytes, skipped)
-    else:
-        yield Member(name, data)
+    """In-memory variant for callers holding bytes: members come back file-backed in a scratch
+    folder that lives until the process ends (tests, tools)."""
+    out = Inputs(scratch=Path(tempfile.mkdtemp(prefix="blob-")))
+    yield from unwrap(Member(name, data=data), max_bytes, out)
+    skipped.extend(out.skipped)
+
+
+def gunzip_stream(src: BinaryIO, dst: BinaryIO, name: str, max_bytes: int) -> int:
+    """Decompress (possibly concatenated) gzip from src to dst, refusing more than max_bytes."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    total = 0
+    trailing = False
+    try:
+        while not trailing:
+            buf = src.read(1 << 20)
+            if not buf:
+                break
+            while buf:
+                if d.eof:
+                    if not buf.startswith(GZIP_MAGIC):
+                        trailing = True  # padding after the last member: ignore it
+                        break
+                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                chunk = d.decompress(buf, 1 << 22)
+                total += len(chunk)
+                if total > max_bytes:
+                    raise BadTrace(name, f"decompresses to more than {max_bytes} bytes (limit); refusing")
+                dst.write(chunk)
+                buf = d.unused_data if d.eof else d.unconsumed_tail
+    except zlib.error as exc:
+        raise BadTrace(name, f"corrupt gzip data ({exc})") from None
+    if not d.eof:
+        raise BadTrace(name, "truncated gzip data: the compressed stream ends early")
+    return total
 
 
 def gunzip_bounded(data: bytes, name: str, max_bytes: int) -> bytes:
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    parts: list[bytes] = []
-    total = 0
-    buf = data
-    try:
-        while buf:
-            chunk = d.decompress(buf, 1 << 24)
-            total += len(chunk)
-            if total > max_bytes:
-                raise BadTrace(name, f"decompresses to more than {max_bytes} bytes (limit); refusing")
-            parts.append(chunk)
-            buf = d.unconsumed_tail
-            if d.eof:
-                rest = d.unused_data
-                if rest.startswith(GZIP_MAGIC):  # concatenated gzip members
-                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                    buf = rest
-                else:
-                    buf = b""
-        if not d.eof:
-            raise BadTrace(name, "truncated gzip data: the compressed stream ends early")
-    except zlib.error as exc:
-        raise BadTrace(name, f"corrupt gzip data ({exc})") from None
-    return b"".join(parts)
+    out = io.BytesIO()
+    gunzip_stream(io.BytesIO(data), out, name, max_bytes)
+    return out.getvalue()
 
 
-def _is_tar(data: bytes) -> bool:
-    return len(data) > 262 and data[257:262] == b"ustar"
+def _is_tar(head: bytes) -> bool:
+    return len(head) > 262 and head[257:262] == b"ustar"
 
 
 def _safe_member_name(archive: str, member: str) -> str:
@@ -138,56 +210,79 @@ def _safe_member_name(archive: str, member: str) -> str:
     return f"{archive}/{p.as_posix()}"
 
 
-def _iter_zip(name: str, data: bytes, max_bytes: int, skipped: list[tuple[str, str]]) -> Iterator[Member]:
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
-        infos = zf.infolist()
-    except zipfile.BadZipFile as exc:
-        raise BadTrace(name, f"corrupt zip archive ({exc})") from None
-    for info in infos:
-        if info.is_dir():
-            continue
-        try:
-            member_name = _safe_member_name(name, info.filename)
-        except UnsafeArchive as exc:
-            skipped.append((info.filename, exc.problem))
-            continue
-        mode = info.external_attr >> 16
-        if stat.S_ISLNK(mode):
-            skipped.append((member_name, "symbolic link inside the archive (not followed)"))
-            continue
-        if info.file_size > max_bytes:
-            raise BadTrace(member_name, f"decompresses to {info.file_size} bytes, over the limit")
-        with zf.open(info) as f:
-            blob = f.read(max_bytes + 1)
-        if len(blob) > max_bytes:
-            raise BadTrace(member_name, "decompresses to more than the limit; refusing")
-        yield from iter_blob(member_name, blob, max_bytes, skipped)
+def _copy_bounded(src: IO[bytes], target: Path, name: str, max_bytes: int) -> None:
+    total = 0
+    with target.open("wb") as dst:
+        while chunk := src.read(1 << 20):
+            total += len(chunk)
+            if total > max_bytes:
+                raise BadTrace(name, f"decompresses to more than {max_bytes} bytes (limit); refusing")
+            dst.write(chunk)
 
 
-def _iter_tar(name: str, data: bytes, max_bytes: int, skipped: list[tuple[str, str]]) -> Iterator[Member]:
-    try:
-        tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
-        members = tf.getmembers()
-    except tarfile.TarError as exc:
-        raise BadTrace(name, f"corrupt tar archive ({exc})") from None
-    for m in members:
-        if m.isdir():
-            continue
+def _iter_zip(member: Member, max_bytes: int, out: Inputs) -> Iterator[Member]:
+    with _open_member(member) as fh:
         try:
-            member_name = _safe_member_name(name, m.name)
-        except UnsafeArchive as exc:
-            skipped.append((m.name, exc.problem))
-            continue
-        if m.issym() or m.islnk() or not m.isfile():
-            skipped.append((member_name, "link or special file inside the archive (not followed)"))
-            continue
-        if m.size > max_bytes:
-            raise BadTrace(member_name, f"is {m.size} bytes, over the limit")
-        f = tf.extractfile(m)
-        if f is None:
-            continue
-        yield from iter_blob(member_name, f.read(), max_bytes, skipped)
+            zf = zipfile.ZipFile(fh)
+            infos = zf.infolist()
+        except zipfile.BadZipFile as exc:
+            raise BadTrace(member.name, f"corrupt zip archive ({exc})") from None
+        yield from _zip_members(zf, infos, member, max_bytes, out)
+
+
+def _zip_members(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], member: Member, max_bytes: int,
+                 out: Inputs) -> Iterator[Member]:
+    with zf:
+        for info in infos:
+            if info.is_dir():
+                continue
+            try:
+                member_name = _safe_member_name(member.name, info.filename)
+            except UnsafeArchive as exc:
+                out.skipped.append((info.filename, exc.problem))
+                continue
+            if stat.S_ISLNK(info.external_attr >> 16):
+                out.skipped.append((member_name, "symbolic link inside the archive (not followed)"))
+                continue
+            target = _scratch_file(out)
+            try:
+                with zf.open(info) as f:
+                    _copy_bounded(f, target, member_name, max_bytes)
+            except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                raise BadTrace(member_name, f"corrupt zip member ({exc})") from None
+            yield from unwrap(Member(member_name, path=target), max_bytes, out)
+
+
+def _iter_tar(member: Member, max_bytes: int, out: Inputs) -> Iterator[Member]:
+    with _open_member(member) as fh:
+        try:
+            tf = tarfile.open(fileobj=fh, mode="r:")  # noqa: SIM115 - closed by _tar_members
+            members = tf.getmembers()
+        except tarfile.TarError as exc:
+            raise BadTrace(member.name, f"corrupt tar archive ({exc})") from None
+        yield from _tar_members(tf, members, member, max_bytes, out)
+
+
+def _tar_members(tf: tarfile.TarFile, members: list[tarfile.TarInfo], member: Member, max_bytes: int,
+                 out: Inputs) -> Iterator[Member]:
+    with tf:
+        for m in members:
+            if m.isdir():
+                continue
+            try:
+                member_name = _safe_member_name(member.name, m.name)
+            except UnsafeArchive as exc:
+                out.skipped.append((m.name, exc.problem))
+                continue
+            if m.issym() or m.islnk() or not m.isfile():
+                out.skipped.append((member_name, "link or special file inside the archive (not followed)"))
+                continue
+            f = tf.extractfile(m)
+            if f is None:
+                continue
+            target = _scratch_file(out)
+            _copy_bounded(f, target, member_name, max_bytes)
+            yield from unwrap(Member(member_name, path=target), max_bytes, out)
 
 
 def open_maybe_gzip(path: Path) -> bytes:
@@ -198,7 +293,3 @@ def open_maybe_gzip(path: Path) -> bytes:
         with gzip.open(path, "rb") as g:
             return g.read()
     return path.read_bytes()
-
-
-def is_within(base: Path, target: Path) -> bool:
-    return os.path.commonpath([base.resolve(), target.resolve()]) == str(base.resolve())

@@ -1,0 +1,259 @@
+"""Fast path for big Chrome/Kineto files: DuckDB's parallel JSON reader, then columnar feeding.
+
+The event array is read by DuckDB into Arrow columns (args stay JSON text); complete events and
+flow steps go to the builder as whole columns, the rare rest (metadata, instants, counters, B/E)
+through the same per-event code as the small-file path. Anything DuckDB cannot read cleanly falls
+back to that path before the builder has been touched, so both paths give the same run.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from explorer.errors import BadTrace
+from explorer.ingest.builder import TraceBuilder, flow_kind_index
+from explorer.ingest.chrome import MAX_TS_NS, Event, ObjectDoc, _doc_meta, _Feeder, parse_chrome
+
+log = logging.getLogger(__name__)
+
+FAST_MIN_BYTES = 8 * 2**20  # below this the msgspec path is as fast and simpler
+
+_COLUMNS = ("{ph: 'VARCHAR', name: 'VARCHAR', cat: 'VARCHAR', ts: 'DOUBLE', dur: 'DOUBLE', pid: 'JSON', "
+            "tid: 'JSON', id: 'JSON', id2: 'JSON', bp: 'VARCHAR', s: 'VARCHAR', scope: 'VARCHAR', args: 'JSON'}")
+_SELECT = """
+SELECT coalesce(ph, '') AS ph, coalesce(name, '') AS name, coalesce(cat, '') AS cat, ts, dur,
+       coalesce(json_extract_string(pid, '$'), '0') AS pid, coalesce(json_extract_string(tid, '$'), '0') AS tid,
+       json_extract_string(id, '$') AS id, coalesce(id2::VARCHAR, '') AS id2, coalesce(bp, '') AS bp,
+       coalesce(s, '') AS s, coalesce(scope, '') AS scope,
+       coalesce(TRY_CAST(x[1] AS BIGINT), TRY_CAST(x[2] AS BIGINT), -1) AS ext,
+       coalesce(TRY_CAST(x[3] AS BIGINT), -1) AS corr,
+       coalesce(x[4], '') AS dims,
+       coalesce(args::VARCHAR, '{{}}') AS args
+FROM (SELECT *, json_extract(args, ['$."External id"', '$."external id"', '$.correlation', '$."Input Dims"'])::VARCHAR[]
+             AS x
+      FROM read_json({path}, format = 'array', columns = {columns}, maximum_object_size = 67108864))
+"""
+
+
+class _Unsupported(Exception):
+    """The fast path cannot take this file; use the general one."""
+
+
+def parse_chrome_file(path: Path, name: str, builder: TraceBuilder, instance: str = "",
+                      scratch: Path | None = None) -> dict[str, Any]:
+    """Parse a Chrome/Kineto file from disk, taking the DuckDB path for big files."""
+    if path.stat().st_size < FAST_MIN_BYTES:
+        return parse_chrome(path.read_bytes(), name, builder, instance)
+    try:
+        with _open_events(path, scratch) as (reader, meta):
+            batches = list(_read_all(reader))
+    except (_Unsupported, duckdb.Error, OSError) as exc:
+        log.info("fast path not used for %s: %s", name, exc)
+        return parse_chrome(path.read_bytes(), name, builder, instance)
+    return _feed(batches, meta, name, builder, instance)
+
+
+def _read_all(reader: pa.RecordBatchReader) -> Iterator[_Batch]:
+    """Reduce each DuckDB batch at once to what the builder keeps, so the full table never exists."""
+    for batch in reader:
+        yield _Batch.of(batch)
+
+
+@contextmanager
+def _open_events(path: Path, scratch: Path | None) -> Iterator[tuple[pa.RecordBatchReader, dict[str, Any]]]:
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        start = 0
+        while start < len(m) and m[start:start + 1] in b" \t\r\n":
+            start += 1
+        first = m[start:start + 1]
+        if first == b"[":
+            if m[max(0, len(m) - 4096):].rstrip()[-1:] != b"]":
+                raise _Unsupported("array without its closing bracket")
+            with _query(path, scratch) as reader:
+                yield reader, {"base_ns": 0}
+            return
+        if first != b"{":
+            raise _Unsupported("not a JSON object or array")
+        key = m.find(b'"traceEvents"')
+        open_at = m.find(b"[", key) if key >= 0 else -1
+        if key < 0 or open_at < 0 or m[key + 13:open_at].strip() != b":":
+            raise _Unsupported("no traceEvents array")
+        close_at, doc = _array_end(m, key, open_at)
+        meta = _doc_meta(doc.baseTimeNanoseconds, doc.deviceProperties, doc.distributedInfo, doc.displayTimeUnit)
+        fd, carved_name = tempfile.mkstemp(suffix=".json", dir=scratch)
+        carved = Path(carved_name)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                _copy_range(f.fileno(), out.fileno(), open_at, close_at + 1 - open_at)
+            with _query(carved, scratch) as reader:
+                yield reader, meta
+        finally:
+            carved.unlink(missing_ok=True)
+
+
+def _array_end(m: mmap.mmap, key: int, open_at: int) -> tuple[int, ObjectDoc]:
+    """Where the events array closes: the last `]` after an event object such that what follows is
+    the rest of a valid document (keys after the array, e.g. Kineto's "logs", may hold arrays too)."""
+    head = bytes(m[:key])
+    pos = len(m)
+    for _ in range(64):
+        pos = m.rfind(b"]", open_at, pos)
+        if pos < 0:
+            break
+        before = m[max(open_at, pos - 64):pos].rstrip()
+        if before.endswith((b"}", b"[")):
+            try:
+                doc = msgspec.json.decode(head + b'"traceEvents": []' + bytes(m[pos + 1:]), type=ObjectDoc,
+                                          strict=False)
+            except msgspec.MsgspecError:
+                continue
+            return pos, doc
+    raise _Unsupported("could not find where the traceEvents array ends")
+
+
+def _copy_range(src_fd: int, dst_fd: int, offset: int, length: int) -> None:
+    done = 0
+    while done < length:
+        n = os.copy_file_range(src_fd, dst_fd, min(length - done, 1 << 30), offset + done)
+        if n <= 0:
+            raise _Unsupported("could not copy the events array")
+        done += n
+
+
+@contextmanager
+def _query(path: Path, scratch: Path | None) -> Iterator[pa.RecordBatchReader]:
+    config = {"threads": max(1, os.cpu_count() or 1), "autoinstall_known_extensions": False,
+              "autoload_known_extensions": False, "preserve_insertion_order": True}
+    con = duckdb.connect(config=config)  # type: ignore[arg-type]
+    try:
+        con.execute("SET enable_progress_bar = false")
+        if scratch is not None:
+            con.execute("SET temp_directory = ?", [str(scratch)])
+        literal = "'" + str(path).replace("'", "''") + "'"
+        yield con.sql(_SELECT.format(path=literal, columns=_COLUMNS)).to_arrow_reader(BATCH_ROWS)
+    finally:
+        con.close()
+
+
+BATCH_ROWS = 262_144
+
+
+class _Batch:
+    """One DuckDB batch reduced to: complete events (columns), flow steps (columns), other events."""
+
+    def __init__(self, n: int, pid: pa.Array, tid: pa.Array, ts: np.ndarray, ts_ok: np.ndarray, dur: np.ndarray,
+                 x: pa.RecordBatch, x_mask: np.ndarray, flows: pa.RecordBatch, flow_mask: np.ndarray,
+                 rest: list[dict[str, Any]], bad_x: int, bad_flows: int) -> None:
+        self.n, self.pid, self.tid, self.ts, self.ts_ok, self.dur = n, pid, tid, ts, ts_ok, dur
+        self.x, self.x_mask, self.flows, self.flow_mask = x, x_mask, flows, flow_mask
+        self.rest, self.bad_x, self.bad_flows = rest, bad_x, bad_flows
+
+    @classmethod
+    def of(cls, batch: pa.RecordBatch) -> _Batch:
+        ph = batch.column("ph")
+        ts_us = batch.column("ts").to_numpy(zero_copy_only=False).astype(np.float64)
+        dur_us = batch.column("dur").fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+        ts_ns, ts_ok = _to_ns(ts_us)
+        dur_ns, dur_ok = _to_ns(dur_us)
+        is_x = pc.equal(ph, "X").to_numpy(zero_copy_only=False)
+        good_x = is_x & ts_ok & dur_ok & (ts_ns + dur_ns < MAX_TS_NS)
+        is_flow = pc.is_in(ph, pa.array(["s", "t", "f"])).to_numpy(zero_copy_only=False)
+        flow = is_flow & pc.is_valid(batch.column("id")).to_numpy(zero_copy_only=False) & ts_ok
+        rest = np.nonzero(~is_x & ~is_flow)[0]
+        return cls(
+            n=batch.num_rows, pid=batch.column("pid"), tid=batch.column("tid"), ts=ts_ns, ts_ok=ts_ok, dur=dur_ns,
+            x=batch.select(["cat", "name", "args", "dims", "corr", "ext"]).filter(pa.array(good_x)), x_mask=good_x,
+            flows=batch.select(["ph", "cat", "id", "bp"]).filter(pa.array(flow)), flow_mask=flow,
+            rest=batch.take(pa.array(rest)).to_pylist() if len(rest) else [],
+            bad_x=int((is_x & ~good_x).sum()), bad_flows=int((is_flow & ~flow).sum()),
+        )
+
+
+def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: TraceBuilder,
+          instance: str) -> dict[str, Any]:
+    src = builder.add_source(name, instance)
+    base_ns = int(meta.get("base_ns", 0))
+    if not any(b.n for b in batches):
+        raise BadTrace(name, "the trace holds no events")
+    stored = bad_x = bad_flows = 0
+    rest: list[Event] = []
+    kineto = False
+    for b in batches:
+        threads = _thread_index(b.pid, b.tid, builder, src)
+        ts = b.ts + base_ns
+        x = b.x
+        ext = x.column("ext").to_numpy()
+        kineto = kineto or bool((ext >= 0).any())
+        builder.add_slice_columns(threads[b.x_mask], x.column("cat"), x.column("name"), ts[b.x_mask],
+                                  b.dur[b.x_mask], x.column("args"), x.column("corr").to_numpy(), ext,
+                                  x.column("dims"))
+        stored += x.num_rows
+        if b.flows.num_rows:
+            _feed_flows(b.flows, threads[b.flow_mask], ts[b.flow_mask], builder, src)
+        rest.extend(_event(r) for r in b.rest)
+        bad_x += b.bad_x
+        bad_flows += b.bad_flows
+    batches.clear()
+    feeder = _Feeder(builder, src, name, base_ns)
+    feeder.kineto = kineto
+    feeder.bad_time = bad_x
+    if bad_flows:
+        feeder.unknown["flow event without id or time"] += bad_flows
+    feeder.feed(rest)
+    if feeder.stored + stored == 0:
+        raise BadTrace(name, "no usable events")
+    meta["format"] = "kineto" if feeder.kineto else "chrome"
+    return meta
+
+
+def _to_ns(us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """µs floats -> integer ns (relative; the caller adds the base), with a validity mask."""
+    ok = np.isfinite(us)
+    ns = np.zeros(len(us), dtype=np.float64)
+    ns[ok] = np.round(us[ok] * 1000.0)
+    ok &= (ns >= -MAX_TS_NS) & (ns < MAX_TS_NS)
+    out = np.zeros(len(us), dtype=np.int64)
+    out[ok] = ns[ok].astype(np.int64)
+    return out, ok
+
+
+def _thread_index(pid: pa.Array, tid: pa.Array, builder: TraceBuilder, src: int) -> np.ndarray:
+    key = pc.binary_join_element_wise(pid, tid, "\x00")
+    encoded = pc.dictionary_encode(key)
+    mapping = np.asarray([builder.thread(src, *k.split("\x00", 1)) for k in encoded.dictionary.to_pylist()]
+                         or [0], dtype=np.int64)
+    index: np.ndarray = mapping[encoded.indices.to_numpy(zero_copy_only=False)]
+    return index
+
+
+def _feed_flows(flows: pa.RecordBatch, threads: np.ndarray, ts_ns: np.ndarray, builder: TraceBuilder,
+                src: int) -> None:
+    cat = flows.column("cat")
+    encoded = pc.dictionary_encode(pc.binary_join_element_wise(cat, flows.column("id"), "\x00"))
+    keys = encoded.dictionary.to_pylist()
+    codes = np.asarray([builder.flow_code(src, *k.split("\x00", 1)) for k in keys] or [0], dtype=np.int64)
+    cats = pc.dictionary_encode(cat)
+    kinds = np.asarray([flow_kind_index(c) for c in cats.dictionary.to_pylist()] or [0], dtype=np.int8)
+    idx = encoded.indices.to_numpy(zero_copy_only=False)
+    enclosing = pc.or_(pc.equal(flows.column("bp"), "e"), pc.not_equal(flows.column("ph"), "f"))
+    builder.add_flow_points_columns(codes[idx], kinds[cats.indices.to_numpy(zero_copy_only=False)], threads,
+                                    ts_ns, enclosing.to_numpy(zero_copy_only=False))
+
+
+def _event(r: dict[str, Any]) -> Event:
+    return Event(ph=r["ph"], name=r["name"], cat=r["cat"], ts=r["ts"], dur=r["dur"], pid=r["pid"], tid=r["tid"],
+                 id=r["id"], id2=msgspec.Raw(r["id2"].encode()), bp=r["bp"], s=r["s"], scope=r["scope"],
+                 args=msgspec.Raw(r["args"].encode()))
