@@ -6,6 +6,7 @@ explorer.upload_client, and this module only prints and shows progress.
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from pathlib import Path
@@ -90,6 +91,9 @@ def demo(ctx: click.Context, device: str | None, no_compile: bool, compile_timeo
     out.print(base + result.compare_path, highlight=False, soft_wrap=True)
     if no_serve:
         return
+    console.print(f"On a remote box, first run on your laptop: ssh -L {settings.port}:localhost:{settings.port} "
+                  f"{socket.gethostname()}  — then open the link above. Starting the server (Ctrl+C stops it).",
+                  highlight=False, markup=False)
     root = ctx.find_root().command
     serve = root.get_command(ctx, "serve") if isinstance(root, click.Group) else None
     if serve is None:
