@@ -16,9 +16,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.analysis.lod_pyramid import (
+    Items,
+    Level,
+    build_levels,
+    concat_items,
+    gather,
+    pick_level,
+    reduce_runs,
+    window_ranges,
+)
 from explorer.model.tables import FLOWS
 
 I64 = np.int64
+# below this many candidate slices a window is computed from the raw slices (exact); above, from a level
+RAW_LIMIT = 20_000
 
 
 @dataclass
@@ -34,6 +46,7 @@ class TimelineIndex:
     depth: np.ndarray
     name: np.ndarray
     group_track: np.ndarray  # per (track, depth) group
+    group_depth: np.ndarray
     group_lo: np.ndarray
     group_hi: np.ndarray
     track_kind: dict[int, str]
@@ -50,8 +63,10 @@ class TimelineIndex:
     flow_to_ts: np.ndarray
     flow_from_track: np.ndarray
     flow_to_track: np.ndarray
+    flow_wide_ns: np.ndarray  # the longer of the two end slices: a flow shows once that is a pixel wide
     slice_track: np.ndarray  # by slice_id
     slice_ts: np.ndarray  # by slice_id, relative
+    levels: list[Level]
 
 
 def _dictionary(column: pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
@@ -85,20 +100,23 @@ def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table,
     c_lo = np.concatenate(([0], c_bounds)).astype(I64) if len(c_track) else np.zeros(0, I64)
     c_hi = np.append(c_lo[1:], len(c_track)).astype(I64) if len(c_track) else np.zeros(0, I64)
     counter_ranges = {int(c_track[a]): (int(a), int(b)) for a, b in zip(c_lo, c_hi, strict=True)}
-    fl = _flow_arrays(flows, track, ts)
+    fl = _flow_arrays(flows, track, ts, dur)
+    group_of = np.repeat(np.arange(len(lo)), hi - lo)
+    span = int(end_max.max(initial=0)) - int(ts_o.min(initial=0))
+    levels = build_levels(ts_o, dur_o, codes[order], group_of, depth[order][lo], span)
     return TimelineIndex(
         origin_ns=origin_ns, names=names, slice_id=order.astype(I64), ts=ts_o, dur=dur_o, end_max=end_max,
-        depth=depth[order], name=codes[order], group_track=g_track[lo], group_lo=lo, group_hi=hi,
+        depth=depth[order], name=codes[order], group_track=g_track[lo], group_depth=g_depth[lo], group_lo=lo, group_hi=hi,
         track_kind=dict(zip(t_ids, tracks.column("kind").to_pylist(), strict=True)),
         track_lane=dict(zip(t_ids, tracks.column("lane").to_pylist(), strict=True)),
         counter_ranges=counter_ranges,
         counter_ts=counters.column("ts_ns").to_numpy().astype(I64) - origin_ns,
         counter_value=counters.column("value").to_numpy().astype(np.float64),
-        slice_track=track, slice_ts=ts, **fl,
+        slice_track=track, slice_ts=ts, levels=levels, **fl,
     )
 
 
-def _flow_arrays(flows: pa.Table, track: np.ndarray, ts: np.ndarray) -> dict[str, Any]:
+def _flow_arrays(flows: pa.Table, track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
     flows = flows.cast(FLOWS)
     f_from = flows.column("from_slice").to_numpy().astype(I64)
     f_to = flows.column("to_slice").to_numpy().astype(I64)
@@ -113,6 +131,7 @@ def _flow_arrays(flows: pa.Table, track: np.ndarray, ts: np.ndarray) -> dict[str
         "flow_id": f_id[order], "flow_from": f_from[order], "flow_to": f_to[order], "flow_kind": kinds,
         "flow_kind_code": kind_code[order], "flow_from_ts": ts[f_from][order], "flow_to_ts": ts[f_to][order],
         "flow_from_track": track[f_from][order], "flow_to_track": track[f_to][order],
+        "flow_wide_ns": np.maximum(np.maximum(dur[f_from], dur[f_to]), np.abs(ts[f_to] - ts[f_from]) // 2)[order],
     }
 
 
@@ -134,7 +153,7 @@ def compute_window(ix: TimelineIndex, start_ns: int, end_ns: int, width_px: int,
     names = _remap_names(ix, out_tracks, used_names)
     for payload in out_tracks.values():
         _listify(payload)
-    flows, truncated = _flow_window(ix, wanted, start_ns, end_ns, max_flows or width_px)
+    flows, truncated = _flow_window(ix, wanted, start_ns, end_ns, ns_per_px, max_flows or max(1, width_px // 4))
     return {
         "origin_ns": ix.origin_ns, "start_ns": start_ns, "end_ns": end_ns, "width_px": width_px,
         "ns_per_px": ns_per_px, "names": names,
@@ -143,41 +162,47 @@ def compute_window(ix: TimelineIndex, start_ns: int, end_ns: int, width_px: int,
     }
 
 
-def _candidates(ix: TimelineIndex, groups: np.ndarray, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of slices overlapping [start, end] in the given groups, and each one's group slot."""
-    lo = np.empty(len(groups), I64)
-    hi = np.empty(len(groups), I64)
-    for i, g in enumerate(groups.tolist()):
-        a, b = int(ix.group_lo[g]), int(ix.group_hi[g])
-        lo[i] = a + int(np.searchsorted(ix.end_max[a:b], start_ns, side="left"))
-        hi[i] = a + int(np.searchsorted(ix.ts[a:b], end_ns, side="right"))
-    counts = np.maximum(hi - lo, 0)
-    total = int(counts.sum())
-    slot = np.repeat(np.arange(len(groups), dtype=I64), counts)
-    offsets = np.cumsum(counts) - counts
-    pos = np.arange(total, dtype=I64) - np.repeat(offsets, counts) + np.repeat(lo, counts)
-    return pos, slot
+def _window_items(ix: TimelineIndex, groups: np.ndarray, start_ns: int, end_ns: int,
+                  ns_per_px: float) -> tuple[np.ndarray, np.ndarray, Items]:
+    """Slices overlapping the window (positions, group slots) and pre-merged bins from a level when
+    the raw candidates would be too many."""
+    lo, hi = window_ranges(ix.ts, ix.end_max, ix.group_lo, ix.group_hi, groups, start_ns, end_ns)
+    level = pick_level(ix.levels, ns_per_px) if int((hi - lo).sum()) > RAW_LIMIT else None
+    if level is None:
+        pos, slot = gather(lo, hi)
+        return pos, slot, _no_items()
+    lo, hi = window_ranges(level.long_ts, level.long_end_max, level.long_lo, level.long_hi, groups,
+                           start_ns, end_ns)
+    long_idx, slot = gather(lo, hi)
+    b_lo, b_hi = window_ranges(level.bins.ts, level.bin_end_max, level.bin_lo, level.bin_hi, groups,
+                               start_ns, end_ns)
+    b_idx, b_slot = gather(b_lo, b_hi)
+    bins = level.bins.take(b_idx)
+    bins.slot = b_slot
+    keep = bins.end >= start_ns
+    return level.long_pos[long_idx], slot, bins if keep.all() else bins.take(np.flatnonzero(keep))
+
+
+def _no_items() -> Items:
+    e = np.zeros(0, I64)
+    return Items(e, e, e, e, e, e, np.zeros(0, np.int32), np.zeros(0, np.int32))
 
 
 def _slice_windows(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_ns: int, width_px: int,
                    ns_per_px: float) -> list[tuple[int, dict[str, Any], np.ndarray]]:
     groups = np.flatnonzero(np.isin(ix.group_track, np.asarray(track_ids, np.int32)))
-    pos, slot = _candidates(ix, groups, start_ns, end_ns)
+    pos, slot, bins = _window_items(ix, groups, start_ns, end_ns, ns_per_px)
     ts, dur = ix.ts[pos], ix.dur[pos]
     keep = ts + dur >= start_ns
     if not keep.all():
         pos, slot, ts, dur = pos[keep], slot[keep], ts[keep], dur[keep]
     wide = dur >= ns_per_px
     w_pos, w_slot = pos[wide], slot[wide]
-    narrow = ~wide
-    n_pos, n_slot, n_ts, n_dur = pos[narrow], slot[narrow], ts[narrow], dur[narrow]
-    px = ((np.maximum(n_ts, start_ns) - start_ns) / ns_per_px).astype(I64)
-    np.clip(px, 0, width_px - 1, out=px)
-    key = n_slot * width_px + px  # non-decreasing: positions are ordered by group, then ts
-    first = np.flatnonzero(np.diff(key, prepend=-1)) if len(key) else np.zeros(0, I64)
-    counts = np.diff(np.append(first, len(key)))
-    merged = _merge_runs(ix, n_pos, n_ts, n_dur, first, counts)
-    m_slot = n_slot[first]
+    n = ~wide
+    items = Items(slot=slot[n], ts=ts[n], end=ts[n] + dur[n], count=np.ones(int(n.sum()), I64), busy=dur[n],
+                  longest=dur[n], name=ix.name[pos[n]], depth=ix.depth[pos[n]])
+    merged = _merge_per_pixel(concat_items(items, bins) if len(bins) else items, start_ns, width_px, ns_per_px,
+                              presorted=not len(bins))
     track_of_slot = ix.group_track[groups]
     results = []
     for tid in track_ids:
@@ -187,30 +212,28 @@ def _slice_windows(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_n
             continue
         a, b = int(slots[0]), int(slots[-1]) + 1
         wa, wb = np.searchsorted(w_slot, [a, b])
-        ma, mb = np.searchsorted(m_slot, [a, b])
+        ma, mb = np.searchsorted(merged.slot, [a, b])
         wp = w_pos[wa:wb]
+        m = merged.take(np.arange(ma, mb))
         payload = {"track_id": tid, "kind": "slice",
                    "slices": {"id": ix.slice_id[wp], "ts": ix.ts[wp], "dur": ix.dur[wp],
                               "depth": ix.depth[wp], "name": ix.name[wp]},
-                   "merged": {k: v[ma:mb] for k, v in merged.items()}}
-        results.append((tid, payload, np.concatenate((ix.name[wp], merged["name"][ma:mb]))))
+                   "merged": {"ts": m.ts, "dur": m.end - m.ts, "depth": m.depth, "count": m.count,
+                              "busy_ns": m.busy, "name": m.name}}
+        results.append((tid, payload, np.concatenate((ix.name[wp], m.name))))
     return results
 
 
-def _merge_runs(ix: TimelineIndex, pos: np.ndarray, ts: np.ndarray, dur: np.ndarray, first: np.ndarray,
-                counts: np.ndarray) -> dict[str, np.ndarray]:
-    """Summaries of runs of sub-pixel slices: first start, extent, count, busy time, longest name."""
-    if not len(first):
-        empty = np.zeros(0, I64)
-        return {"ts": empty, "dur": empty, "depth": empty, "count": empty, "busy_ns": empty,
-                "name": np.zeros(0, np.int32)}
-    end = np.maximum.reduceat(ts + dur, first)
-    longest = np.maximum.reduceat(dur, first)
-    run_of = np.repeat(np.arange(len(first)), counts)
-    hits = np.flatnonzero(dur == longest[run_of])
-    _, first_hit = np.unique(run_of[hits], return_index=True)
-    return {"ts": ts[first], "dur": end - ts[first], "depth": ix.depth[pos[first]], "count": counts,
-            "busy_ns": np.add.reduceat(dur, first), "name": ix.name[pos[hits[first_hit]]]}
+def _merge_per_pixel(items: Items, start_ns: int, width_px: int, ns_per_px: float, presorted: bool) -> Items:
+    """Runs of sub-pixel items per (group slot, pixel column); each run becomes one merged item."""
+    px = ((np.maximum(items.ts, start_ns) - start_ns) / ns_per_px).astype(I64)
+    np.clip(px, 0, width_px - 1, out=px)
+    key = items.slot * width_px + px
+    if not presorted:  # raw slices and level bins are each ordered; together they need one sort
+        order = np.lexsort((items.ts, key))
+        items, key = items.take(order), key[order]
+    first = np.flatnonzero(np.diff(key, prepend=-1)) if len(key) else np.zeros(0, I64)
+    return reduce_runs(items, first)
 
 
 def _empty_track(tid: int) -> dict[str, Any]:
@@ -268,14 +291,20 @@ def _first_where(mask: np.ndarray, bucket: np.ndarray, n: int) -> np.ndarray:
     return result
 
 
-def _flow_window(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_ns: int,
+def _flow_window(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_ns: int, ns_per_px: float,
                  limit: int) -> tuple[list[dict[str, Any]], bool]:
-    """Flows with an end in the window and on a wanted track, first `limit` by source time."""
-    a_in = (ix.flow_from_ts >= start_ns) & (ix.flow_from_ts <= end_ns)
-    b_in = (ix.flow_to_ts >= start_ns) & (ix.flow_to_ts <= end_ns)
-    wanted = np.asarray(track_ids, np.int32)
-    on_track = np.isin(ix.flow_from_track, wanted) | np.isin(ix.flow_to_track, wanted)
-    hits = np.flatnonzero((a_in | b_in) & on_track)
+    """Visible flows with an end in the window and on a wanted track, first `limit` by source time.
+    Visible: one end slice is at least a pixel wide, or the arrow is at least two pixels long; arrows
+    between sub-pixel slices would only blur the merged summaries."""
+    lag = ix.flow_to_ts - ix.flow_from_ts  # flows are sorted by source time: search, then mask the range
+    lo = int(np.searchsorted(ix.flow_from_ts, start_ns - int(lag.max(initial=0)), side="left"))
+    hi = int(np.searchsorted(ix.flow_from_ts, end_ns - int(lag.min(initial=0)), side="right"))
+    f_ts, t_ts = ix.flow_from_ts[lo:hi], ix.flow_to_ts[lo:hi]
+    ends_in = ((f_ts >= start_ns) & (f_ts <= end_ns)) | ((t_ts >= start_ns) & (t_ts <= end_ns))
+    selected = np.zeros(max(ix.track_kind, default=0) + 1, bool)
+    selected[[t for t in track_ids if t >= 0]] = True
+    on_track = selected[ix.flow_from_track[lo:hi]] | selected[ix.flow_to_track[lo:hi]]
+    hits = lo + np.flatnonzero(ends_in & on_track & (ix.flow_wide_ns[lo:hi] >= ns_per_px))
     truncated = len(hits) > limit
     hits = hits[:limit]
     cols = {

@@ -1,0 +1,155 @@
+"""Pre-aggregated levels that keep wide timeline windows cheap on traces of millions of slices.
+
+Each level has a bin size B (4 µs, 16 µs, ... growing by 4x). Slices shorter than B are folded into
+per-(track, depth) bins (first start, last end, count, busy time, longest slice and its name);
+slices at least B long stay individual. A window with N ns per pixel reads the coarsest level with
+B <= N: at most a few bins per pixel plus the few long slices, however many slices the run has.
+The same run reduction merges bins and raw slices into per-pixel summaries. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+I64 = np.int64
+LEVEL_FACTOR = 4
+FIRST_BIN_NS = 4_000
+# a level is worth keeping only when it folds the slices at least this much
+MIN_FOLD = 2.0
+
+
+@dataclass
+class Items:
+    """Struct of arrays: single slices (count 1) or runs of them, each on one (track, depth) group."""
+
+    slot: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    count: np.ndarray
+    busy: np.ndarray
+    longest: np.ndarray
+    name: np.ndarray
+    depth: np.ndarray
+
+    def take(self, idx: np.ndarray) -> Items:
+        return Items(*(getattr(self, f.name)[idx] for f in fields(self)))
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+def concat_items(a: Items, b: Items) -> Items:
+    return Items(*(np.concatenate((getattr(a, f.name), getattr(b, f.name))) for f in fields(a)))
+
+
+def reduce_runs(items: Items, first: np.ndarray) -> Items:
+    """One item per run; runs are consecutive index ranges starting at `first` (sorted, non-empty)."""
+    if not len(first):
+        return items.take(np.zeros(0, I64))
+    longest = np.maximum.reduceat(items.longest, first)
+    counts = np.diff(np.append(first, len(items)))
+    run_of = np.repeat(np.arange(len(first)), counts)
+    hits = np.flatnonzero(items.longest == longest[run_of])
+    _, first_hit = np.unique(run_of[hits], return_index=True)
+    return Items(slot=items.slot[first], ts=items.ts[first], end=np.maximum.reduceat(items.end, first),
+                 count=np.add.reduceat(items.count, first), busy=np.add.reduceat(items.busy, first),
+                 longest=longest, name=items.name[hits[first_hit]], depth=items.depth[first])
+
+
+def running_max_per_group(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    out = values.copy()
+    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+        if b > a:
+            np.maximum.accumulate(out[a:b], out=out[a:b])
+    return out
+
+
+def group_ranges(group_of: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """[lo, hi) per group id of an array sorted by group."""
+    ids = np.arange(n_groups)
+    return (np.searchsorted(group_of, ids, side="left").astype(I64),
+            np.searchsorted(group_of, ids, side="right").astype(I64))
+
+
+def window_ranges(ts: np.ndarray, end_max: np.ndarray, lo: np.ndarray, hi: np.ndarray, groups: np.ndarray,
+                  start_ns: int, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per selected group, the index range that can overlap [start, end]: two binary searches each
+    (end_max is the running max of ends, so slices starting long before the window are found)."""
+    out_lo = np.empty(len(groups), I64)
+    out_hi = np.empty(len(groups), I64)
+    for i, g in enumerate(groups.tolist()):
+        a, b = int(lo[g]), int(hi[g])
+        out_lo[i] = a + int(np.searchsorted(end_max[a:b], start_ns, side="left"))
+        out_hi[i] = a + int(np.searchsorted(ts[a:b], end_ns, side="right"))
+    return out_lo, np.maximum(out_hi, out_lo)
+
+
+def gather(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated positions of the ranges [lo_i, hi_i), and the range number i of each."""
+    counts = hi - lo
+    slot = np.repeat(np.arange(len(lo), dtype=I64), counts)
+    offsets = np.cumsum(counts) - counts
+    pos = np.arange(int(counts.sum()), dtype=I64) - np.repeat(offsets, counts) + np.repeat(lo, counts)
+    return pos, slot
+
+
+@dataclass
+class Level:
+    bin_ns: int
+    long_pos: np.ndarray  # positions (into the index arrays) of slices >= bin_ns, by group then ts
+    long_ts: np.ndarray
+    long_end_max: np.ndarray
+    long_lo: np.ndarray
+    long_hi: np.ndarray
+    bins: Items  # slot = group id
+    bin_end_max: np.ndarray
+    bin_lo: np.ndarray
+    bin_hi: np.ndarray
+
+
+def build_levels(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np.ndarray,
+                 group_depth: np.ndarray, span_ns: int) -> list[Level]:
+    """Levels from FIRST_BIN_NS up to the span, skipping those that would not fold the slices."""
+    n_groups = len(group_depth)
+    levels: list[Level] = []
+    bin_ns = FIRST_BIN_NS
+    while len(ts) and bin_ns <= max(span_ns, 1):
+        short = dur < bin_ns
+        p = np.flatnonzero(short)
+        if len(p):
+            b = ts[p] // bin_ns
+            key = group_of[p].astype(I64) * (int(b.max() - b.min()) + 1) + (b - b.min())
+            first = np.flatnonzero(np.diff(key, prepend=key[0] - 1))
+        else:
+            first = np.zeros(0, I64)
+        if len(p) and len(p) / max(len(first), 1) >= MIN_FOLD:
+            levels.append(_level(bin_ns, ts, dur, name, group_of, group_depth, n_groups, short, p, first))
+        bin_ns *= LEVEL_FACTOR
+    return levels
+
+
+def _level(bin_ns: int, ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np.ndarray,
+           group_depth: np.ndarray, n_groups: int, short: np.ndarray, p: np.ndarray, first: np.ndarray) -> Level:
+    g = group_of[p]
+    raw = Items(slot=g, ts=ts[p], end=ts[p] + dur[p], count=np.ones(len(p), I64), busy=dur[p],
+                longest=dur[p], name=name[p], depth=group_depth[g])
+    bins = reduce_runs(raw, first)
+    bin_lo, bin_hi = group_ranges(bins.slot, n_groups)
+    long_pos = np.flatnonzero(~short)
+    long_lo, long_hi = group_ranges(group_of[long_pos], n_groups)
+    long_ts = ts[long_pos]
+    return Level(bin_ns=bin_ns, long_pos=long_pos, long_ts=long_ts,
+                 long_end_max=running_max_per_group(long_ts + dur[long_pos], long_lo, long_hi),
+                 long_lo=long_lo, long_hi=long_hi, bins=bins,
+                 bin_end_max=running_max_per_group(bins.end, bin_lo, bin_hi), bin_lo=bin_lo, bin_hi=bin_hi)
+
+
+def pick_level(levels: list[Level], ns_per_px: float) -> Level | None:
+    """The coarsest level whose bins are no wider than a pixel."""
+    best = None
+    for level in levels:
+        if level.bin_ns <= ns_per_px:
+            best = level
+    return best
