@@ -49,14 +49,17 @@ def compute_op_stats(slices: pa.Table) -> tuple[pa.Table, pa.Table]:
     dur = slices.column("dur_ns").to_numpy()
     tparent = nearest_ancestor_where(parent, node)
 
-    self_cpu = np.where(node, dur, 0).astype(np.int64)
-    child = np.nonzero(node & (tparent >= 0))[0]
-    np.subtract.at(self_cpu, tparent[child], dur[child])
-
     self_dev = np.zeros(len(dur), dtype=np.int64)
     op_id = slices.column("op_id").to_numpy()
     dev = np.nonzero(slices.column("device_time").to_numpy(zero_copy_only=False) & (op_id >= 0))[0]
     np.add.at(self_dev, op_id[dev], dur[dev])
+    removed = _remove_duplicate_children(name, node, tparent, self_dev)
+    node &= ~removed
+    is_op &= ~removed
+
+    self_cpu = np.where(node, dur, 0).astype(np.int64)
+    child = np.nonzero(node & (tparent >= 0))[0]
+    np.subtract.at(self_cpu, tparent[child], dur[child])
     total_dev = _roll_up(self_dev, tparent, node)
     device_all = int(dur[slices.column("device_time").to_numpy(zero_copy_only=False)].sum())
 
@@ -66,8 +69,34 @@ def compute_op_stats(slices: pa.Table) -> tuple[pa.Table, pa.Table]:
     shapes = slices.column("shapes").to_numpy(zero_copy_only=False)[ops]
     by_name = _group(keys, np.full(len(ops), "", dtype=object), dur[ops], self_cpu[ops],
                      total_dev[ops], self_dev[ops], device_all)
+    shapes = np.where(shapes == "", "[]", shapes)
     by_shape = _group(keys, shapes, dur[ops], self_cpu[ops], total_dev[ops], self_dev[ops], device_all)
     return by_name, by_shape
+
+
+def _remove_duplicate_children(name: np.ndarray, node: np.ndarray, tparent: np.ndarray,
+                               self_dev: np.ndarray) -> np.ndarray:
+    """torch's EventList._remove_dup_nodes: an op that is the only child of an op with the same name
+    (e.g. aten::div_ calling its other overload) is folded into its parent: its children move up and
+    its device executions become the parent's. Updates tparent and self_dev in place."""
+    removed = np.zeros(len(node), dtype=bool)
+    while True:
+        live = np.nonzero(node & ~removed & (tparent >= 0))[0]
+        if not len(live):
+            return removed
+        children = np.bincount(tparent[live], minlength=len(node))
+        p = tparent[live]
+        dup = live[(children[p] == 1) & (name[live] == name[p])]
+        dup = dup[~np.isin(tparent[dup], dup)]  # fold top-down, one level per round
+        if not len(dup):
+            return removed
+        removed[dup] = True
+        self_dev[tparent[dup]] = self_dev[dup]
+        self_dev[dup] = 0
+        lifted = np.nonzero(np.isin(tparent, dup))[0]
+        up = np.full(len(node), -1, dtype=np.int64)
+        up[dup] = tparent[dup]
+        tparent[lifted] = up[tparent[lifted]]
 
 
 def _roll_up(self_dev: np.ndarray, tparent: np.ndarray, node: np.ndarray) -> np.ndarray:

@@ -43,7 +43,7 @@ LANE_RULES: tuple[LaneRule, ...] = (
     LaneRule("cpu_op", Lane.FRAMEWORK, is_op=True, note="Kineto ATen op"),
     LaneRule("operator", Lane.FRAMEWORK, is_op=True, note="2021-era Kineto op"),
     LaneRule("user_annotation", Lane.FRAMEWORK, is_op=True, note="record_function / ProfilerStep"),
-    LaneRule("python_function", Lane.FRAMEWORK, note="with_stack Python frames"),
+    LaneRule("python_function", Lane.FRAMEWORK, is_op=True, note="with_stack Python frames (key_averages counts them)"),
     LaneRule("privateuse1_driver", Lane.FRAMEWORK, note="PrivateUse1 framework stream"),
     LaneRule("framework", Lane.FRAMEWORK, is_op=True, note="Neuron framework events"),
     LaneRule("trace", Lane.OTHER, note="Kineto trace span marker"),
