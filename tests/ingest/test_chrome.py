@@ -1,0 +1,192 @@
+"""Chrome Trace Event Format and Kineto ingest on tiny named fixtures, through both parser paths."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from explorer.ingest import chrome_fast
+from explorer.ingest.pipeline import ingest_inputs
+from explorer.ingest.sources import collect_inputs
+from explorer.model.tables import IngestedTrace
+
+Ingest = Callable[[Any], IngestedTrace]
+BASE = 1_700_000_000_000_000_000
+
+
+@pytest.fixture(params=["msgspec", "duckdb"])
+def ingest(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ingest:
+    """Ingest a document (object, list, or raw text) through the small-file or the fast path."""
+    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0 if request.param == "duckdb" else 1 << 40)
+
+    def run(doc: Any) -> IngestedTrace:
+        path = tmp_path / "trace.json"
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        inputs = collect_inputs([path], scratch_root=tmp_path)
+        try:
+            return ingest_inputs(inputs)
+        finally:
+            inputs.cleanup()
+
+    return run
+
+
+def rows(table: pa.Table, *columns: str) -> list[tuple[Any, ...]]:
+    data = table.select(list(columns)).to_pylist()
+    return [tuple(r[c] for c in columns) for r in data]
+
+
+def by_name(trace: IngestedTrace) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in trace.tables["slices"].to_pylist()}
+
+
+def warning_codes(trace: IngestedTrace) -> dict[str, int]:
+    return {w.code: w.count for w in trace.warnings}
+
+
+KINETO = {
+    "baseTimeNanoseconds": BASE,
+    "traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": 7, "args": {"name": "main"}},
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 7, "tid": 7, "ts": 10.0, "dur": 20.0,
+         "args": {"External id": 1, "Input Dims": [[4, 8], [8, 8]]}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 7, "tid": 7, "ts": 11.0, "dur": 15.0,
+         "args": {"External id": 2}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, "ts": 12.0, "dur": 4.0,
+         "args": {"External id": 2, "correlation": 99}},
+        {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 30.0, "dur": 5.5,
+         "args": {"External id": 2, "correlation": 99, "stream": 7}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 99, "pid": 7, "tid": 7, "ts": 12.0},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 99, "pid": 0, "tid": 7, "ts": 30.0, "bp": "e"},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 7, "tid": 7, "ts": 13.0, "s": "t",
+         "args": {"Total Allocated": 1024, "Total Reserved": 2048, "Bytes": 1024, "Device Type": 0}},
+    ],
+}
+
+
+def test_kineto_three_lanes_linked_and_attributed(ingest: Ingest) -> None:
+    trace = ingest(KINETO)
+    s = by_name(trace)
+    assert {n: r["lane"] for n, r in s.items()} == {
+        "aten::linear": "framework", "aten::addmm": "framework", "cudaLaunchKernel": "runtime", "sgemm": "hardware"}
+    # times: baseTimeNanoseconds + µs -> integer ns
+    assert s["aten::linear"]["ts_ns"] == BASE + 10_000 and s["aten::linear"]["dur_ns"] == 20_000
+    assert s["sgemm"]["dur_ns"] == 5_500
+    assert s["aten::addmm"]["parent_id"] == s["aten::linear"]["slice_id"]
+    assert s["cudaLaunchKernel"]["op_id"] == s["aten::addmm"]["slice_id"]
+    assert s["sgemm"]["op_id"] == s["aten::addmm"]["slice_id"]
+    flows = rows(trace.tables["flows"], "from_slice", "to_slice", "kind")
+    assert (s["cudaLaunchKernel"]["slice_id"], s["sgemm"]["slice_id"], "execute") in flows
+    assert len(flows) == 1  # the ac2g flow and the correlation id describe the same link once
+    ops = {r["name"]: r for r in trace.tables["op_stats"].to_pylist()}
+    assert ops["aten::linear"]["device_total_ns"] == 5_500 and ops["aten::linear"]["self_device_ns"] == 0
+    assert ops["aten::addmm"]["self_device_ns"] == 5_500
+    assert ops["aten::linear"]["self_cpu_ns"] == 5_000
+    assert ops["aten::addmm"]["self_cpu_ns"] == 15_000 - 4_000  # runtime calls are children, as in torch
+    assert s["aten::linear"]["shapes"] == "[[4,8],[8,8]]" or s["aten::linear"]["shapes"].replace(" ", "") == \
+        "[[4,8],[8,8]]"
+    counters = {r["label"] for r in trace.tables["tracks"].to_pylist() if r["kind"] == "counter"}
+    assert "memory allocated (CPU) [bytes]" in counters
+
+
+def test_begin_end_pairs_out_of_order_and_unmatched(ingest: Ingest) -> None:
+    trace = ingest([
+        {"ph": "E", "name": "", "pid": 1, "tid": 1, "ts": 9},
+        {"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 5},
+        {"ph": "B", "name": "inner", "pid": 1, "tid": 1, "ts": 2},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 3},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 20},
+        {"ph": "B", "name": "never closed", "pid": 1, "tid": 1, "ts": 30},
+    ])
+    s = by_name(trace)
+    assert (s["outer"]["dur_ns"], s["inner"]["dur_ns"]) == (4_000, 1_000)
+    assert s["inner"]["parent_id"] == s["outer"]["slice_id"]
+    assert warning_codes(trace) == {"unmatched_end": 2, "unclosed_begin": 1}
+    assert rows(trace.tables["instants"], "name") == [("never closed",)]
+
+
+def test_partial_overlap_goes_to_a_sub_row_not_dropped(ingest: Ingest) -> None:
+    trace = ingest([
+        {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+        {"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 5, "dur": 10},
+    ])
+    s = by_name(trace)
+    assert s["a"]["track_id"] != s["b"]["track_id"]
+    labels = {r["track_id"]: r["label"] for r in trace.tables["tracks"].to_pylist()}
+    assert "overlap" in labels[s["b"]["track_id"]]
+    assert warning_codes(trace) == {"overlap": 1}
+
+
+@pytest.mark.parametrize("text", [
+    '[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}',
+    '[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2},\n',
+    '[{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]',
+], ids=["no_bracket", "trailing_comma", "closed"])
+def test_array_form_may_omit_closing_bracket(ingest: Ingest, text: str) -> None:
+    assert by_name(ingest(text))["a"]["dur_ns"] == 2_000
+
+
+def test_display_time_unit_does_not_change_timestamps(ingest: Ingest) -> None:
+    trace = ingest({"displayTimeUnit": "ns", "traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1,
+                                                                "ts": 1.5, "dur": 0.25}]})
+    assert (by_name(trace)["a"]["ts_ns"], by_name(trace)["a"]["dur_ns"]) == (1_500, 250)
+
+
+def test_counters_instants_async_and_unknown_phases(ingest: Ingest) -> None:
+    trace = ingest([
+        {"ph": "C", "name": "queue", "pid": 1, "ts": 1, "args": {"depth": 3}},
+        {"ph": "C", "name": "queue", "pid": 1, "ts": 2, "args": {"depth": 5}},
+        {"ph": "C", "name": "mem", "pid": 1, "ts": 1, "args": {"used": 10, "free": 90}},
+        {"ph": "i", "name": "tick", "pid": 1, "tid": 1, "ts": 4, "s": "g"},
+        {"ph": "b", "cat": "io", "name": "read", "id": "0x1", "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "e", "cat": "io", "name": "read", "id": "0x1", "pid": 1, "tid": 2, "ts": 6},
+        {"ph": "Z", "name": "mystery", "pid": 1, "tid": 1, "ts": 3},
+        {"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+    ])
+    tracks = {r["track_id"]: r for r in trace.tables["tracks"].to_pylist()}
+    series = {tracks[r["track_id"]]["label"]: [] for r in trace.tables["counters"].to_pylist()}
+    for r in trace.tables["counters"].to_pylist():
+        series[tracks[r["track_id"]]["label"]].append(r["value"])
+    assert series == {"queue": [3.0, 5.0], "mem.used": [10.0], "mem.free": [90.0]}
+    assert by_name(trace)["read"]["dur_ns"] == 5_000
+    assert {n for (n,) in rows(trace.tables["instants"], "name")} == {"tick", "mystery"}
+    assert warning_codes(trace)["unknown_event"] == 1
+
+
+def test_flow_steps_bind_to_enclosing_and_next_slices(ingest: Ingest) -> None:
+    trace = ingest([
+        {"ph": "X", "name": "send", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+        {"ph": "X", "name": "recv", "pid": 2, "tid": 2, "ts": 20, "dur": 5},
+        {"ph": "X", "name": "bwd", "pid": 1, "tid": 1, "ts": 40, "dur": 5},
+        {"ph": "s", "cat": "ipc", "name": "msg", "id": 1, "pid": 1, "tid": 1, "ts": 5},
+        {"ph": "f", "cat": "ipc", "name": "msg", "id": 1, "pid": 2, "tid": 2, "ts": 15},
+        {"ph": "s", "cat": "fwdbwd", "name": "fb", "id": 2, "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "f", "cat": "fwdbwd", "name": "fb", "id": 2, "pid": 1, "tid": 1, "ts": 41, "bp": "e"},
+    ])
+    s = by_name(trace)
+    flows = set(rows(trace.tables["flows"], "from_slice", "to_slice", "kind"))
+    assert flows == {(s["send"]["slice_id"], s["recv"]["slice_id"], "generic"),
+                     (s["send"]["slice_id"], s["bwd"]["slice_id"], "fwdbwd")}
+
+
+def test_old_kineto_categories_and_string_tids(ingest: Ingest) -> None:
+    trace = ingest({"traceEvents": [
+        {"ph": "X", "cat": "Operator", "name": "aten::add", "pid": 1, "tid": "1", "ts": 100, "dur": 10,
+         "args": {"External id": 5}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": "1", "ts": 102, "dur": 3,
+         "args": {"correlation": 8, "external id": 5}},
+        {"ph": "X", "cat": "Kernel", "name": "add_kernel", "pid": 0, "tid": "stream 7", "ts": 120, "dur": 4,
+         "args": {"correlation": 8, "external id": 5}},
+    ]})
+    s = by_name(trace)
+    assert [s[n]["lane"] for n in ("aten::add", "cudaLaunchKernel", "add_kernel")] == \
+        ["framework", "runtime", "hardware"]
+    assert s["add_kernel"]["op_id"] == s["aten::add"]["slice_id"]
