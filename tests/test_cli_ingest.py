@@ -1,0 +1,79 @@
+"""The CLI on good and bad input: clear errors naming the file and the problem, nothing left behind."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from api.cli import main
+from explorer.store.runs import RunStore
+
+GOOD = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.5},
+                        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 5.0, "dur": 1.5}]}
+
+
+def event_file(events: list[dict[str, object]]) -> bytes:
+    return json.dumps({"traceEvents": events}).encode()
+
+
+BAD_INPUTS: list[tuple[str, str, bytes, str]] = [
+    ("empty", "empty.json", b"", "empty"),
+    ("not_json", "notes.json", b"hello, this is not a trace", "not a recognized trace format"),
+    ("broken_json", "broken.json", b'{"traceEvents": [{"ph": "X", "ts": 1,', "not valid JSON"),
+    ("no_events", "meta.json", b'{"schemaVersion": 1, "traceEvents": []}', "no events"),
+    ("wrong_types", "types.json", event_file([{"ph": "X", "name": {"a": 1}, "ts": [1], "pid": 1, "tid": 1}]),
+     "wrong type"),
+    ("nan_time", "nan.json", b'{"traceEvents": [{"ph": "X", "name": "a", "ts": NaN, "dur": 1}]}', "not valid JSON"),
+    ("negative_time", "neg.json", event_file([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": -5, "dur": 1}]),
+     "negative"),
+    ("beyond_2_63", "huge.json", event_file([{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 2**70, "dur": 1}]),
+     "out-of-range"),
+    ("truncated_gzip", "trace.json.gz", gzip.compress(json.dumps(GOOD).encode())[:-12], "truncated gzip"),
+]
+
+
+@pytest.mark.parametrize(("case", "filename", "content", "problem"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_is_a_clear_error_and_leaves_no_run(tmp_path: Path, case: str, filename: str, content: bytes,
+                                                      problem: str) -> None:
+    path = tmp_path / filename
+    path.write_bytes(content)
+    data = tmp_path / "data"
+    result = CliRunner().invoke(main, ["ingest", str(path), "--data-dir", str(data)])
+    assert result.exit_code != 0
+    message = result.stderr
+    assert "error" in message and filename.removesuffix(".gz") in message and problem in message, message
+    store = RunStore(data)
+    assert store.catalog.list()[0] == []
+    assert list(store.runs_dir.iterdir()) == [] and list(store.tmp_dir.iterdir()) == []
+
+
+def test_ingest_runs_ops_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps(GOOD))
+    data = str(tmp_path / "data")
+    runner = CliRunner()
+    ingested = runner.invoke(main, ["ingest", str(path), "--name", "tiny", "--data-dir", data])
+    assert ingested.exit_code == 0, ingested.output
+    run_id = ingested.stdout.strip().splitlines()[-1]
+    runs = json.loads(runner.invoke(main, ["runs", "--json", "--data-dir", data]).stdout)
+    assert [(r["id"], r["name"], r["status"], r["slices"]) for r in runs] == [(run_id, "tiny", "ready", 2)]
+    assert runs[0]["slices_per_lane"] == {"framework": 2}
+    ops = json.loads(runner.invoke(main, ["ops", run_id, "--json", "--data-dir", data]).stdout)
+    assert ops == [{"name": "aten::mul", "calls": 2, "cpu_total_ns": 4000, "self_cpu_ns": 4000, "cpu_avg_ns": 2000,
+                    "device_total_ns": 0, "self_device_ns": 0, "device_pct": 0.0}]
+
+
+def test_console_script_reports_errors_with_exit_code(tmp_path: Path) -> None:
+    empty = tmp_path / "zero.json"
+    empty.write_bytes(b"")
+    exe = Path(sys.executable).parent / "trace-explorer"
+    proc = subprocess.run([str(exe), "ingest", str(empty), "--data-dir", str(tmp_path / "d")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "zero.json" in proc.stderr and "empty" in proc.stderr
