@@ -82,8 +82,6 @@ def demo(ctx: click.Context, device: str | None, no_compile: bool, compile_timeo
         change = "baseline" if row.pct_vs_baseline is None else f"{row.pct_vs_baseline:+.1f}%"
         table.add_row(row.name, f"{fmt_ns(row.per_step_ns)} ({row.clock})", change)
     console.print(table)
-    for key, why in result.skipped.items():
-        console.print(f"  not run: {key} — {why}", highlight=False, markup=False)
     base = f"http://{'localhost' if settings.host in ('127.0.0.1', 'localhost', '::1', '0.0.0.0', '::') else settings.host}" \
            f":{settings.port}{settings.root_path}"
     console.print("Open the comparison (lower time is better; click a run name for its timeline):",

@@ -228,7 +228,8 @@ def run_demo(store: RunStore, *, device: str | None = None, shape: tuple[int, ..
         variants.append((COMPILED, None))  # compiled lazily, only when its turn comes
     result = DemoResult(run_ids=[], device=dev)
     if not use_compile:
-        result.skipped[COMPILED] = "skipped (--no-compile)"
+        result.skipped[COMPILED] = "not requested"
+        say("torch.compile variant not requested: two runs")
     steps = 2 * len(variants)
     with tempfile.TemporaryDirectory(prefix="trace-explorer-demo-") as tmp:
         for i, (key, fn) in enumerate(variants):

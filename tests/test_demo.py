@@ -93,11 +93,25 @@ def test_compare_reports_naive_as_slower(demo_run: dict[str, Any]) -> None:
     step_row = next(r for r in body["rows"] if r["name"] == "ProfilerStep*")
     # CPU only: no device time, so the time of a step is the measure (on a GPU, device_total_ns)
     per_step = [p["cpu_total_ns"] for p in step_row["per_run"]]
-    assert per_step[0] > min(per_step[1:]), per_step
-    if RUN_NAMES["compiled"] in runs:
-        # on a CPU torch.rms_norm runs the same six steps internally, so only the compiled kernel
-        # is reliably faster on a shared machine; it is several times faster, not within noise
-        assert per_step[0] > per_step[2], per_step
+    if RUN_NAMES["compiled"] not in runs:
+        pytest.skip("no torch.compile here; on a CPU torch.rms_norm runs the same six steps internally, "
+                    "so naive vs fused is within noise")
+    # the compiled kernel is reliably faster on a shared CPU: several times, not within noise
+    assert per_step[0] > per_step[2], per_step
+    assert step_row["per_run"][0]["calls"] == ACTIVE_STEPS
+
+
+def test_demo_continues_without_torch_compile(tmp_path: Path) -> None:
+    env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), "COLUMNS": "200",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}  # a fresh cache: the compiler is needed
+    data = tmp_path / "data"
+    proc = subprocess.run(cli("demo", "--no-serve", "--device", "cpu", "--data-dir", str(data)), capture_output=True,
+                          text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "torch.compile is not usable here" in proc.stderr and "continuing with 2 runs" in proc.stderr
+    records, _ = RunStore(data).catalog.list(tag=DEMO_TAG)
+    assert sorted(r.name for r in records) == sorted([RUN_NAMES["naive"], RUN_NAMES["fused"]])
+    assert proc.stdout.strip().count(",") == 1  # the compare URL names the two runs
 
 
 def test_demo_without_torch_says_how_to_install(tmp_path: Path) -> None:
