@@ -55,22 +55,27 @@ def compute_breakdown(slices: pa.Table, tracks: pa.Table, flows: pa.Table, start
         lanes.append({"lane": name, "busy_ns": busy, "idle_ns": max(span - busy, 0),
                       "busy_pct": 100.0 * busy / span, "slices": int(mask.sum())})
     devices, gaps = _devices_and_gaps(slices, tracks, flows, ts, end, span)
-    gaps.sort(key=lambda g: -g["dur_ns"])
-    for g in gaps:
-        g["start"] -= start_ns
-        g["end"] -= start_ns
+    largest = np.argsort(-gaps["dur"], kind="stable")[:top]
+    names = slices.column("name")
+    rows = [{"start": int(gaps["start"][i]) - start_ns, "end": int(gaps["end"][i]) - start_ns,
+             "dur_ns": int(gaps["dur"][i]), "device": str(gaps["device"][i]),
+             "before": {"slice_id": int(gaps["before"][i]), "name": names[int(gaps["before"][i])].as_py()},
+             "after": {"slice_id": int(gaps["after"][i]), "name": names[int(gaps["after"][i])].as_py()},
+             "cause": str(gaps["cause"][i])} for i in largest.tolist()]
     return {"lanes": lanes, "devices": devices,
-            "gaps": {"count": len(gaps), "total_ns": int(sum(g["dur_ns"] for g in gaps)), "largest": gaps[:top]}}
+            "gaps": {"count": len(gaps["dur"]), "total_ns": int(gaps["dur"].sum()), "largest": rows}}
 
 
 def _devices_and_gaps(slices: pa.Table, tracks: pa.Table, flows: pa.Table, ts: np.ndarray, end: np.ndarray,
-                      span: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                      span: int) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """Per device busy time, and every gap between its executions as columns (start, end, dur,
+    device, before, after, cause)."""
     hw = tracks.filter(pc.equal(tracks.column("lane"), "hardware"))
     devtime = slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool)
     tr = slices.column("track_id").to_numpy()
-    names = slices.column("name")
     context = _HostContext(slices, flows)
-    devices, gaps = [], []
+    devices: list[dict[str, Any]] = []
+    parts: list[dict[str, np.ndarray]] = []
     groups: dict[str, list[int]] = {}
     for tid, dev, label in zip(hw.column("track_id").to_pylist(), hw.column("device").to_pylist(),
                                hw.column("label").to_pylist(), strict=True):
@@ -84,18 +89,21 @@ def _devices_and_gaps(slices: pa.Table, tracks: pa.Table, flows: pa.Table, ts: n
         devices.append({"device": dev, "track_id": tids[0], "busy_ns": busy, "busy_pct": 100.0 * busy / span,
                         "executions": len(idx)})
         order = idx[np.argsort(ts[idx], kind="stable")]
-        for gap_start, gap_end in zip(b[:-1].tolist(), a[1:].tolist(), strict=True):
-            before = int(order[np.searchsorted(ts[order], gap_start, side="left") - 1])
-            after = int(order[np.searchsorted(ts[order], gap_end, side="left")])
-            gaps.append({"start": gap_start, "end": gap_end, "dur_ns": gap_end - gap_start, "device": dev,
-                         "before": {"slice_id": before, "name": names[before].as_py()},
-                         "after": {"slice_id": after, "name": names[after].as_py()},
-                         "cause": context.cause(gap_start, gap_end, after)})
-    return devices, gaps
+        order_ts = ts[order]
+        g_start, g_end = b[:-1], a[1:]
+        after = order[np.minimum(np.searchsorted(order_ts, g_end, side="left"), len(order) - 1)]
+        before = order[np.maximum(np.searchsorted(order_ts, g_start, side="left") - 1, 0)]
+        parts.append({"start": g_start, "end": g_end, "dur": g_end - g_start,
+                      "device": np.full(len(g_start), dev, dtype=object), "before": before, "after": after,
+                      "cause": context.causes(g_start, g_end, after)})
+    keys = ("start", "end", "dur", "device", "before", "after", "cause")
+    if not parts:
+        return devices, {k: np.zeros(0, object if k in ("device", "cause") else I64) for k in keys}
+    return devices, {k: np.concatenate([p[k] for p in parts]) for k in keys}
 
 
 class _HostContext:
-    """What the host did around a gap: synchronize calls and the launch of the next execution."""
+    """What the host did around gaps: synchronize calls, and when each execution was launched."""
 
     def __init__(self, slices: pa.Table, flows: pa.Table) -> None:
         is_sync = pc.or_(pc.equal(slices.column("cat"), "cuda_sync"),
@@ -107,20 +115,22 @@ class _HostContext:
         self.sync_end_max = np.maximum.accumulate(self.sync_ts + slices.column("dur_ns").to_numpy()[order]) \
             if len(order) else np.zeros(0, I64)
         execute = pc.equal(flows.column("kind"), "execute").to_numpy(zero_copy_only=False).astype(bool)
-        self.launcher = dict(zip(flows.column("to_slice").to_numpy()[execute].tolist(),
-                                 flows.column("from_slice").to_numpy()[execute].tolist(), strict=True))
-        self.ts = ts
-        self.cat = slices.column("cat")
-        self.name = slices.column("name")
+        self.launch_ts = np.full(slices.num_rows, np.iinfo(I64).min, dtype=I64)
+        to = flows.column("to_slice").to_numpy()[execute]
+        frm = flows.column("from_slice").to_numpy()[execute]
+        ok = (to >= 0) & (to < slices.num_rows) & (frm >= 0) & (frm < slices.num_rows)
+        self.launch_ts[to[ok]] = ts[frm[ok]]
+        is_copy = pc.or_(pc.match_substring(slices.column("cat"), "memcpy", ignore_case=True),
+                         pc.match_substring(slices.column("name"), "memcpy", ignore_case=True))
+        self.is_copy = np.asarray(pc.fill_null(is_copy, False).to_numpy(zero_copy_only=False), dtype=bool)
 
-    def cause(self, gap_start: int, gap_end: int, after: int) -> str:
-        i = int(np.searchsorted(self.sync_ts, gap_end, side="left"))
-        if i > 0 and self.sync_end_max[i - 1] > gap_start:
-            return "sync"
-        launch = self.launcher.get(after)
-        if launch is not None and int(self.ts[launch]) > gap_start:
-            return "launch latency"
-        cat = str(self.cat[after].as_py()).lower()
-        if "memcpy" in cat or "memcpy" in str(self.name[after].as_py()).lower():
-            return "data transfer"
-        return "unknown"
+    def causes(self, gap_start: np.ndarray, gap_end: np.ndarray, after: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.sync_ts, gap_end, side="left")
+        if len(self.sync_ts):
+            sync = (i > 0) & (self.sync_end_max[np.maximum(i - 1, 0)] > gap_start)
+        else:
+            sync = np.zeros(len(gap_start), bool)
+        launch = self.launch_ts[after] > gap_start
+        out: np.ndarray = np.select([sync, launch, self.is_copy[after]], ["sync", "launch latency", "data transfer"],
+                                    "unknown").astype(object)
+        return out
