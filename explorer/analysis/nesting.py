@@ -1,6 +1,7 @@
 """Slice nesting per thread: parents, sub-rows for partial overlaps, ancestor queries.
 
-Works on numpy columns; the one sequential pass (a stack per thread) is the only Python loop.
+Works on numpy columns. Properly nested threads (the common case) are nested with array
+operations; only threads with partial overlaps take the sequential stack pass.
 """
 
 from __future__ import annotations
@@ -33,11 +34,61 @@ def compute_nesting(thread: np.ndarray, lane: np.ndarray, ts: np.ndarray, dur: n
     while len(pending):
         # longer first on equal start; framework before runtime before hardware on equal spans
         order = pending[np.lexsort((lane[pending], -dur[pending], ts[pending], thread[pending]))]
-        displaced = _stack_pass(order, thread, ts, dur, parent, last_row=row >= MAX_SUB_ROWS)
+        rest = _vector_pass(order, thread, ts, dur, parent)
+        displaced = _stack_pass(rest, thread, ts, dur, parent, last_row=row >= MAX_SUB_ROWS)
         sub_row[order] = row
         pending = displaced
         row += 1
     return Nesting(parent, sub_row, int(np.count_nonzero(sub_row)))
+
+
+def _vector_pass(order: np.ndarray, thread: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+                 parent: np.ndarray) -> np.ndarray:
+    """Nest each thread's slices (given in nesting order) without a Python loop per slice.
+
+    For a properly nested thread, a slice's depth is the number of earlier slices still open at its
+    start, and its parent is the last earlier slice one level up. Threads where that parent does not
+    contain the slice have a partial overlap: their slices are returned for the stack pass."""
+    th = thread[order]
+    cuts = np.flatnonzero(np.diff(th)) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [len(order)]))
+    leftovers: list[np.ndarray] = []
+    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        seg = order[lo:hi]
+        par = _nest_segment(ts[seg], ts[seg] + dur[seg])
+        if par is None:
+            leftovers.append(seg)
+        else:
+            parent[seg] = np.where(par >= 0, seg[np.maximum(par, 0)], -1)
+    return np.concatenate(leftovers) if leftovers else np.zeros(0, dtype=np.int64)
+
+
+def _nest_segment(s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+    """Parent positions within one thread's sorted slices, or None if they do not nest properly."""
+    m = len(s)
+    rank = np.arange(m, dtype=np.int64)
+    ended = np.searchsorted(np.sort(e), s, side="right")  # slices ended by each start (incl. itself if empty)
+    zero = (e == s).astype(np.int64)
+    cum = np.cumsum(zero)
+    block_end = np.searchsorted(s, s, side="right") - 1
+    later_empty = cum[block_end] - cum + zero  # empty slices at the same start, from this one on
+    depth = rank - (ended - later_empty)
+    if m == 0 or depth.min() < 0:
+        return None if m else np.zeros(0, dtype=np.int64)
+    keys = depth * m + rank
+    sorted_keys = np.sort(keys)
+    want = (depth - 1) * m + rank
+    idx = np.searchsorted(sorted_keys, want, side="left") - 1
+    has = depth > 0
+    cand = sorted_keys[np.maximum(idx, 0)]
+    ok = has & (idx >= 0) & (cand // m == depth - 1)
+    if (has & ~ok).any():
+        return None
+    par = np.where(has, cand - (depth - 1) * m, -1)
+    if (e[par[has]] < e[has]).any():
+        return None
+    return par
 
 
 def _stack_pass(order: np.ndarray, thread: np.ndarray, ts: np.ndarray, dur: np.ndarray,
