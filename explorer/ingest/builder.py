@@ -306,6 +306,7 @@ class TraceBuilder:
 
     def finish(self) -> IngestedTrace:
         cols = self._columns()
+        self._chunks = []  # cols holds the only reference now: freed as soon as the tables are built
         n = len(cols.ts)
         thread, lane, ts, dur = cols.thread, cols.lane, cols.ts, cols.dur
 

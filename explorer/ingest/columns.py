@@ -38,10 +38,11 @@ class SliceChunk:
         return len(self.ts)
 
 
-def rule_columns(cat: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def rule_columns(cat: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lane, is_op, device_time) per slice from its category, via the lane rule table."""
-    encoded = pc.dictionary_encode(cat).combine_chunks() if isinstance(cat, pa.ChunkedArray) \
-        else pc.dictionary_encode(cat)
+    if isinstance(cat, pa.ChunkedArray):
+        cat = cat.combine_chunks()
+    encoded = pc.dictionary_encode(cat)
     cats = encoded.dictionary.to_pylist()
     idx = encoded.indices.to_numpy(zero_copy_only=False)
     rules = [rule_for(c or "") for c in cats]
@@ -65,10 +66,10 @@ class SliceColumns:
     ext: np.ndarray
     is_op: np.ndarray
     devtime: np.ndarray
-    name: pa.Array
-    cat: pa.Array
-    args: pa.Array
-    shapes: pa.Array
+    name: pa.ChunkedArray
+    cat: pa.ChunkedArray
+    args: pa.ChunkedArray
+    shapes: pa.ChunkedArray
 
 
 def concat_chunks(chunks: list[SliceChunk]) -> SliceColumns:
@@ -76,11 +77,10 @@ def concat_chunks(chunks: list[SliceChunk]) -> SliceColumns:
         parts = [getattr(c, attr) for c in chunks]
         return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
 
-    def text(attr: str) -> pa.Array:
+    def text(attr: str) -> pa.ChunkedArray:
+        # kept chunked: take() on it later copies once, instead of a concatenation and then a take
         parts = [getattr(c, attr) for c in chunks if len(c)]
-        if not parts:
-            return pa.array([], pa.string())
-        return pa.chunked_array([p.cast(pa.string()) for p in parts], pa.string()).combine_chunks()
+        return pa.chunked_array([p.cast(pa.string()) for p in parts], pa.string())
 
     return SliceColumns(
         thread=num("thread", np.int64), lane=num("lane", np.int64), ts=num("ts", np.int64), dur=num("dur", np.int64),
