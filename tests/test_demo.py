@@ -61,6 +61,8 @@ def test_demo_makes_three_runs_and_prints_the_compare_url(demo_run: dict[str, An
     assert all(store.get(i).status == "ready" for i in runs.values())
     url = demo_run["stdout"].strip().splitlines()[-1]
     assert url == "http://localhost:8000/compare?runs=" + ",".join(runs[n] for n in expected)
+    assert "What each version costs" in demo_run["stderr"] and "baseline" in demo_run["stderr"]
+    assert "profiling on cpu" in demo_run["stderr"]
     if not compiler_present():
         assert "torch.compile" in demo_run["stderr"] and "continuing with 2 runs" in demo_run["stderr"]
 
