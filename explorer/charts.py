@@ -25,12 +25,12 @@ MAX_LABEL = 48
 def label(text: str, limit: int = MAX_LABEL) -> str:
     """A trace-derived string made inert for plotly's label markup, shortened for an axis."""
     short = text if len(text) <= limit else text[: limit - 1] + "…"
-    return html.escape(short, quote=True)
+    return html.escape(short, quote=False)
 
 
 def _layout(title: str, height: int, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
-        "title": {"text": html.escape(title), "x": 0, "xanchor": "left", "font": {"size": 13}},
+        "title": {"text": html.escape(title, quote=False), "x": 0, "xanchor": "left", "font": {"size": 13}},
         "height": height,
         "margin": {"l": 8, "r": 16, "t": 32, "b": 36},
         "font": FONT,

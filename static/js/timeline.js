@@ -113,10 +113,12 @@
     const m = raw / p;
     return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
   }
-  function rulerLabel(ns, step) {
+  /** Tick label: the unit follows the magnitude of the window, decimals follow the tick step. */
+  function rulerLabel(ns, step, extent) {
     const units = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
+    const mag = Math.max(Math.abs(extent || ns), step);
     for (const [scale, unit] of units) {
-      if (step >= scale || scale === 1) {
+      if (mag >= scale || scale === 1) {
         const decimals = Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9));
         return (ns / scale).toFixed(Math.min(decimals, 6)) + " " + unit;
       }
@@ -183,7 +185,7 @@
         el("button", { class: "small", title: "previous match", onclick: () => this.jump(-1) }, "◀"),
         el("button", { class: "small", title: "next match", onclick: () => this.jump(1) }, "▶"),
         this.matchInfo, el("span", { class: "sep" }), reset, this.winInfo, el("span", { class: "spacer" }), legend,
-        el("span", { class: "hint" }, "wheel/W/S zoom · drag/A/D pan · shift+drag measure · click details"));
+        el("span", { class: "hint", title: "wheel or W/S: zoom · drag or A/D: pan · shift+wheel: scroll tracks · shift+drag: measure a range · click: details · /: search · Esc: clear" }, "W/S zoom · A/D pan · shift+drag measure"));
       this.spacer = el("div", { class: "tl-spacer" });
       this.scroll = el("div", { class: "tl-scroll" }, this.spacer);
       this.canvas = el("canvas", { class: "tl-canvas", tabindex: "0", id: "tl-canvas" });
@@ -387,7 +389,7 @@
         const x = Math.round(this.xOf(t));
         if (x < GUTTER) continue;
         ctx.fillRect(x, RULER_H - 9, 1, 8);
-        ctx.fillText(rulerLabel(t, step), x + 3, 9);
+        ctx.fillText(rulerLabel(t, step, Math.max(Math.abs(this.start), Math.abs(this.end))), x + 3, 9);
         for (let k = 1; k < 5; k++) {
           const xm = Math.round(this.xOf(t + (step * k) / 5));
           if (xm > GUTTER) ctx.fillRect(xm, RULER_H - 4, 1, 3);

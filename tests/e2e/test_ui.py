@@ -1,0 +1,237 @@
+"""End-to-end: a real torch trace uploaded through the runs page, then every page in headless Chromium.
+
+Waits are on explicit conditions (data-ready attributes, text, URL), never sleeps. Each test fails on
+a request to another host, a dialog or a page error (see conftest.guard_page).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def wait_timeline(page: Any) -> None:
+    page.wait_for_selector("#timeline[data-ready='1']")
+
+
+def span_of(page: Any) -> float:
+    return float(page.evaluate("() => window.__timeline.end - window.__timeline.start"))
+
+
+def slice_point(page: Any, name: str | None = None, lane: str | None = None) -> dict[str, Any]:
+    """Page coordinates of the centre of the widest visible slice (optionally by name / lane)."""
+    return page.evaluate(  # type: ignore[no-any-return]
+        (
+        """([want, lane]) => {
+          const tl = window.__timeline, box = tl.canvas.getBoundingClientRect();
+          let best = null;
+          for (const row of tl.rows) {
+            if (row.kind !== "track" || (lane && row.track.lane !== lane)) continue;
+            const td = tl.trackData.get(row.track.track_id);
+            if (!td || !td.slices) continue;
+            const s = td.slices;
+            for (let i = 0; i < s.id.length; i++) {
+              const name = tl.names[s.name[i]];
+              if (want && name !== want) continue;
+              const x0 = Math.max(tl.xOf(s.ts[i]), 231), x1 = Math.min(tl.xOf(s.ts[i] + s.dur[i]), tl.width - 2);
+              const y = 26 + row.y + s.depth[i] * 17 + 8 - tl.scroll.scrollTop;
+              if (x1 - x0 < 3 || y < 30 || y > tl.height - 5) continue;
+              if (!best || x1 - x0 > best.w) best = {x: box.left + (x0 + x1) / 2, y: box.top + y, w: x1 - x0, id: s.id[i], name: name};
+            }
+          }
+          return best;
+        }"""), [name, lane])
+
+
+def test_upload_torch_trace_then_explore(page: Any, server: Any, traces: Any, shot: Any) -> None:
+    page.goto(server.url + "/")
+    page.wait_for_selector("body[data-init='1']")
+    shot(page, "01-runs-empty-upload")
+    page.set_input_files("#file-input", str(traces.naive))
+    page.wait_for_selector("#uploads .status.ready", timeout=60000)
+    row = page.locator("#runs-table tr", has_text="rmsnorm_naive")
+    assert row.count() == 1
+    assert "READY" in row.inner_text().upper()
+    shot(page, "02-runs-after-upload")
+    page.locator("#uploads a.open-run").click()
+    page.wait_for_url(re.compile(r"/runs/r[0-9a-f]+$"))
+    run_id = page.url.rsplit("/", 1)[1]
+    page.wait_for_selector("#fig-top-cpu .main-svg")
+    assert "aten::mul" in page.inner_text("#fig-top-cpu")
+    shot(page, "03-overview-uploaded", full_page=True)
+
+    # timeline: zoom (wheel, W), pan (drag, D), click a slice, search
+    page.click("#tab-timeline")
+    wait_timeline(page)
+    full = span_of(page)
+    canvas = page.locator("#tl-canvas").bounding_box()
+    cx, cy = canvas["x"] + canvas["width"] * 0.55, canvas["y"] + 60
+    page.mouse.move(cx, cy)
+    page.mouse.wheel(0, -400)
+    page.wait_for_function(f"() => window.__timeline.end - window.__timeline.start < {full * 0.6}")
+    page.keyboard.press("w")
+    zoomed = span_of(page)
+    assert zoomed < full * 0.5
+    start_before = page.evaluate("() => window.__timeline.start")
+    page.mouse.move(cx, cy)
+    page.mouse.down()
+    page.mouse.move(cx - 200, cy, steps=5)
+    page.mouse.up()
+    assert page.evaluate("() => window.__timeline.start") > start_before
+    page.keyboard.press("d")
+    page.wait_for_function("() => !window.__timeline.drawPending")
+    page.keyboard.press("s")
+    assert span_of(page) > zoomed
+    page.click("#tl-reset")
+    wait_for_refetch(page)
+
+    # search jumps to each match in turn (selects it, zooms to it)
+    page.fill("#tl-search", "aten::rsqrt")
+    page.press("#tl-search", "Enter")
+    page.wait_for_function("() => /^1 \\/ \\d+$/.test(document.getElementById('tl-matches')?.textContent)")
+    page.wait_for_function("() => document.getElementById('tl-detail-name')?.textContent === 'aten::rsqrt'")
+    page.press("#tl-search", "Enter")
+    page.wait_for_function("() => document.getElementById('tl-matches')?.textContent.startsWith('2 / ')")
+    page.wait_for_url(re.compile(r"q=aten%3A%3Arsqrt"))
+    page.wait_for_url(re.compile(r"sel=\d+"))
+    shot(page, "05-timeline-search")
+
+    # click a slice: its details panel
+    wait_for_refetch(page)
+    target = slice_point(page, "aten::mul") or slice_point(page, lane="framework")
+    assert target, "no slice visible"
+    page.mouse.click(target["x"], target["y"])
+    page.wait_for_function(f"() => window.__timeline.selected && window.__timeline.selected.event.slice_id === {target['id']}")
+    assert page.inner_text("#tl-detail-name") == target["name"]
+    details = page.inner_text("#tl-details")
+    assert "duration" in details and "Parents" in details or "Args" in details
+    shot(page, "04-timeline-details")
+
+    # the URL reopens the same view
+    sel = page.evaluate("() => window.__timeline.selected.event.slice_id")
+    page.wait_for_url(re.compile(rf"sel={sel}(&|$)"))
+    url, win = page.url, page.evaluate("() => [window.__timeline.start, window.__timeline.end]")
+    page.goto(url)
+    wait_timeline(page)
+    page.wait_for_selector("#tl-details.open")
+    assert page.evaluate("() => window.__timeline.selected.event.slice_id") == sel
+    again = page.evaluate("() => [window.__timeline.start, window.__timeline.end]")
+    assert abs(again[0] - win[0]) <= 1 and abs(again[1] - win[1]) <= 1
+    assert page.input_value("#tl-search") == "aten::rsqrt"
+    page.wait_for_function("() => window.__timeline.matches.length > 1")
+
+    # op table: sort by every column through the header links, filter, group by shape
+    page.goto(f"{server.url}/runs/{run_id}/ops")
+    page.wait_for_selector("#fig-ops .main-svg")
+    page.click("#ops-table th[data-col='cpu_total_ns'] a")
+    page.wait_for_url(re.compile(r"sort=-cpu_total_ns"))
+    cpu = [int(v) for v in page.eval_on_selector_all(
+        "#ops-table tbody td:nth-child(3)", "tds => tds.map(td => td.dataset.v)")]
+    assert cpu == sorted(cpu, reverse=True) and len(cpu) > 3
+    page.click("#ops-table th[data-col='name'] a")
+    page.wait_for_url(re.compile(r"sort=%2Bname"))
+    names = page.eval_on_selector_all("#ops-table tbody td.name", "tds => tds.map(td => td.textContent)")
+    assert names == sorted(names)
+    page.click("#ops-table th[data-col='name'] a")
+    page.wait_for_url(re.compile(r"sort=-name"))
+    names = page.eval_on_selector_all("#ops-table tbody td.name", "tds => tds.map(td => td.textContent)")
+    assert names == sorted(names, reverse=True)
+    assert page.get_attribute("#json-twin", "href").endswith(f"/api/runs/{run_id}/ops?sort=-name")
+    page.fill("#ops-q", "mul")
+    page.press("#ops-q", "Enter")
+    page.wait_for_url(re.compile(r"q=mul"))
+    assert set(page.eval_on_selector_all("#ops-table tbody td.name", "tds => tds.map(td => td.textContent)")) == {
+        "aten::mul"}
+    page.fill("#ops-q", "")
+    page.check("#by-shape")
+    page.wait_for_url(re.compile(r"by_shape=1"))
+    assert "[64, 512]" in page.inner_text("#ops-table")
+    shot(page, "06-ops-by-shape", full_page=True)
+
+    # compare the uploaded (naive) run against the fused one
+    page.goto(server.url + "/")
+    page.check(f"input.pick-run[value='{run_id}']")
+    page.check(f"input.pick-run[value='{server.runs['fused']}']")
+    page.click("#compare-btn")
+    page.wait_for_url(re.compile(r"/compare\?runs="))
+    page.wait_for_selector("#fig-compare .main-svg")
+    headline = page.inner_text("#headline")
+    assert "→" in headline and "%" in headline
+    assert page.locator("#compare-table tbody tr", has_text="aten::rsqrt").count() == 1
+    shot(page, "07-compare", full_page=True)
+
+
+def wait_for_refetch(page: Any) -> None:
+    page.wait_for_function("() => window.__timeline.covered()")
+
+
+def test_runs_rename_tag_delete(page: Any, server: Any, traces: Any, tmp_path: Path) -> None:
+    from explorer.service import ingest_paths
+
+    trace = tmp_path / "extra.json"
+    trace.write_text(traces.hostile.read_text().replace("aten::mul", "aten::extra"))
+    rid = ingest_paths(server.state.store, [trace], "to-edit").id
+    page.goto(server.url + "/")
+    page.wait_for_selector("body[data-init='1']")
+    row = f"#runs-table tr[data-run='{rid}']"
+    page.hover(row)
+    page.click(f"{row} button[data-act='rename']")
+    page.fill(f"{row} input.edit-rename", "renamed run")
+    page.press(f"{row} input.edit-rename", "Enter")
+    page.wait_for_selector(f"{row}[data-name='renamed run']")
+    page.hover(row)
+    page.click(f"{row} button[data-act='tag']")
+    page.fill(f"{row} input.edit-tag", "baseline, cpu")
+    page.press(f"{row} input.edit-tag", "Enter")
+    page.wait_for_function(f"() => document.querySelector(\"{row} .run-tags\").textContent.includes('baseline')")
+    assert server.state.store.get(rid).tags == ["baseline", "cpu"]
+    page.hover(row)
+    page.click(f"{row} button[data-act='delete']")
+    page.click(f"{row} button[data-act='delete']")  # second click confirms
+    page.wait_for_selector(row, state="detached")
+    assert server.state.store.catalog.list(name="renamed")[1] == 0
+
+
+def test_timeline_linked_chain_and_range(page: Any, server: Any, shot: Any) -> None:
+    rid = server.runs["synth"]
+    page.goto(f"{server.url}/runs/{rid}/timeline")
+    wait_timeline(page)
+    for _ in range(4):
+        page.keyboard.press("w")
+    wait_for_refetch(page)
+    target = slice_point(page, lane="hardware")
+    page.mouse.click(target["x"], target["y"])
+    page.wait_for_selector("#tl-chain")
+    chain = page.inner_text("#tl-chain")
+    assert "launch" in chain or "execute" in chain
+    assert "gap" in chain
+    lanes = page.evaluate("() => window.__timeline.selected.chain.map(c => c.lane)")
+    assert {"framework", "runtime", "hardware"} <= set(lanes)
+    shot(page, "08-timeline-chain")
+
+    box = page.locator("#tl-canvas").bounding_box()
+    y = box["y"] + 200
+    page.keyboard.down("Shift")
+    page.mouse.move(box["x"] + 400, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 900, y, steps=4)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_selector("#tl-range-ops tbody tr")
+    assert page.inner_text("#tl-range-dur").startswith("Range ")
+    assert "aten::" in page.inner_text("#tl-range-ops")
+    shot(page, "09-timeline-range")
+
+    page.select_option("#tl-group", "thread")
+    page.wait_for_url(re.compile(r"group=thread"))
+    assert page.evaluate("() => window.__timeline.rows.filter(r => r.kind === 'header').length") >= 2
+    page.select_option("#tl-group", "lane")
+    header = page.evaluate("() => window.__timeline.rows.find(r => r.kind === 'header' && r.key === 'runtime').y")
+    before = page.evaluate("() => window.__timeline.rows.length")
+    page.mouse.click(box["x"] + 60, box["y"] + 26 + header + 10)
+    page.wait_for_function(f"() => window.__timeline.rows.length < {before}")
