@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -69,7 +70,7 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], dat
             rec = ingest_paths(store, list(paths), name, progress=progress)
         except ExplorerError as exc:
             bar.stop()
-            console.print(f"[red]error:[/red] {exc.message}", markup=True, highlight=False)
+            console.print(f"[red]error:[/red] {escape(exc.message)}", markup=True, highlight=False)
             sys.exit(2)
     if tags:
         store.catalog.set_tags(rec.id, list(tags))

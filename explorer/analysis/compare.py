@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-PER_RUN_FIELDS = ("calls", "device_total_ns", "self_device_ns", "cpu_total_ns")
+PER_RUN_FIELDS = ("calls", "device_total_ns", "self_device_ns", "cpu_total_ns", "self_cpu_ns")
 
 
 @dataclass
@@ -49,7 +49,8 @@ def compute_compare(runs: list[RunOps]) -> dict[str, Any]:
                          "delta_device_ns": deltas[-1], "pct_change": pcts[-1],
                          "deltas_device_ns": deltas, "pct_changes": pcts})
     totals = [r.device_total_ns for r in runs]
-    cpu = [sum(p["cpu_total_ns"] for p in t.values()) for t in tables]
+    # a run's CPU time is the sum of self CPU: op totals nest (an op's total includes its children's)
+    cpu = [sum(p["self_cpu_ns"] for p in t.values()) for t in tables]
     return {
         "runs": [{"id": r.id, "name": r.name, "device_total_ns": r.device_total_ns, "cpu_total_ns": c}
                  for r, c in zip(runs, cpu, strict=True)],
