@@ -19,9 +19,9 @@
   class ApiSource {
     constructor(runId) { this.prefix = "/api/runs/" + encodeURIComponent(runId); this.live = true; }
     tracks() { return TE.api(this.prefix + "/tracks"); }
-    window(start, end, width, signal) {
+    window(start, end, width) {
       const q = "?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.ceil(end) + "&width_px=" + width;
-      return TE.api(this.prefix + "/timeline" + q, { signal: signal, headers: { Accept: "application/json" } });
+      return TE.api(this.prefix + "/timeline" + q);
     }
     event(id) { return TE.api(this.prefix + "/events/" + id); }
     search(q) { return TE.api(this.prefix + "/search?limit=5000&q=" + encodeURIComponent(q)); }
@@ -300,28 +300,35 @@
       const vis0 = Math.max(0, this.start), vis1 = Math.min(this.spanNs, this.end);
       return d.start_ns <= vis0 && d.end_ns >= vis1 && d.ns_per_px <= this.nsPerPx * 1.6 && d.ns_per_px >= this.nsPerPx / 4;
     }
+    /** Debounced refetch with a max wait, so detail also arrives during a long continuous zoom or pan;
+        one request at a time (a newer view waits for the one in flight, then fetches if still needed). */
     scheduleFetch() {
       if (!this.tracks.length || this.covered()) return;
+      if (this.inflight) { this.dirty = true; return; }
       clearTimeout(this.fetchTimer);
-      this.fetchTimer = setTimeout(() => this.fetchWindow(false), 70);
+      const now = performance.now();
+      if (!this.pendingSince) this.pendingSince = now;
+      const wait = now - this.pendingSince > 180 ? 0 : 60;
+      this.fetchTimer = setTimeout(() => this.fetchWindow(false), wait);
     }
     async fetchWindow(first) {
+      this.pendingSince = 0;
       const span = this.end - this.start;
       const s = this.source.live ? Math.max(0, this.start - span * 0.5) : 0;
       const e = this.source.live ? Math.min(this.spanNs, this.end + span * 0.5) : this.spanNs;
       if (e <= s) return;
       const width = Math.max(100, Math.min(8000, Math.round(this.plotW * (e - s) / span)));
       const seq = ++this.fetchSeq;
-      if (this.abort) this.abort.abort();
-      this.abort = window.AbortController ? new AbortController() : null;
+      this.inflight = true;
       let w;
       try {
-        w = await this.source.window(s, e, width, this.abort ? this.abort.signal : undefined);
+        w = await this.source.window(s, e, width);
       } catch (err) {
-        if (err.name !== "AbortError") this.showError(err);
+        this.showError(err);
         return;
+      } finally {
+        this.inflight = false;
       }
-      if (seq !== this.fetchSeq) return;
       this.setData(w);
       if (first) {
         this.drawNow();
@@ -330,6 +337,7 @@
         if (window.performance && performance.mark) performance.mark("tl-first-paint");
       }
       this.container.dataset.fetches = String(seq);
+      if (this.dirty) { this.dirty = false; this.scheduleFetch(); }
     }
     setData(w) {
       this.data = w;
