@@ -16,7 +16,7 @@ def run_links(run_id: str) -> dict[str, str]:
 def run_json(rec: RunRecord) -> dict[str, Any]:
     return {"id": rec.id, "name": rec.name, "status": rec.status, "progress": rec.progress,
             "message": rec.message, "tags": rec.tags, "created_at": rec.created_at, "sha256": rec.sha256,
-            "summary": rec.summary, "links": run_links(rec.id)}
+            "source": rec.source, "summary": rec.summary, "links": run_links(rec.id)}
 
 
 def share_json(share: ShareRecord) -> dict[str, Any]:
