@@ -39,12 +39,17 @@ TOP_OPS = 15
 LANES = ("framework", "runtime", "hardware")
 
 
+def run_links(run_id: str) -> dict[str, str]:
+    api = f"/api/runs/{run_id}"
+    return {"self": api, "page": f"/runs/{run_id}", "tracks": f"{api}/tracks", "timeline": f"{api}/timeline",
+            "ops": f"{api}/ops", "breakdown": f"{api}/breakdown", "search": f"{api}/search", "sql": f"{api}/sql"}
+
+
 def run_json(rec: RunRecord) -> dict[str, Any]:
-    """A run as the API's `Run` object (docs/API.md)."""
+    """A run as the API's `Run` object (docs/API.md; tests pin it equal to GET /api/runs/{id})."""
     return {"id": rec.id, "name": rec.name, "status": rec.status, "progress": rec.progress,
-            "message": rec.message, "tags": rec.tags, "created_at": rec.created_at, "source": rec.source,
-            "summary": rec.summary,
-            "links": {"self": f"/api/runs/{rec.id}", "page": f"/runs/{rec.id}"}}
+            "message": rec.message, "tags": rec.tags, "created_at": rec.created_at, "sha256": rec.sha256,
+            "source": rec.source, "summary": rec.summary, "links": run_links(rec.id)}
 
 
 @dataclass

@@ -1,0 +1,77 @@
+"""Plotly figure builders: pure model -> figure dicts, labels made inert, the right metric and order."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from explorer.charts import (
+    compare_metric,
+    label,
+    make_compare_figure,
+    make_lane_breakdown_figure,
+    make_top_ops_figure,
+)
+
+
+def op(name: str, device: int, cpu: int, calls: int = 1) -> dict[str, Any]:
+    return {"name": name, "calls": calls, "device_total_ns": device, "cpu_total_ns": cpu, "self_cpu_ns": cpu}
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("aten::mul", "aten::mul"),
+    ("<script>alert(1)</script>", "&lt;script&gt;alert(1)&lt;/script&gt;"),
+    ('"><img src=x onerror=alert(1)>', '"&gt;&lt;img src=x onerror=alert(1)&gt;'),
+    ("<b>bold</b> & <a href='javascript:x'>", "&lt;b&gt;bold&lt;/b&gt; &amp; &lt;a href='javascript:x'&gt;"),
+    ("x" * 60, "x" * 47 + "…"),
+])
+def test_label_is_inert_for_plotly_markup(text: str, shown: str) -> None:
+    assert label(text) == shown
+
+
+def test_top_ops_sorted_limited_and_positive() -> None:
+    rows = [op(f"op{i}", device=i * 1000, cpu=10) for i in range(30)]
+    fig = make_top_ops_figure(rows, "device_total_ns", top=5)
+    bar = fig["data"][0]
+    assert bar["y"] == ["op29", "op28", "op27", "op26", "op25"]
+    assert bar["x"] == [29.0, 28.0, 27.0, 26.0, 25.0]  # µs
+    assert make_top_ops_figure([op("a", 0, 0)], "device_total_ns")["data"][0]["y"] == []
+    json.dumps(fig, allow_nan=False)
+
+
+def test_lane_breakdown_skips_counters() -> None:
+    bd = {"lanes": [{"lane": "framework", "busy_ns": 2000, "idle_ns": 1000, "busy_pct": 66.7},
+                    {"lane": "counter", "busy_ns": 0, "idle_ns": 3000, "busy_pct": 0.0},
+                    {"lane": "hardware", "busy_ns": 1500, "idle_ns": 1500, "busy_pct": 50.0}]}
+    fig = make_lane_breakdown_figure(bd)
+    busy, idle = fig["data"]
+    assert busy["y"] == ["framework", "hardware"] and busy["x"] == [2.0, 1.5] and idle["x"] == [1.0, 1.5]
+    assert fig["layout"]["barmode"] == "stack"
+
+
+def compare(device: tuple[int, int]) -> dict[str, Any]:
+    per = [{"calls": 3, "device_total_ns": device[0], "self_device_ns": 0, "cpu_total_ns": 5000},
+           {"calls": 1, "device_total_ns": device[1], "self_device_ns": 0, "cpu_total_ns": 1000}]
+    return {"runs": [{"id": "a", "name": "naive", "device_total_ns": device[0], "cpu_total_ns": 5000},
+                     {"id": "b", "name": "<i>fused</i>", "device_total_ns": device[1], "cpu_total_ns": 1000}],
+            "rows": [{"name": "aten::mul", "status": "common", "per_run": per},
+                     {"name": "aten::rms_norm", "status": "added", "per_run": [None, per[1]]}]}
+
+
+def test_compare_uses_device_time_when_present() -> None:
+    data = compare((2_355_000, 403_000))
+    assert compare_metric(data) == "device_total_ns"
+    fig = make_compare_figure(data)
+    assert [t["name"] for t in fig["data"]] == ["naive", "&lt;i&gt;fused&lt;/i&gt;"]
+    assert fig["data"][0]["y"] == [2355.0, 0.0] and fig["data"][1]["y"] == [403.0, 403.0]
+    assert fig["layout"]["barmode"] == "group"
+
+
+def test_compare_falls_back_to_cpu_time_without_a_device() -> None:
+    data = compare((0, 0))
+    assert compare_metric(data) == "cpu_total_ns"
+    fig = make_compare_figure(data)
+    assert fig["data"][0]["y"] == [5.0, 0.0]
+    assert "CPU" in fig["layout"]["title"]["text"]

@@ -1,0 +1,204 @@
+"""Pages compute once and render twice: each page's context equals its JSON twin; trace text is escaped
+everywhere (HTML, embedded JSON, the offline report); every asset is local."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from explorer.config import PROJECT_ROOT, Settings
+from explorer.render import fmt_ns, inline_plotly, json_for_script, make_environment
+from explorer.report import (
+    ComparePage,
+    OpsPage,
+    OverviewPage,
+    RunsPage,
+    TimelinePage,
+    build_report,
+    render_report,
+)
+from explorer.service import ingest_paths
+
+HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
+
+
+def hostile_trace(path: Path) -> Path:
+    events = [{"ph": "X", "cat": "cpu_op", "name": HOSTILE[i % 2], "pid": 1, "tid": 2, "ts": i * 100, "dur": 50,
+               "args": {"note": HOSTILE[0]}} for i in range(4)]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def app_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    tmp = tmp_path_factory.mktemp("render")
+    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
+    try:
+        from synth import write_kineto_trace
+    finally:
+        sys.path.remove(str(PROJECT_ROOT / "bench"))
+    write_kineto_trace(tmp / "big.json", 600)
+    write_kineto_trace(tmp / "small.json", 240)
+    app = create_app(Settings(data_dir=tmp / "data"))
+    store = app.state.explorer.store
+    runs = {name: ingest_paths(store, [path], name).id for name, path in
+            (("big", tmp / "big.json"), ("small", tmp / "small.json"),
+             ("hostile", hostile_trace(tmp / "hostile.json")))}
+    with TestClient(app) as client:
+        yield client, runs
+
+
+def context(resp: Any) -> Any:
+    assert resp.status_code == 200, resp.text[:500]
+    return resp.context["page"]
+
+
+# ---- compute once, render twice: the context is the twin's data ---------------------------------
+
+def test_runs_page_context_is_the_run_list(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, _ = app_runs
+    page = context(client.get("/"))
+    assert isinstance(page, RunsPage)
+    assert page.runs == client.get(page.twin).json()["runs"]
+
+
+def test_overview_context_matches_its_twins(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    resp = client.get(f"/runs/{runs['big']}")
+    page = context(resp)
+    assert isinstance(page, OverviewPage)
+    assert page.run == client.get(page.twin).json()
+    assert page.breakdown == client.get(f"/api/runs/{runs['big']}/breakdown").json()
+    assert page.device_busy_pct is not None and 0 < page.device_busy_pct <= 100
+    assert [r["name"] for r in page.top_device] == [r["name"] for r in client.get(
+        f"/api/runs/{runs['big']}/ops?sort=-device_total_ns").json()["rows"] if r["device_total_ns"] > 0][:15]
+    assert f'href="{page.twin}"' in resp.text
+
+
+@pytest.mark.parametrize("query", ["", "?sort=-calls", "?sort=%2Bname", "?sort=-self_cpu_ns&q=gelu",
+                                   "?by_shape=1&sort=cpu_avg_ns", "?limit=3"])
+def test_ops_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]], query: str) -> None:
+    client, runs = app_runs
+    resp = client.get(f"/runs/{runs['big']}/ops{query}")
+    page = context(resp)
+    assert isinstance(page, OpsPage)
+    twin = client.get(page.twin).json()
+    assert page.rows == twin["rows"] and page.device_total_ns == twin["device_total_ns"]
+    assert page.twin.replace("&", "&amp;") in resp.text
+
+
+def test_ops_sort_links_flip_the_sorted_column(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    page = context(client.get(f"/runs/{runs['big']}/ops?sort=-calls&q=aten"))
+    assert page.sort_link("calls") == "?sort=%2Bcalls&q=aten"
+    assert page.sort_link("name") == "?sort=%2Bname&q=aten"
+    assert page.sort_link("device_pct") == "?sort=-device_pct&q=aten"
+    assert client.get(f"/runs/{runs['big']}/ops?sort=bogus").status_code == 400
+
+
+def test_compare_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    page = context(client.get(f"/compare?runs={runs['big']},{runs['small']}"))
+    assert isinstance(page, ComparePage)
+    assert page.compare == client.get(page.twin).json()
+    totals = [r["device_total_ns"] for r in page.compare["runs"]]
+    assert page.headline["what"] == "device time" and page.headline["totals_ns"] == totals
+    assert page.headline["pct_change"][1] == pytest.approx(100.0 * (totals[1] - totals[0]) / totals[0])
+    assert client.get(f"/compare?runs={runs['big']}").status_code == 400
+
+
+def test_timeline_context(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    page = context(client.get(f"/runs/{runs['big']}/timeline"))
+    assert isinstance(page, TimelinePage)
+    assert page.span_ns == page.run["summary"]["span_ns"] > 0
+    assert client.get(page.twin).status_code == 200
+
+
+def test_not_ready_run_page_says_so(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, _ = app_runs
+    rec = client.app.state.explorer.store.catalog.create("pending <b>run</b>")  # type: ignore[attr-defined]
+    resp = client.get(f"/runs/{rec.id}")
+    assert resp.status_code == 200 and "queued" in resp.text
+    assert "pending &lt;b&gt;run&lt;/b&gt;" in resp.text
+
+
+# ---- escaping --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/", "/runs/{id}", "/runs/{id}/ops", "/runs/{id}/ops?by_shape=1",
+                                  "/runs/{id}/timeline", "/runs/{id}/report", "/compare?runs={id},{other}"])
+def test_hostile_names_are_escaped_on_every_page(app_runs: tuple[TestClient, dict[str, str]], path: str) -> None:
+    client, runs = app_runs
+    html = client.get(path.format(id=runs["hostile"], other=runs["big"])).text
+    assert "<script>alert(1)" not in html
+    assert "<img src=x" not in html
+    if "ops" in path:
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # the table cell, as text
+
+
+@pytest.mark.parametrize("value", [HOSTILE[0], "</script><script>alert(1)</script>", "<!--", "a\u2028b", "&amp;"])
+def test_json_for_script_cannot_close_the_element(value: str) -> None:
+    text = str(json_for_script({"k": [value]}))
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == {"k": [value]}
+
+
+def test_environment_autoescapes() -> None:
+    env = make_environment()
+    assert env.from_string("{{ x }}").render(x=HOSTILE[1]) == "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;"
+
+
+@pytest.mark.parametrize(("ns", "text"), [(0, "0 ns"), (999, "999 ns"), (1500, "1.500 µs"), (2_355_000, "2.355 ms"),
+                                          (3_000_000_000, "3.000 s"), (None, "–"), (-1500, "-1.500 µs")])
+def test_fmt_ns(ns: int | None, text: str) -> None:
+    assert fmt_ns(ns) == text
+
+
+# ---- the report and assets --------------------------------------------------------------------------
+
+def test_report_is_self_contained(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    store = client.app.state.explorer.store  # type: ignore[attr-defined]
+    report = build_report(store, runs["big"])
+    assert report.snapshot["window"]["width_px"] == 4000
+    assert {t["track_id"] for t in report.snapshot["tracks"]["tracks"]} >= {
+        t["track_id"] for t in report.snapshot["window"]["tracks"]}
+    html = render_report(report)
+    assert len(html) > 3_000_000  # plotly.js is inlined
+    ours = html.replace(str(inline_plotly()), "")  # plotly.js holds URL strings it never fetches
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", ours)
+    assert '<script src=' not in html and '<link rel="stylesheet"' not in html
+    assert 'id="timeline-snapshot"' in html and "Plotly" in html
+    served = client.get(f"/runs/{runs['big']}/report?download=1")
+    assert served.headers["content-disposition"].startswith("attachment")
+
+
+def test_share_link_serves_the_report_read_only(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    url = client.post(f"/api/runs/{runs['small']}/share").json()["url"]
+    html = client.get(url).text
+    assert "read-only" in html and 'id="timeline-snapshot"' in html
+    assert client.get("/s/not-a-real-token-123").status_code == 404
+
+
+def test_assets_are_local() -> None:
+    for folder in ("templates", "static"):
+        for f in (PROJECT_ROOT / folder).rglob("*"):
+            if f.is_file() and f.suffix in (".html", ".js", ".css"):
+                assert not re.search(r"https?://|//cdn|fonts\.googleapis", f.read_text()), f
+
+
+def test_plotly_is_served_locally(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    html = client.get(f"/runs/{runs['big']}").text
+    assert '<script src="/static/vendor/plotly.min.js">' in html
+    resp = client.get("/static/vendor/plotly.min.js")
+    assert resp.status_code == 200 and len(resp.content) > 1_000_000
