@@ -181,6 +181,8 @@ def build_overview(store: RunStore, run_id: str, breakdown: dict[str, Any] | Non
     figures = {"lanes": make_lane_breakdown_figure(bd),
                "top_device": make_top_ops_figure(top_device, "device_total_ns"),
                "top_cpu": make_top_ops_figure(top_cpu, "cpu_total_ns")}
+    if not top_device:  # a host-only profile: self CPU time says more than an empty device chart
+        figures["top_device"] = make_top_ops_figure(rows, "self_cpu_ns", title="No device time: top ops by self CPU (µs)")
     return OverviewPage(run_json(rec), bd, top_device, top_cpu, figures, f"/api/runs/{run_id}")
 
 

@@ -31,7 +31,8 @@
     const bar = el("div"), ingest = el("div");
     const state = el("span", { class: "muted" }, "uploading…");
     const row = el("div", { class: "upload" }, el("span", { class: "mono" }, label),
-      el("div", null, el("div", { class: "progress", title: "upload" }, bar), el("div", { class: "progress ingest", title: "ingest", style: "margin-top:3px" }, ingest)),
+      el("div", { class: "bars" }, el("span", { class: "muted" }, "upload"), el("div", { class: "progress", title: "upload" }, bar),
+        el("span", { class: "muted" }, "ingest"), el("div", { class: "progress ingest", title: "ingest" }, ingest)),
       state);
     return { row, bar, ingest, state };
   }
@@ -59,7 +60,11 @@
     const resp = await fetch(location.href, { headers: { Accept: "text/html" } });
     const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
     const fresh = doc.getElementById("runs-table"), cur = document.getElementById("runs-table");
-    if (fresh && cur) cur.replaceWith(document.importNode(fresh, true));
+    if (fresh && cur) {
+      const keep = new Set(selectedRuns());
+      cur.replaceWith(document.importNode(fresh, true));
+      document.querySelectorAll("input.pick-run").forEach((c) => { c.checked = keep.has(c.value); });
+    }
     updateCompare();
   }
 
@@ -155,7 +160,8 @@
       const btn = e.target.closest && e.target.closest("button[data-act]");
       if (btn) runAction(btn).catch((err) => { btn.textContent = err.message; });
     });
-    document.getElementById("compare-btn").addEventListener("click", () => {
+    document.addEventListener("click", (e) => {
+      if (e.target.id !== "compare-btn") return;
       location.href = TE.base() + "/compare?runs=" + selectedRuns().map(encodeURIComponent).join(",");
     });
     updateCompare();

@@ -82,6 +82,18 @@ def hostile_trace() -> dict[str, Any]:
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
+def with_counters(path: Path) -> None:
+    """Add a memory counter series (Chrome "C" events) across the trace, for the counter lane."""
+    trace = json.loads(path.read_text())
+    ts = [e["ts"] for e in trace["traceEvents"] if "ts" in e]
+    lo, hi = min(ts), max(ts)
+    for i in range(200):
+        t = lo + (hi - lo) * i / 199
+        trace["traceEvents"].append({"ph": "C", "name": "memory", "pid": 4242, "tid": 0, "ts": t,
+                                     "args": {"allocated_mb": 100 + 80 * ((i * 37) % 17) / 17 + i * 0.5}})
+    path.write_text(json.dumps(trace))
+
+
 @dataclass
 class Traces:
     naive: Path
@@ -104,6 +116,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Traces:
     finally:
         sys.path.remove(str(ROOT / "bench"))
     write_kineto_trace(d / "synth.json", 1200)
+    with_counters(d / "synth.json")
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err.decode()[-2000:]

@@ -235,3 +235,29 @@ def test_timeline_linked_chain_and_range(page: Any, server: Any, shot: Any) -> N
     before = page.evaluate("() => window.__timeline.rows.length")
     page.mouse.click(box["x"] + 60, box["y"] + 26 + header + 10)
     page.wait_for_function(f"() => window.__timeline.rows.length < {before}")
+
+
+DROP_JS = """([b64, name]) => {
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const dt = new DataTransfer();
+  dt.items.add(new File([bytes], name));
+  const drop = document.getElementById("drop");
+  drop.dispatchEvent(new DragEvent("dragover", {dataTransfer: dt, bubbles: true, cancelable: true}));
+  drop.dispatchEvent(new DragEvent("drop", {dataTransfer: dt, bubbles: true, cancelable: true}));
+}"""
+
+
+def test_drop_gzip_then_same_again_is_a_duplicate(page: Any, server: Any, traces: Any, shot: Any) -> None:
+    import base64
+    import gzip
+
+    raw = traces.hostile.read_text().replace("aten::mul", "aten::dropped")
+    payload = base64.b64encode(gzip.compress(raw.encode())).decode()
+    page.goto(server.url + "/")
+    page.wait_for_selector("body[data-init='1']")
+    page.evaluate(DROP_JS, [payload, "dropped_trace.json.gz"])
+    page.wait_for_selector("#uploads .upload:nth-child(1) .status.ready", timeout=60000)
+    page.wait_for_selector("#runs-table tr:has-text('dropped_trace')")
+    page.evaluate(DROP_JS, [payload, "dropped_again.json.gz"])
+    page.wait_for_function("() => document.querySelector('#uploads .upload')?.textContent.includes('already uploaded')")
+    shot(page, "14-runs-drop-duplicate")
