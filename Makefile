@@ -27,11 +27,12 @@ lint: install
 
 test: install browser lint
 	mkdir -p $(ARTIFACTS)
-	SCREENSHOT_DIR=$(ARTIFACTS)/screenshots $(VENV)/bin/pytest -q
+	REQUIRE_BROWSER=1 SCREENSHOT_DIR=$(ARTIFACTS)/screenshots $(VENV)/bin/pytest -q
 
 bench: install
 	$(PY) bench/ingest.py
 	$(PY) bench/window.py
+	$(PY) bench/ui.py
 
 clean:
 	rm -rf $(VENV) explorer-data $(ARTIFACTS)
