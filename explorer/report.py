@@ -62,6 +62,14 @@ class RunsPage:
 
 
 @dataclass
+class NotReadyPage:
+    """Any run page of a run still ingesting, or failed; twin `/api/runs/{id}`."""
+
+    run: dict[str, Any]
+    twin: str = ""
+
+
+@dataclass
 class OverviewPage:
     """`/runs/{id}`; twins `/api/runs/{id}` and `/api/runs/{id}/breakdown`."""
 
@@ -150,7 +158,7 @@ class ReportPage:
     generated_at: float = field(default_factory=time.time)
     version: str = __version__
     readonly: bool = True
-    twin: str = ""  # offline: no server to ask
+    twin: str = ""  # set when a server serves it; a report file has no server to ask
 
     @property
     def run(self) -> dict[str, Any]:

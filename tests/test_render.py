@@ -18,6 +18,7 @@ from explorer.config import PROJECT_ROOT, Settings
 from explorer.render import fmt_ns, inline_plotly, json_for_script, make_environment
 from explorer.report import (
     ComparePage,
+    NotReadyPage,
     OpsPage,
     OverviewPage,
     RunsPage,
@@ -126,9 +127,11 @@ def test_timeline_context(app_runs: tuple[TestClient, dict[str, str]]) -> None:
 def test_not_ready_run_page_says_so(app_runs: tuple[TestClient, dict[str, str]]) -> None:
     client, _ = app_runs
     rec = client.app.state.explorer.store.catalog.create("pending <b>run</b>")  # type: ignore[attr-defined]
-    resp = client.get(f"/runs/{rec.id}")
-    assert resp.status_code == 200 and "queued" in resp.text
-    assert "pending &lt;b&gt;run&lt;/b&gt;" in resp.text
+    for path in ("", "/timeline", "/ops"):
+        resp = client.get(f"/runs/{rec.id}{path}")
+        assert resp.status_code == 200 and "queued" in resp.text
+        assert "pending &lt;b&gt;run&lt;/b&gt;" in resp.text
+        assert isinstance(context(resp), NotReadyPage)
 
 
 # ---- escaping --------------------------------------------------------------------------------------
@@ -179,6 +182,8 @@ def test_report_is_self_contained(app_runs: tuple[TestClient, dict[str, str]]) -
     assert 'id="timeline-snapshot"' in html and "Plotly" in html
     served = client.get(f"/runs/{runs['big']}/report?download=1")
     assert served.headers["content-disposition"].startswith("attachment")
+    assert 'id="json-twin"' not in served.text  # a file to keep links nothing back
+    assert f'id="json-twin" href="/api/runs/{runs["big"]}"' in client.get(f"/runs/{runs['big']}/report").text
 
 
 def test_share_link_serves_the_report_read_only(app_runs: tuple[TestClient, dict[str, str]]) -> None:
@@ -186,6 +191,7 @@ def test_share_link_serves_the_report_read_only(app_runs: tuple[TestClient, dict
     url = client.post(f"/api/runs/{runs['small']}/share").json()["url"]
     html = client.get(url).text
     assert "read-only" in html and 'id="timeline-snapshot"' in html
+    assert f'href="/api{url}"' in html  # its twin: /api/s/{token}
     assert client.get("/s/not-a-real-token-123").status_code == 404
 
 

@@ -16,6 +16,7 @@ from api.routes.runs import parse_csv
 from api.state import AppState
 from explorer.render import APP_SCRIPTS, make_environment
 from explorer.report import (
+    NotReadyPage,
     ReportPage,
     build_compare_page,
     build_ops_page,
@@ -27,6 +28,7 @@ from explorer.report import (
     render_report,
     run_json,
 )
+from explorer.store.catalog import RunRecord
 
 router = APIRouter(include_in_schema=False)
 
@@ -34,6 +36,10 @@ router = APIRouter(include_in_schema=False)
 @lru_cache(maxsize=4)
 def templates_for(templates_dir: Path) -> Jinja2Templates:
     return Jinja2Templates(env=make_environment(templates_dir))
+
+
+def _not_ready(request: Request, state: AppState, run: RunRecord) -> HTMLResponse:
+    return _render(request, state, "not_ready.html", NotReadyPage(run_json(run), f"/api/runs/{run.id}"))
 
 
 def _render(request: Request, state: AppState, template: str, page: Any, *, active: str = "",
@@ -48,10 +54,10 @@ def _breakdown(state: AppState, run_id: str) -> dict[str, Any]:
     return state.memo.get(run_id, "breakdown", lambda: compute_run_breakdown(state.store, run_id))
 
 
-def _report_html(state: AppState, run_id: str, readonly: bool) -> str:
+def _report_html(state: AppState, run_id: str, readonly: bool, twin: str = "") -> str:
     ov = build_overview(state.store, run_id, _breakdown(state, run_id))
     base = build_report(state.store, run_id, overview=ov)
-    report = ReportPage(base.overview, base.ops, base.snapshot, readonly=readonly)
+    report = ReportPage(base.overview, base.ops, base.snapshot, readonly=readonly, twin=twin)
     env = templates_for(state.settings.templates_dir).env
     return render_report(report, env, state.settings.static_dir)
 
@@ -64,20 +70,23 @@ def runs_page(request: Request, state: StateDep, name: str = "", tag: str = "") 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def overview_page(request: Request, run: AnyRunDep, state: StateDep) -> HTMLResponse:
     if run.status != "ready":
-        page = {"run": run_json(run), "twin": f"/api/runs/{run.id}"}
-        return _render(request, state, "not_ready.html", page)
+        return _not_ready(request, state, run)
     return _render(request, state, "overview.html", build_overview(state.store, run.id, _breakdown(state, run.id)),
                    active="overview", plotly=True)
 
 
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse)
-def timeline_page(request: Request, run: RunDep, state: StateDep) -> HTMLResponse:
+def timeline_page(request: Request, run: AnyRunDep, state: StateDep) -> HTMLResponse:
+    if run.status != "ready":
+        return _not_ready(request, state, run)
     return _render(request, state, "timeline.html", build_timeline_page(state.store, run.id), active="timeline")
 
 
 @router.get("/runs/{run_id}/ops", response_class=HTMLResponse)
-def ops_page(request: Request, run: RunDep, state: StateDep, sort: str = "-device_total_ns", q: str = "",
+def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-device_total_ns", q: str = "",
              by_shape: bool = False, limit: int | None = Query(None, ge=1, le=100000)) -> HTMLResponse:
+    if run.status != "ready":
+        return _not_ready(request, state, run)
     page = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit)
     return _render(request, state, "ops.html", page, active="ops", plotly=True)
 
@@ -93,11 +102,13 @@ def compare_page(request: Request, state: StateDep, runs: str = "") -> HTMLRespo
 @router.get("/runs/{run_id}/report", response_class=HTMLResponse)
 def report_page(run: RunDep, state: StateDep, download: bool = False) -> Response:
     """The self-contained report (the same file `trace-explorer report` writes)."""
-    headers = {"Content-Disposition": f'attachment; filename="report-{run.id}.html"'} if download else {}
-    return HTMLResponse(_report_html(state, run.id, readonly=False), headers=headers)
+    if download:  # a file to keep: no links back to this server
+        headers = {"Content-Disposition": f'attachment; filename="report-{run.id}.html"'}
+        return HTMLResponse(_report_html(state, run.id, readonly=False), headers=headers)
+    return HTMLResponse(_report_html(state, run.id, readonly=False, twin=f"/api/runs/{run.id}"))
 
 
 @router.get("/s/{token}", response_class=HTMLResponse)
-def share_page(run: ShareRunDep, state: StateDep) -> HTMLResponse:
+def share_page(token: str, run: ShareRunDep, state: StateDep) -> HTMLResponse:
     """What a share link opens: the run's report, read-only."""
-    return HTMLResponse(_report_html(state, get_ready_run(run).id, readonly=True))
+    return HTMLResponse(_report_html(state, get_ready_run(run).id, readonly=True, twin=f"/api/s/{token}"))

@@ -687,9 +687,10 @@
     }
     showTip(p, h) {
       const tip = this.tip;
-      const prevHover = this.hover;
+      const prev = this.hover;
       this.hover = h && (h.slice || h.merged) ? (h.slice || h.merged) : null;
-      if (prevHover !== this.hover) this.requestDraw();
+      const same = prev && this.hover && prev.track === this.hover.track && prev.ts === this.hover.ts && prev.depth === this.hover.depth;
+      if (!same && (prev || this.hover)) this.requestDraw();
       if (!this.hover) { tip.style.display = "none"; return; }
       tip.textContent = "";
       const v = this.hover;
