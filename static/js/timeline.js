@@ -343,6 +343,7 @@
       this.data = w;
       this.names = w.names;
       this.nameColors = w.names.map((n) => TE.colorFor(n));
+      this.nameWidths = [];
       this.trackData = new Map(w.tracks.map((t) => [t.track_id, t]));
       this.requestDraw();
     }
@@ -460,7 +461,7 @@
             const yy = y + s.depth[i] * ROW_H + 1;
             const id = s.id[i];
             ctx.fillStyle = colors[s.name[i]] || "#999";
-            ctx.fillRect(xa, yy, w, ROW_H - 2);
+            ctx.fillRect(xa, yy, w >= 3 ? w - 1 : w, ROW_H - 2);  // a 1px seam keeps neighbours apart
             if (hl.size && hl.has(id)) {
               ctx.strokeStyle = "#bf8700"; ctx.lineWidth = 2;
               ctx.strokeRect(xa + 1, yy + 1, Math.max(1, w - 2), ROW_H - 4);
@@ -471,12 +472,10 @@
             }
             if (w > 28) {
               if (xa < GUTTER) { w -= GUTTER - xa; xa = GUTTER; }
-              const maxChars = Math.floor((w - 6) / CHAR_W);
-              if (maxChars >= 2) {
-                let name = this.names[s.name[i]];
-                if (name.length > maxChars) name = name.slice(0, maxChars - 1) + "…";
+              const label = this.fitLabel(ctx, s.name[i], w - 6);
+              if (label) {
                 ctx.fillStyle = "#111";
-                ctx.fillText(name, xa + 3, yy + ROW_H / 2 - 0.5);
+                ctx.fillText(label, xa + 3, yy + ROW_H / 2 - 0.5);
               }
             }
           }
@@ -489,6 +488,20 @@
         ctx.restore();
       }
       this.drawLabel(ctx, r, y);
+    }
+    /** The name (or its head and an ellipsis) that fits in `room` px; widths measured once per name. */
+    fitLabel(ctx, code, room) {
+      const name = this.names[code];
+      let full = this.nameWidths[code];
+      if (full === undefined) full = this.nameWidths[code] = ctx.measureText(name).width;
+      if (full <= room) return name;
+      // "aten::layer_norm" -> "layer_norm" before cutting: the namespace says the least
+      const cut = name.lastIndexOf("::");
+      const short = cut > 0 ? name.slice(cut + 2) : name;
+      const w = short === name ? full : ctx.measureText(short).width;
+      if (w <= room) return short;
+      const chars = Math.floor(((room - 8) / w) * short.length);
+      return chars >= 2 ? short.slice(0, chars) + "…" : "";
     }
     drawSelectedBox(ctx, y, npp, x0) {
       const e = this.selected.event;
