@@ -105,7 +105,7 @@ class OpsPage:
 
     def sort_link(self, column: str) -> str:
         """Query string sorting by `column`; a second click on the sorted column flips the order."""
-        default_desc = column != "name"
+        default_desc = column not in ("name", "input_shapes")
         current = self.sort.lstrip("-+")
         if current == column:
             desc = not (self.sort.startswith("-") or (default_desc and not self.sort.startswith("+")))

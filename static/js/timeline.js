@@ -207,7 +207,10 @@
       window.addEventListener("mousemove", (e) => this._onMove(e));
       window.addEventListener("mouseup", (e) => this._onUp(e));
       this.canvas.addEventListener("mouseleave", () => { this.tip.style.display = "none"; this.hover = null; this.requestDraw(); });
+      this.held = new Map();
       document.addEventListener("keydown", (e) => this._onKey(e));
+      document.addEventListener("keyup", (e) => this.held.delete(e.key.toLowerCase()));
+      window.addEventListener("blur", () => this.held.clear());
       new ResizeObserver(() => this.resize()).observe(this.wrap);
     }
 
@@ -402,6 +405,13 @@
         for (let k = 1; k < 5; k++) {
           const xm = Math.round(this.xOf(t + (step * k) / 5));
           if (xm > GUTTER) ctx.fillRect(xm, RULER_H - 4, 1, 3);
+        }
+      }
+      if (this.matches.length) {  // where the search matches are, even when merged or off-screen rows
+        ctx.fillStyle = "#bf8700";
+        for (const m of this.matches) {
+          const x = this.xOf(m.ts);
+          if (x >= GUTTER && x <= W) ctx.fillRect(Math.round(x), RULER_H - 5, 2, 4);
         }
       }
       ctx.fillStyle = "#f6f8fa"; ctx.fillRect(0, 0, GUTTER, RULER_H);
@@ -688,15 +698,37 @@
       const tag = (e.target && e.target.tagName) || "";
       if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA" || e.ctrlKey || e.metaKey || e.altKey) return;
       const k = e.key.toLowerCase();
-      const x = this.mouse && this.mouse.x > GUTTER && this.mouse.x < this.width ? this.mouse.x : undefined;
-      if (k === "w") this.zoomAt(0.8, x);
-      else if (k === "s") this.zoomAt(1.25, x);
-      else if (k === "a") this.pan(-(this.end - this.start) * 0.15);
-      else if (k === "d") this.pan((this.end - this.start) * 0.15);
-      else if (k === "escape") { this.clearSelection(); this.clearRange(); }
-      else if (k === "/") { e.preventDefault(); this.searchBox.focus(); return; }
+      if (k === "w" || k === "a" || k === "s" || k === "d") {
+        e.preventDefault();
+        if (!e.repeat) { this.keyStep(k, 1); this.held.set(k, performance.now()); this.keyLoop(); }
+        return;
+      }
+      if (k === "escape") { this.clearSelection(); this.clearRange(); }
+      else if (k === "/") this.searchBox.focus();
       else return;
       e.preventDefault();
+    }
+    /** One W/A/S/D move; `amount` 1 is a key press, fractions are the frames of a held key. */
+    keyStep(k, amount) {
+      const x = this.mouse && this.mouse.x > GUTTER && this.mouse.x < this.width ? this.mouse.x : undefined;
+      const span = this.end - this.start;
+      if (k === "w") this.zoomAt(Math.pow(0.8, amount), x);
+      else if (k === "s") this.zoomAt(Math.pow(1.25, amount), x);
+      else if (k === "a") this.pan(-span * 0.15 * amount);
+      else if (k === "d") this.pan(span * 0.15 * amount);
+    }
+    /** Held keys move smoothly, frame by frame (like Perfetto), after a short delay. */
+    keyLoop() {
+      if (this.keyRaf) return;
+      let last = performance.now();
+      const tick = (now) => {
+        if (!this.held.size) { this.keyRaf = 0; return; }
+        const dt = Math.min(50, now - last);
+        last = now;
+        for (const [k, since] of this.held) if (now - since > 180) this.keyStep(k, dt / 60);
+        this.keyRaf = requestAnimationFrame(tick);
+      };
+      this.keyRaf = requestAnimationFrame(tick);
     }
     showTip(p, h) {
       const tip = this.tip;

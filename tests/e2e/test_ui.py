@@ -261,3 +261,19 @@ def test_drop_gzip_then_same_again_is_a_duplicate(page: Any, server: Any, traces
     page.evaluate(DROP_JS, [payload, "dropped_again.json.gz"])
     page.wait_for_function("() => document.querySelector('#uploads .upload')?.textContent.includes('already uploaded')")
     shot(page, "14-runs-drop-duplicate")
+
+
+def test_upload_a_folder_as_one_run(page: Any, server: Any, traces: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "capture"
+    for rank in (0, 1):
+        (folder / f"rank{rank}").mkdir(parents=True)
+        text = traces.hostile.read_text().replace("aten::mul", f"aten::folder_rank{rank}")
+        (folder / f"rank{rank}" / "trace.json").write_text(text)
+    page.goto(server.url + "/")
+    page.wait_for_selector("body[data-init='1']")
+    page.set_input_files("#folder-input", str(folder))
+    page.wait_for_selector("#uploads .upload:nth-child(1) .status.ready", timeout=60000)
+    assert "2 files" in page.inner_text("#uploads .upload:nth-child(1)")
+    run_id = page.get_attribute("#uploads .upload:nth-child(1)", "data-run")
+    run = server.state.store.get(run_id)
+    assert run.summary["slices"] == 2 * 12 and len(run.summary["artifacts"]) == 2
