@@ -34,6 +34,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log.warning("%d ingests were interrupted by the last shutdown; marked failed", interrupted)
     state = AppState(settings, store, IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes),
                      RunMemo())
+    state.worker.on_ready = state.warm
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -6,6 +6,7 @@ LRU; runs are immutable, so entries only leave on eviction or when the run is de
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from explorer.config import Settings
 from explorer.store.runs import RunStore
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class RunMemo:
@@ -68,3 +70,11 @@ class AppState:
                                         t(run_id, "flows"), origin_ns)
 
         return self.memo.get(run_id, "timeline", build)
+
+    def warm(self, run_id: str) -> None:
+        """Build a fresh run's timeline index now (ingest worker), not on its first view."""
+        try:
+            rec = self.store.get(run_id)
+            self.timeline_index(run_id, int(rec.summary.get("start_ns", 0)))
+        except Exception:  # a cache warm-up must never turn a good ingest into an error
+            log.exception("warming the timeline index of run %s failed", run_id)

@@ -13,6 +13,7 @@ import logging
 import re
 import secrets
 import shutil
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,6 +182,9 @@ class IngestWorker:
         self.store = store
         self.max_bytes = max_uncompressed_bytes
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="ingest")
+        # called with the run id once a run is ready, still on the worker thread (e.g. to warm caches
+        # so the first timeline view does not pay for building the run's index)
+        self.on_ready: Callable[[str], None] | None = None
 
     def submit(self, run_id: str, upload: Upload) -> Future[None]:
         return self._pool.submit(self._ingest, run_id, upload)
@@ -189,6 +193,8 @@ class IngestWorker:
         try:
             run_ingest(self.store, run_id, upload.paths, keep_failed=True, max_bytes=self.max_bytes)
             log.info("run %s ingested", run_id)
+            if self.on_ready is not None:
+                self.on_ready(run_id)
         except Exception as exc:  # the run is marked failed with the message; the server keeps serving
             log.warning("ingest of run %s failed: %s", run_id, exc)
         finally:
