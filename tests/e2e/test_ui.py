@@ -54,6 +54,7 @@ def test_upload_torch_trace_then_explore(page: Any, server: Any, traces: Any, sh
     shot(page, "01-runs-empty-upload")
     page.set_input_files("#file-input", str(traces.naive))
     page.wait_for_selector("#uploads .status.ready", timeout=60000)
+    page.wait_for_selector("#runs-table tr:has-text('rmsnorm_naive')")  # the table refreshes after ready
     row = page.locator("#runs-table tr", has_text="rmsnorm_naive")
     assert row.count() == 1
     assert "READY" in row.inner_text().upper()
