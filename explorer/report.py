@@ -139,6 +139,21 @@ class ComparePage:
     twin: str = ""
 
     @property
+    def metric(self) -> str:
+        return compare_metric(self.compare)
+
+    @property
+    def deltas(self) -> list[tuple[int, float | None]]:
+        """Per row: (last run - baseline, % change) in the headline's metric (device, or CPU time)."""
+        out: list[tuple[int, float | None]] = []
+        for row in self.compare["rows"]:
+            first, last = row["per_run"][0], row["per_run"][-1]
+            a = int(first[self.metric]) if first else 0
+            b = int(last[self.metric]) if last else 0
+            out.append((b - a, None if not first or not a else 100.0 * (b - a) / a))
+        return out
+
+    @property
     def headline(self) -> dict[str, Any]:
         """Totals per run and % change against the first, in device time (CPU time without a device)."""
         metric = compare_metric(self.compare)

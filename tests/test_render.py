@@ -113,6 +113,7 @@ def test_compare_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, s
     totals = [r["device_total_ns"] for r in page.compare["runs"]]
     assert page.headline["what"] == "device time" and page.headline["totals_ns"] == totals
     assert page.headline["pct_change"][1] == pytest.approx(100.0 * (totals[1] - totals[0]) / totals[0])
+    assert [d for d, _ in page.deltas] == [r["delta_device_ns"] for r in page.compare["rows"]]
     assert client.get(f"/compare?runs={runs['big']}").status_code == 400
 
 
