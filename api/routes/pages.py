@@ -7,11 +7,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from api.deps import AnyRunDep, RunDep, ShareRunDep, StateDep, get_ready_run
+from api.deps import AnyRunDep, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns
 from api.routes.runs import parse_csv
 from api.state import AppState
 from explorer.render import APP_SCRIPTS, make_environment
@@ -67,18 +67,26 @@ def runs_page(request: Request, state: StateDep, name: str = "", tag: str = "") 
     return _render(request, state, "runs.html", build_runs_page(state.store, name, tag))
 
 
+def _warm_timeline(state: AppState, run: RunRecord, background: BackgroundTasks) -> None:
+    """Build the run's timeline index after this response, so the timeline's first window is fast
+    (the overview is usually opened before the timeline)."""
+    background.add_task(state.timeline_index, run.id, origin_ns(run))
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def overview_page(request: Request, run: AnyRunDep, state: StateDep) -> HTMLResponse:
+def overview_page(request: Request, run: AnyRunDep, state: StateDep, background: BackgroundTasks) -> HTMLResponse:
     if run.status != "ready":
         return _not_ready(request, state, run)
+    _warm_timeline(state, run, background)
     return _render(request, state, "overview.html", build_overview(state.store, run.id, _breakdown(state, run.id)),
                    active="overview", plotly=True)
 
 
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse)
-def timeline_page(request: Request, run: AnyRunDep, state: StateDep) -> HTMLResponse:
+def timeline_page(request: Request, run: AnyRunDep, state: StateDep, background: BackgroundTasks) -> HTMLResponse:
     if run.status != "ready":
         return _not_ready(request, state, run)
+    _warm_timeline(state, run, background)
     return _render(request, state, "timeline.html", build_timeline_page(state.store, run.id), active="timeline")
 
 

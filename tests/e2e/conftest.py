@@ -217,6 +217,8 @@ def guard_page(page: Any, offline: bool = False) -> Guard:
 
     page.on("dialog", on_dialog)
     page.on("pageerror", lambda exc: guard.errors.append(str(exc)))
+    # console errors catch what is not an exception: CSP violations, failed loads of our own assets
+    page.on("console", lambda msg: guard.errors.append(f"console: {msg.text}") if msg.type == "error" else None)
     return guard
 
 
