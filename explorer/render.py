@@ -20,7 +20,7 @@ from explorer.demo import demo_note
 
 PLOTLY_JS = "vendor/plotly.min.js"
 # Classic scripts (not ES modules) so the offline report can inline them as they are.
-APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/timeline.js", "js/pages.js")
+APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/sources.js", "js/timeline.js", "js/panels.js", "js/pages.js")
 APP_STYLES = ("css/app.css",)
 
 

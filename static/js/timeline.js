@@ -1,7 +1,8 @@
 /* The timeline: a canvas renderer over level-of-detail windows.
 
-   Data comes from a source object: ApiSource (the explorer's REST API) or SnapshotSource (a LOD
-   snapshot embedded in the offline report). Panning and zooming redraw at once from the cached
+   Data comes from a source object (sources.js): ApiSource (the explorer's REST API) or SnapshotSource
+   (a LOD snapshot embedded in the offline report). The details, range and search panels are in
+   panels.js. Panning and zooming redraw at once from the cached
    window at the new transform; a debounced refetch follows when the cache no longer covers the
    view or its resolution is too coarse. All times are relative ns (offsets from the run origin). */
 (function () {
@@ -15,98 +16,6 @@
   const CHAR_W = 6.1;
   const GROUPINGS = ["lane", "device", "process", "thread", "instance"];
 
-  // ---- data sources -----------------------------------------------------------------------
-  class ApiSource {
-    constructor(runId) { this.prefix = "/api/runs/" + encodeURIComponent(runId); this.live = true; }
-    tracks() { return TE.api(this.prefix + "/tracks"); }
-    window(start, end, width) {
-      const q = "?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.ceil(end) + "&width_px=" + width;
-      return TE.api(this.prefix + "/timeline" + q);
-    }
-    event(id) { return TE.api(this.prefix + "/events/" + id); }
-    search(q) { return TE.api(this.prefix + "/search?limit=5000&q=" + encodeURIComponent(q)); }
-    ops(start, end) {
-      return TE.api(this.prefix + "/ops?limit=200&start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end));
-    }
-  }
-
-  /** The offline report: one LOD window over the whole span plus the tracks, nothing else. */
-  class SnapshotSource {
-    constructor(snapshot) { this.snap = snapshot; this.live = false; }
-    tracks() { return Promise.resolve(this.snap.tracks); }
-    window() { return Promise.resolve(this.snap.window); }
-    _find(id) {
-      for (const t of this.snap.window.tracks) {
-        const s = t.slices;
-        if (!s) continue;
-        const i = s.id.indexOf(id);
-        if (i >= 0) return { track: t, i: i };
-      }
-      return null;
-    }
-    _brief(id) {
-      const hit = this._find(id);
-      if (!hit) return null;
-      const s = hit.track.slices, i = hit.i, tr = this.snap.tracks.tracks.find((x) => x.track_id === hit.track.track_id);
-      return { slice_id: id, track_id: hit.track.track_id, lane: tr ? tr.lane : "", name: this.snap.window.names[s.name[i]],
-        ts_rel_ns: s.ts[i], dur_ns: s.dur[i], depth: s.depth[i] };
-    }
-    event(id) {
-      const me = this._brief(id);
-      if (!me) return Promise.reject(new Error("details of this event are not in the report"));
-      const chain = [Object.assign({ relation: "self", gap_ns: null }, me)];
-      const flows = this.snap.window.flows || [];
-      for (let cur = id, guard = 0; guard < 8; guard++) {  // upstream
-        const f = flows.find((x) => x.to === cur);
-        const b = f && this._brief(f.from);
-        if (!b) break;
-        chain.unshift(Object.assign({ relation: f.kind }, b)); cur = f.from;
-      }
-      for (let cur = id, guard = 0; guard < 8; guard++) {  // downstream
-        const f = flows.find((x) => x.from === cur);
-        const b = f && this._brief(f.to);
-        if (!b) break;
-        chain.push(Object.assign({ relation: f.kind }, b)); cur = f.to;
-      }
-      for (let i = 0; i < chain.length; i++) chain[i].gap_ns = i ? chain[i].ts_rel_ns - chain[i - 1].ts_rel_ns : null;
-      return Promise.resolve({ event: Object.assign({ args: {}, cat: "" }, me), parents: [], children: { count: 0, top: [] },
-        chain: chain, offline: true });
-    }
-    search(q) {
-      const needle = q.toLowerCase(), w = this.snap.window, names = w.names, matches = [];
-      const hitNames = new Set(names.map((n, i) => (n.toLowerCase().includes(needle) ? i : -1)).filter((i) => i >= 0));
-      const lanes = new Map(this.snap.tracks.tracks.map((t) => [t.track_id, t.lane]));
-      for (const t of w.tracks) {
-        const s = t.slices;
-        if (!s) continue;
-        for (let i = 0; i < s.id.length; i++) {
-          if (hitNames.has(s.name[i])) matches.push({ slice_id: s.id[i], name: names[s.name[i]], lane: lanes.get(t.track_id),
-            track_id: t.track_id, ts: s.ts[i], dur: s.dur[i] });
-        }
-      }
-      matches.sort((a, b) => a.ts - b.ts);
-      return Promise.resolve({ count: matches.length, matches: matches });
-    }
-    ops(start, end) {
-      // Offline: aggregate the framework slices of the snapshot that start in the range.
-      const w = this.snap.window, lanes = new Map(this.snap.tracks.tracks.map((t) => [t.track_id, t.lane]));
-      const by = new Map();
-      for (const t of w.tracks) {
-        const s = t.slices;
-        if (!s || lanes.get(t.track_id) !== "framework") continue;
-        for (let i = 0; i < s.id.length; i++) {
-          if (s.ts[i] < start || s.ts[i] > end) continue;
-          const n = w.names[s.name[i]];
-          const r = by.get(n) || { name: n, calls: 0, cpu_total_ns: 0, self_cpu_ns: null, device_total_ns: null };
-          r.calls++; r.cpu_total_ns += s.dur[i]; by.set(n, r);
-        }
-      }
-      const rows = Array.from(by.values()).sort((a, b) => b.cpu_total_ns - a.cpu_total_ns);
-      return Promise.resolve({ rows: rows, offline: true });
-    }
-  }
-  TE.ApiSource = ApiSource;
-  TE.SnapshotSource = SnapshotSource;
 
   function niceStep(raw) {
     const p = Math.pow(10, Math.floor(Math.log10(raw)));
@@ -752,139 +661,6 @@
       tip.style.top = (p.y + 18 + tip.offsetHeight > this.height ? p.y - tip.offsetHeight - 8 : p.y + 18) + "px";
     }
 
-    // -- selection and details -------------------------------------------------------------------
-    async select(id, center) {
-      let details;
-      try { details = await this.source.event(id); } catch (err) { this.showError(err); return; }
-      this.selected = details;
-      this.renderDetails(details);
-      if (center) {
-        const e = details.event, span = this.end - this.start;
-        if (e.dur_ns > span * 0.8 || e.dur_ns * 200 < span) this.setWindow(e.ts_rel_ns - e.dur_ns * 1.5, e.ts_rel_ns + e.dur_ns * 2.5);
-        else this.setWindow(e.ts_rel_ns + e.dur_ns / 2 - span / 2, e.ts_rel_ns + e.dur_ns / 2 + span / 2);
-        this.scrollToTrack(e.track_id);
-      }
-      this.saveUrl();
-      this.requestDraw();
-      this.container.dataset.selected = String(id);
-    }
-    scrollToTrack(tid) {
-      const row = this.rowOfTrack.get(tid);
-      if (!row) return;
-      const top = this.scroll.scrollTop, h = this.height - RULER_H;
-      if (row.y < top || row.y + ROW_H > top + h) this.scroll.scrollTop = Math.max(0, row.y - h / 3);
-    }
-    clearSelection() {
-      if (!this.selected) return;
-      this.selected = null;
-      this.side.classList.remove("open");
-      this.container.dataset.selected = "";
-      this.saveUrl(); this.requestDraw();
-      requestAnimationFrame(() => this.resize());
-    }
-    renderDetails(d) {
-      const el = TE.el, e = d.event, side = this.side;
-      side.textContent = "";
-      const trackLabel = (tid) => { const r = this.rowOfTrack.get(tid); return r ? r.track.label : String(tid); };
-      const kv = (pairs) => el("table", { class: "kv" }, el("tbody", null, ...pairs.filter((p) => p[1] !== null && p[1] !== undefined && p[1] !== "" && p[1] !== -1)
-        .map(([k, v]) => el("tr", null, el("td", null, k), el("td", null, String(v))))));
-      side.append(
-        el("div", { class: "toolbar" }, el("span", { class: "pill" }, el("span", { class: "lane-dot", style: "background:" + (TE.LANE_COLORS[e.lane] || "#999") }), e.lane || ""),
-          el("span", { class: "spacer" }),
-          el("button", { class: "small", onclick: () => this.select(e.slice_id, true) }, "zoom to"),
-          el("button", { class: "small", title: "close (Esc)", onclick: () => this.clearSelection() }, "✕")),
-        el("h2", { id: "tl-detail-name" }, e.name),
-        kv([["duration", TE.fmtNs(e.dur_ns)], ["start", TE.fmtNs(e.ts_rel_ns) + " after run start"], ["category", e.cat],
-          ["track", trackLabel(e.track_id)], ["depth", e.depth], ["correlation", e.correlation], ["external id", e.external_id],
-          ["slice id", e.slice_id]]));
-      if (d.offline) side.append(el("p", { class: "muted" }, "Offline report: args and parents need the server."));
-      const args = e.args || {};
-      if (Object.keys(args).length) {
-        side.append(el("h3", null, "Args"), kv(Object.entries(args).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)])));
-      }
-      if (d.parents && d.parents.length) {
-        side.append(el("h3", null, "Parents"), el("ul", { class: "chain" }, ...d.parents.map((p) =>
-          el("li", { onclick: () => this.select(p.slice_id, true) }, el("div", { class: "c-name" }, p.name),
-            el("div", { class: "c-meta" }, p.lane + " · " + TE.fmtNs(p.dur_ns))))));
-      }
-      if (d.chain && d.chain.length > 1) {
-        const items = [];
-        d.chain.forEach((c, i) => {
-          if (i && c.gap_ns !== null && c.gap_ns !== undefined) items.push(el("div", { class: "gap" }, "↓ gap " + TE.fmtNs(c.gap_ns, 1)));
-          items.push(el("li", { class: c.relation === "self" ? "self" : "", style: "border-left-color:" + (TE.LANE_COLORS[c.lane] || "#999"),
-            onclick: () => this.select(c.slice_id, true) },
-            el("div", { class: "c-name" }, c.name), el("div", { class: "c-meta" }, c.lane + " · " + c.relation + " · " + TE.fmtNs(c.dur_ns))));
-        });
-        side.append(el("h3", null, "Linked across lanes"), el("ul", { class: "chain", id: "tl-chain" }, ...items));
-      }
-      if (d.children && d.children.count) {
-        side.append(el("h3", null, "Children (" + d.children.count + ")"), el("ul", { class: "chain" }, ...d.children.top.map((c) =>
-          el("li", { onclick: () => this.select(c.slice_id, true) }, el("div", { class: "c-name" }, c.name),
-            el("div", { class: "c-meta" }, TE.fmtNs(c.dur_ns))))));
-      }
-      const wasOpen = side.classList.contains("open");
-      side.classList.add("open");
-      if (!wasOpen) requestAnimationFrame(() => this.resize());
-    }
-
-    // -- box selection ---------------------------------------------------------------------------
-    async setRange(a, b) {
-      this.range = [a, b];
-      const el = TE.el, panel = this.rangePanel;
-      panel.textContent = "";
-      const head = el("div", { class: "head" }, el("strong", { id: "tl-range-dur" }, "Range " + TE.fmtNs(b - a)),
-        el("span", { class: "muted" }, TE.fmtNs(a) + " – " + TE.fmtNs(b)),
-        el("button", { class: "small", onclick: () => this.setWindow(a, b) }, "zoom to range"),
-        el("span", { class: "spacer" }), el("button", { class: "small", onclick: () => this.clearRange() }, "✕"));
-      panel.append(head);
-      panel.classList.add("open");
-      this.requestDraw();
-      requestAnimationFrame(() => this.resize());
-      let res;
-      try { res = await this.source.ops(a, b); } catch (err) { panel.append(el("p", { class: "muted" }, err.message)); return; }
-      const cols = [["name", "op"], ["calls", "calls"], ["cpu_total_ns", "CPU total"], ["self_cpu_ns", "self CPU"], ["device_total_ns", "device total"]];
-      const rows = res.rows.slice(0, 100);
-      panel.append(el("table", { class: "data", id: "tl-range-ops" },
-        el("thead", null, el("tr", null, ...cols.map(([k, t]) => el("th", { class: k === "name" ? "" : "num" }, t)))),
-        el("tbody", null, ...(rows.length ? rows.map((r) => el("tr", null, ...cols.map(([k]) => el("td", { class: k === "name" ? "name" : "num" },
-          k === "name" ? r.name : k === "calls" ? TE.fmtInt(r.calls) : (r[k] === null || r[k] === undefined ? "–" : TE.fmtNs(r[k])))))) :
-          [el("tr", null, el("td", { colspan: "5", class: "muted" }, "no ops start in this range"))]))));
-    }
-    clearRange() {
-      if (!this.range) return;
-      this.range = null;
-      this.rangePanel.classList.remove("open");
-      this.requestDraw();
-      requestAnimationFrame(() => this.resize());
-    }
-
-    // -- search ----------------------------------------------------------------------------------
-    async search(q, dir) {
-      if (q !== this.query || !this.matchesLoaded) {
-        this.query = q;
-        this.matches = []; this.matchIdx = -1; this.matchIds = new Set(); this.matchesLoaded = false;
-        if (!q) { this.matchInfo.textContent = ""; this.saveUrl(); this.requestDraw(); return; }
-        let res;
-        try { res = await this.source.search(q); } catch (err) { this.matchInfo.textContent = err.message; return; }
-        this.matches = res.matches;
-        this.matchIds = new Set(res.matches.map((m) => m.slice_id));
-        this.matchesLoaded = true;
-        this.saveUrl();
-      }
-      if (!this.matches.length) { this.matchInfo.textContent = "no matches"; this.requestDraw(); return; }
-      if (dir) this.jump(dir);
-      else this.matchInfo.textContent = this.matches.length + " matches";
-      this.requestDraw();
-    }
-    jump(dir) {
-      const n = this.matches.length;
-      if (!n) return;
-      this.matchIdx = this.matchIdx < 0 ? (dir > 0 ? 0 : n - 1) : (this.matchIdx + dir + n) % n;
-      const m = this.matches[this.matchIdx];
-      this.matchInfo.textContent = (this.matchIdx + 1) + " / " + n;
-      this.select(m.slice_id, true);
-    }
-
     // -- URL state -------------------------------------------------------------------------------
     loadUrl() {
       const p = new URLSearchParams(location.search);
@@ -910,6 +686,7 @@
   }
 
   TE.Timeline = Timeline;
+  TE.TL = { RULER_H: RULER_H, ROW_H: ROW_H, GUTTER: GUTTER };
   /** Mount a timeline into `container`; returns it once its first window is painted. */
   TE.mountTimeline = async function (container, source, opts) {
     const tl = new Timeline(container, source, opts);
