@@ -28,6 +28,15 @@ def label(text: str, limit: int = MAX_LABEL) -> str:
     return html.escape(short, quote=False)
 
 
+def time_unit(max_ns: float) -> tuple[str, float]:
+    """The axis unit for values up to `max_ns`: µs (the profiler's unit) until 10 ms, then ms, then s."""
+    if max_ns >= 1e10:
+        return "s", 1e9
+    if max_ns >= 1e7:
+        return "ms", 1e6
+    return "µs", 1e3
+
+
 def _layout(title: str, height: int, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "title": {"text": html.escape(title, quote=False), "x": 0, "xanchor": "left", "font": {"size": 13}},
@@ -49,18 +58,19 @@ def make_lane_breakdown_figure(breakdown: Mapping[str, Any]) -> dict[str, Any]:
     """Busy vs idle time per lane (stacked horizontal bars), from the breakdown analysis."""
     lanes = [row for row in breakdown.get("lanes", []) if row.get("lane") != "counter"]
     names = [str(r["lane"]) for r in lanes]
-    busy = [r["busy_ns"] / 1e3 for r in lanes]
-    idle = [r["idle_ns"] / 1e3 for r in lanes]
+    unit, scale = time_unit(max((r["busy_ns"] + r["idle_ns"] for r in lanes), default=0))
+    busy = [r["busy_ns"] / scale for r in lanes]
+    idle = [r["idle_ns"] / scale for r in lanes]
     pct = [f"{r.get('busy_pct', 0.0):.1f} % busy" for r in lanes]
     data = [
         {"type": "bar", "orientation": "h", "name": "busy", "y": names, "x": busy, "text": pct,
          "textposition": "inside", "insidetextanchor": "start",
          "marker": {"color": [LANE_COLORS.get(n, "#9c9c9c") for n in names]},
-         "hovertemplate": "%{y}: %{x:,.1f} µs busy<extra></extra>"},
+         "hovertemplate": "%{y}: %{x:,.1f} " + unit + " busy<extra></extra>"},
         {"type": "bar", "orientation": "h", "name": "idle", "y": names, "x": idle,
-         "marker": {"color": "#e6e8eb"}, "hovertemplate": "%{y}: %{x:,.1f} µs idle<extra></extra>"},
+         "marker": {"color": "#e6e8eb"}, "hovertemplate": "%{y}: %{x:,.1f} " + unit + " idle<extra></extra>"},
     ]
-    layout = _layout("Lane busy / idle (µs)", 60 + 34 * max(1, len(names)), barmode="stack")
+    layout = _layout(f"Lane busy / idle ({unit})", 60 + 34 * max(1, len(names)), barmode="stack")
     layout["yaxis"] = {**layout["yaxis"], "autorange": "reversed"}
     return {"data": data, "layout": layout}
 
@@ -70,14 +80,15 @@ def make_top_ops_figure(rows: Sequence[Mapping[str, Any]], metric: str = "device
     """Horizontal bars of the `top` ops by `metric` (a *_ns column of the op table)."""
     chosen = sorted((r for r in rows if r.get(metric, 0) > 0), key=lambda r: -r[metric])[:top]
     names = [label(str(r["name"])) for r in chosen]
-    values = [r[metric] / 1e3 for r in chosen]
+    unit, scale = time_unit(max((r[metric] for r in chosen), default=0))
+    values = [r[metric] / scale for r in chosen]
     color = LANE_COLORS["hardware"] if "device" in metric else LANE_COLORS["framework"]
     pretty = {"device_total_ns": "device time", "self_device_ns": "self device time",
               "cpu_total_ns": "CPU time", "self_cpu_ns": "self CPU time"}.get(metric, metric)
     data = [{"type": "bar", "orientation": "h", "y": names, "x": values, "marker": {"color": color},
              "customdata": [r.get("calls", 0) for r in chosen],
-             "hovertemplate": "%{y}<br>%{x:,.1f} µs, %{customdata} calls<extra></extra>"}]
-    layout = _layout(title or f"Top ops by {pretty} (µs)", 70 + 22 * max(1, len(names)))
+             "hovertemplate": "%{y}<br>%{x:,.1f} " + unit + ", %{customdata} calls<extra></extra>"}]
+    layout = _layout(title or f"Top ops by {pretty} ({unit})", 70 + 22 * max(1, len(names)))
     layout["yaxis"] = {**layout["yaxis"], "autorange": "reversed", "type": "category"}
     return {"data": data, "layout": layout}
 
@@ -98,13 +109,15 @@ def make_compare_figure(compare: Mapping[str, Any], top: int = 12) -> dict[str, 
 
     rows = sorted((r for r in rows if weight(r) > 0), key=lambda r: -weight(r))[:top]
     names = [label(str(r["name"]), 32) for r in rows]
+    unit, scale = time_unit(max((weight(r) for r in rows), default=0))
     data = []
     for i, run in enumerate(runs):
-        values = [(r["per_run"][i][metric] / 1e3 if r["per_run"][i] else 0.0) for r in rows]
+        values = [(r["per_run"][i][metric] / scale if r["per_run"][i] else 0.0) for r in rows]
         data.append({"type": "bar", "name": label(str(run.get("name") or run["id"]), 40), "x": names,
                      "y": values, "marker": {"color": RUN_COLORS[i % len(RUN_COLORS)]},
-                     "hovertemplate": "%{x}<br>%{y:,.1f} µs<extra>%{fullData.name}</extra>"})
-    title = "Device time per op (µs)" if metric == "device_total_ns" else "CPU time per op (µs), no device time"
+                     "hovertemplate": "%{x}<br>%{y:,.1f} " + unit + "<extra>%{fullData.name}</extra>"})
+    title = (f"Device time per op ({unit})" if metric == "device_total_ns"
+             else f"CPU time per op ({unit}), no device time")
     layout = _layout(title, 340, barmode="group", showlegend=True,
                      legend={"orientation": "h", "y": 1.12, "x": 1, "xanchor": "right"})
     layout["xaxis"] = {**layout["xaxis"], "type": "category", "tickangle": -30}

@@ -20,7 +20,7 @@ from markupsafe import Markup
 from explorer import __version__
 from explorer.analysis.breakdown import compute_breakdown
 from explorer.analysis.compare import RunOps, compute_compare
-from explorer.analysis.lod import build_timeline_index, compute_window
+from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
 from explorer.charts import (
     compare_metric,
     make_compare_figure,
@@ -205,7 +205,7 @@ def build_overview(store: RunStore, run_id: str, breakdown: dict[str, Any] | Non
                "top_device": make_top_ops_figure(top_device, "device_total_ns"),
                "top_cpu": make_top_ops_figure(top_cpu, "cpu_total_ns")}
     if not top_device:  # a host-only profile: self CPU time says more than an empty device chart
-        figures["top_device"] = make_top_ops_figure(rows, "self_cpu_ns", title="No device time: top ops by self CPU (µs)")
+        figures["top_device"] = make_top_ops_figure(rows, "self_cpu_ns", title="No device time: top ops by self CPU")
     return OverviewPage(run_json(rec), bd, top_device, top_cpu, figures, f"/api/runs/{run_id}")
 
 
@@ -247,20 +247,23 @@ def build_tracks(store: RunStore, run_id: str) -> dict[str, Any]:
     return {"origin_ns": int(rec.summary["start_ns"]), "tracks": store.table(run_id, "tracks").to_pylist()}
 
 
-def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_PX) -> dict[str, Any]:
-    """The LOD window of the whole span plus the tracks: what the offline timeline draws."""
+def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_PX,
+                   index: TimelineIndex | None = None) -> dict[str, Any]:
+    """The LOD window of the whole span plus the tracks: what the offline timeline draws. A server
+    passes its cached `index`; without one it is built here."""
     rec = store.require_ready(run_id)
     origin, span = int(rec.summary["start_ns"]), max(int(rec.summary["span_ns"]), 1)
     t = store.table
-    ix = build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"), t(run_id, "flows"),
-                              origin)
+    ix = index or build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"),
+                                       t(run_id, "flows"), origin)
     return {"span_ns": span, "tracks": build_tracks(store, run_id),
             "window": compute_window(ix, 0, span, width_px)}
 
 
-def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = None) -> ReportPage:
+def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = None,
+                 index: TimelineIndex | None = None) -> ReportPage:
     return ReportPage(overview or build_overview(store, run_id), build_ops_page(store, run_id),
-                      build_snapshot(store, run_id))
+                      build_snapshot(store, run_id, index=index))
 
 
 # ---- rendering --------------------------------------------------------------------------------

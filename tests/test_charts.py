@@ -13,6 +13,7 @@ from explorer.charts import (
     make_compare_figure,
     make_lane_breakdown_figure,
     make_top_ops_figure,
+    time_unit,
 )
 
 
@@ -75,3 +76,14 @@ def test_compare_falls_back_to_cpu_time_without_a_device() -> None:
     fig = make_compare_figure(data)
     assert fig["data"][0]["y"] == [5.0, 0.0]
     assert "CPU" in fig["layout"]["title"]["text"]
+
+
+@pytest.mark.parametrize(("max_ns", "unit"), [(0, "µs"), (2_355_000, "µs"), (10_000_000, "ms"), (9e9, "ms"),
+                                              (1.5e10, "s")])
+def test_time_unit(max_ns: float, unit: str) -> None:
+    assert time_unit(max_ns)[0] == unit
+
+
+def test_long_runs_plot_in_milliseconds() -> None:
+    fig = make_top_ops_figure([op("a", 25_000_000, 1)], "device_total_ns")
+    assert fig["data"][0]["x"] == [25.0] and "(ms)" in fig["layout"]["title"]["text"]

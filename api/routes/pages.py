@@ -54,9 +54,9 @@ def _breakdown(state: AppState, run_id: str) -> dict[str, Any]:
     return state.memo.get(run_id, "breakdown", lambda: compute_run_breakdown(state.store, run_id))
 
 
-def _report_html(state: AppState, run_id: str, readonly: bool, twin: str = "") -> str:
-    ov = build_overview(state.store, run_id, _breakdown(state, run_id))
-    base = build_report(state.store, run_id, overview=ov)
+def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = "") -> str:
+    ov = build_overview(state.store, run.id, _breakdown(state, run.id))
+    base = build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run)))
     report = ReportPage(base.overview, base.ops, base.snapshot, readonly=readonly, twin=twin)
     env = templates_for(state.settings.templates_dir).env
     return render_report(report, env, state.settings.static_dir)
@@ -112,11 +112,11 @@ def report_page(run: RunDep, state: StateDep, download: bool = False) -> Respons
     """The self-contained report (the same file `trace-explorer report` writes)."""
     if download:  # a file to keep: no links back to this server
         headers = {"Content-Disposition": f'attachment; filename="report-{run.id}.html"'}
-        return HTMLResponse(_report_html(state, run.id, readonly=False), headers=headers)
-    return HTMLResponse(_report_html(state, run.id, readonly=False, twin=f"/api/runs/{run.id}"))
+        return HTMLResponse(_report_html(state, run, readonly=False), headers=headers)
+    return HTMLResponse(_report_html(state, run, readonly=False, twin=f"/api/runs/{run.id}"))
 
 
 @router.get("/s/{token}", response_class=HTMLResponse)
 def share_page(token: str, run: ShareRunDep, state: StateDep) -> HTMLResponse:
     """What a share link opens: the run's report, read-only."""
-    return HTMLResponse(_report_html(state, get_ready_run(run).id, readonly=True, twin=f"/api/s/{token}"))
+    return HTMLResponse(_report_html(state, get_ready_run(run), readonly=True, twin=f"/api/s/{token}"))
