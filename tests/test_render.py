@@ -209,3 +209,12 @@ def test_plotly_is_served_locally(app_runs: tuple[TestClient, dict[str, str]]) -
     assert '<script src="/static/vendor/plotly.min.js">' in html
     resp = client.get("/static/vendor/plotly.min.js")
     assert resp.status_code == 200 and len(resp.content) > 1_000_000
+
+
+def test_pages_work_behind_a_path_prefix(tmp_path: Path) -> None:
+    # the prefix as the server passes it (uvicorn --root-path): scope["root_path"]
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    with TestClient(app, root_path="/te") as client:
+        html = client.get("/").text
+    assert 'href="/te/static/css/app.css"' in html and 'data-base="/te"' in html
+    assert 'href="/te/api/runs"' in html
