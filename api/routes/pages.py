@@ -3,6 +3,7 @@ is what the page's JSON twin returns. No SQL, no plotly, no formatting here (STY
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,6 @@ from api.state import AppState
 from explorer.render import APP_SCRIPTS, make_environment
 from explorer.report import (
     NotReadyPage,
-    ReportPage,
     build_compare_page,
     build_ops_page,
     build_overview,
@@ -56,8 +56,8 @@ def _breakdown(state: AppState, run_id: str) -> dict[str, Any]:
 
 def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = "") -> str:
     ov = build_overview(state.store, run.id, _breakdown(state, run.id))
-    base = build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run)))
-    report = ReportPage(base.overview, base.ops, base.snapshot, readonly=readonly, twin=twin)
+    report = replace(build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run))),
+                     readonly=readonly, twin=twin)
     env = templates_for(state.settings.templates_dir).env
     return render_report(report, env, state.settings.static_dir)
 
@@ -102,8 +102,6 @@ def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-de
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, state: StateDep, runs: str = "") -> HTMLResponse:
     ids = parse_csv(runs, "runs") or []
-    for run_id in ids:
-        get_ready_run(state.store.get(run_id))
     return _render(request, state, "compare.html", build_compare_page(state.store, ids), plotly=True)
 
 
