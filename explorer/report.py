@@ -36,7 +36,7 @@ from explorer.store.runs import RunStore
 
 SNAPSHOT_WIDTH_PX = 4000
 TOP_OPS = 15
-LANES = ("framework", "runtime", "hardware")
+TEXT_COLUMNS = ("name", "input_shapes")
 
 
 def run_links(run_id: str) -> dict[str, str]:
@@ -103,14 +103,15 @@ class OpsPage:
     figure: dict[str, Any]
     twin: str = ""
 
+    @property
+    def descending(self) -> bool:
+        """load_ops' rule: `-col` descending, `+col` ascending, a bare column descending unless `name`."""
+        return self.sort.startswith("-") or (self.sort.lstrip("-+") != "name" and not self.sort.startswith("+"))
+
     def sort_link(self, column: str) -> str:
-        """Query string sorting by `column`; a second click on the sorted column flips the order."""
-        default_desc = column not in ("name", "input_shapes")
-        current = self.sort.lstrip("-+")
-        if current == column:
-            desc = not (self.sort.startswith("-") or (default_desc and not self.sort.startswith("+")))
-        else:
-            desc = default_desc
+        """Query string sorting by `column`: numbers first descending, text ascending; the sorted
+        column flips."""
+        desc = not self.descending if self.sort.lstrip("-+") == column else column not in TEXT_COLUMNS
         return "?" + self.query(sort=("-" if desc else "+") + column)
 
     def query(self, **override: Any) -> str:
@@ -156,7 +157,7 @@ class ComparePage:
     @property
     def headline(self) -> dict[str, Any]:
         """Totals per run and % change against the first, in device time (CPU time without a device)."""
-        metric = compare_metric(self.compare)
+        metric = self.metric
         totals = [int(r[metric]) for r in self.compare["runs"]]
         pcts = [None if not totals[0] else 100.0 * (t - totals[0]) / totals[0] for t in totals]
         return {"what": "device time" if metric == "device_total_ns" else "CPU time", "totals_ns": totals,
