@@ -428,11 +428,12 @@
       ctx.strokeStyle = "#0a0a0a"; ctx.lineWidth = 2;
       ctx.strokeRect(xa, y + (e.depth || 0) * ROW_H + 1, w, ROW_H - 2);
     }
+    /** A counter as a step area chart from zero (or its minimum, when negative) to its maximum. */
     drawCounter(ctx, r, y, W, npp, x0) {
       const td = this.trackData.get(r.track.track_id);
-      if (td && td.counter && td.counter.ts.length) {
-        const c = td.counter;
-        let max = 0, min = 0;
+      const c = td && td.counter && td.counter.ts.length ? td.counter : null;
+      let max = 0, min = 0;
+      if (c) {
         for (let i = 0; i < c.value.length; i++) { if (c.value[i] > max) max = c.value[i]; if (c.value[i] < min) min = c.value[i]; }
         const range = max - min || 1, h = r.h - 4, base = y + 2 + h;
         ctx.save();
@@ -449,13 +450,11 @@
         ctx.fillStyle = "rgba(176,122,161,.35)"; ctx.fill();
         ctx.strokeStyle = "#b07aa1"; ctx.lineWidth = 1; ctx.stroke();
         ctx.restore();
-        ctx.fillStyle = "#656d76";
-        this._counterMax = max;
       }
       this.drawLabel(ctx, r, y);
-      if (td && td.counter && td.counter.value.length) {
-        let max = -Infinity; for (const v of td.counter.value) if (v > max) max = v;
-        ctx.fillStyle = "#656d76"; ctx.fillText("max " + (Math.abs(max) >= 1e4 ? max.toExponential(2) : +max.toFixed(2)), 14, y + r.h - 8);
+      if (c) {
+        ctx.fillStyle = "#656d76";
+        ctx.fillText("max " + (Math.abs(max) >= 1e4 ? max.toExponential(2) : +max.toFixed(2)), 14, y + r.h - 8);
       }
     }
     chainBox(item) {
