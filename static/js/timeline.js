@@ -73,7 +73,6 @@
       this.range = null;         // [start, end] of a box selection
       this.drawPending = false;
       this.fetchSeq = 0;
-      this.frames = 0;
       this.mouse = null;
       this._build();
     }
@@ -244,7 +243,6 @@
       this.setData(w);
       if (first) {
         this.drawNow();
-        this.firstPaintMs = performance.now();
         this.container.dataset.ready = "1";
         if (window.performance && performance.mark) performance.mark("tl-first-paint");
       }
@@ -272,7 +270,6 @@
     drawNow() {
       const ctx = this.ctx, W = this.width, H = this.height;
       if (!W || !H) return;
-      this.frames++;
       ctx.setTransform(this.dpr, 0, 0, this.dpr, 0, 0);
       ctx.clearRect(0, 0, W, H);
       ctx.font = FONT;
