@@ -79,7 +79,9 @@ def make_top_ops_figure(rows: Sequence[Mapping[str, Any]], metric: str = "device
                         title: str | None = None) -> dict[str, Any]:
     """Horizontal bars of the `top` ops by `metric` (a *_ns column of the op table)."""
     chosen = sorted((r for r in rows if r.get(metric, 0) > 0), key=lambda r: -r[metric])[:top]
-    names = [label(str(r["name"])) for r in chosen]
+    # per input shape, one name has several rows: the shapes tell the bars apart
+    names = [label(f"{r['name']} {r['input_shapes']}" if r.get("input_shapes") else str(r["name"]), 64)
+             for r in chosen]
     unit, scale = time_unit(max((r[metric] for r in chosen), default=0))
     values = [r[metric] / scale for r in chosen]
     color = LANE_COLORS["hardware"] if "device" in metric else LANE_COLORS["framework"]

@@ -87,3 +87,10 @@ def test_time_unit(max_ns: float, unit: str) -> None:
 def test_long_runs_plot_in_milliseconds() -> None:
     fig = make_top_ops_figure([op("a", 25_000_000, 1)], "device_total_ns")
     assert fig["data"][0]["x"] == [25.0] and "(ms)" in fig["layout"]["title"]["text"]
+
+
+def test_top_ops_by_shape_keep_rows_apart() -> None:
+    rows = [{**op("aten::mul", 0, 300), "input_shapes": "[[64, 512], [512]]"},
+            {**op("aten::mul", 0, 100), "input_shapes": "[[64, 512], [64, 1]]"}]
+    fig = make_top_ops_figure(rows, "self_cpu_ns")
+    assert fig["data"][0]["y"] == ["aten::mul [[64, 512], [512]]", "aten::mul [[64, 512], [64, 1]]"]
