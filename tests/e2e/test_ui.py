@@ -200,6 +200,11 @@ def test_runs_rename_tag_delete(page: Any, server: Any, traces: Any, tmp_path: P
 
 def test_timeline_linked_chain_and_range(page: Any, server: Any, shot: Any) -> None:
     rid = server.runs["synth"]
+    page.goto(f"{server.url}/runs/{rid}")
+    page.wait_for_selector("#fig-lanes .main-svg")
+    page.wait_for_selector("#fig-top-device .main-svg")
+    assert "hardware" in page.inner_text("#cards").lower() and page.locator("#gaps tbody tr").count() > 0
+    shot(page, "03b-overview-three-lanes", full_page=True)
     page.goto(f"{server.url}/runs/{rid}/timeline")
     wait_timeline(page)
     for _ in range(4):
@@ -231,6 +236,7 @@ def test_timeline_linked_chain_and_range(page: Any, server: Any, shot: Any) -> N
     page.select_option("#tl-group", "thread")
     page.wait_for_url(re.compile(r"group=thread"))
     assert page.evaluate("() => window.__timeline.rows.filter(r => r.kind === 'header').length") >= 2
+    shot(page, "09b-timeline-group-thread")
     page.select_option("#tl-group", "lane")
     header = page.evaluate("() => window.__timeline.rows.find(r => r.kind === 'header' && r.key === 'runtime').y")
     before = page.evaluate("() => window.__timeline.rows.length")
