@@ -1,22 +1,15 @@
-"""JSON shapes of catalog records (runs, shares) as docs/API.md defines them; no computation."""
+"""JSON shapes of catalog records (runs, shares) as docs/API.md defines them; no computation.
+
+A run's shape is defined once, in explorer.report (pages and the offline report use it too)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from explorer.store.catalog import RunRecord, ShareRecord
+from explorer.report import run_json, run_links
+from explorer.store.catalog import ShareRecord
 
-
-def run_links(run_id: str) -> dict[str, str]:
-    api = f"/api/runs/{run_id}"
-    return {"self": api, "page": f"/runs/{run_id}", "tracks": f"{api}/tracks", "timeline": f"{api}/timeline",
-            "ops": f"{api}/ops", "breakdown": f"{api}/breakdown", "search": f"{api}/search", "sql": f"{api}/sql"}
-
-
-def run_json(rec: RunRecord) -> dict[str, Any]:
-    return {"id": rec.id, "name": rec.name, "status": rec.status, "progress": rec.progress,
-            "message": rec.message, "tags": rec.tags, "created_at": rec.created_at, "sha256": rec.sha256,
-            "source": rec.source, "summary": rec.summary, "links": run_links(rec.id)}
+__all__ = ["run_json", "run_links", "share_json"]
 
 
 def share_json(share: ShareRecord) -> dict[str, Any]:

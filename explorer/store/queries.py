@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.errors import BadRequest
@@ -18,6 +19,11 @@ def load_ops(store: RunStore, run_id: str, sort: str = "device_total_ns", limit:
     """Op table rows. `sort` is a column, `-column` for descending (numbers sort descending by default)."""
     store.require_ready(run_id)
     table = store.table(run_id, "op_stats_by_shape" if by_shape else "op_stats")
+    return sort_op_rows(table, sort, limit, name_filter)
+
+
+def sort_op_rows(table: pa.Table, sort: str, limit: int | None = None, name_filter: str = "") -> list[dict[str, Any]]:
+    """Filter (substring of the name, any case), sort and cut an op table into rows."""
     if name_filter:
         table = table.filter(pc.match_substring(table.column("name"), name_filter, ignore_case=True))
     key = sort.lstrip("-+")

@@ -7,12 +7,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from explorer.analysis.ops import compute_op_stats
-from explorer.errors import BadRequest
-from explorer.store.queries import OP_COLUMNS
+from explorer.store.queries import sort_op_rows
 from explorer.store.runs import CACHED_SLICE_COLUMNS, RunStore
 
 
@@ -34,7 +32,7 @@ def load_ops_in_range(store: RunStore, run_id: str, start_ns: int, end_ns: int, 
         table = store.table(run_id, "op_stats_by_shape" if by_shape else "op_stats")
     else:
         table = _restricted(slices, inside, by_shape)
-    return _sorted_rows(table, sort, limit, name_filter)
+    return sort_op_rows(table, sort, limit, name_filter)
 
 
 def _restricted(slices: pa.Table, inside: np.ndarray, by_shape: bool) -> pa.Table:
@@ -48,17 +46,3 @@ def _restricted(slices: pa.Table, inside: np.ndarray, by_shape: bool) -> pa.Tabl
     table = table.set_column(table.schema.get_field_index("lane"), "lane", pa.array(lane, pa.string()))
     by_name, by_shape_table = compute_op_stats(table)
     return by_shape_table if by_shape else by_name
-
-
-def _sorted_rows(table: pa.Table, sort: str, limit: int | None, name_filter: str) -> list[dict[str, Any]]:
-    if name_filter:
-        table = table.filter(pc.match_substring(table.column("name"), name_filter, ignore_case=True))
-    key = sort.lstrip("-+")
-    if key not in OP_COLUMNS:
-        raise BadRequest(f"cannot sort by {sort!r}; columns: {', '.join(OP_COLUMNS)}")
-    descending = sort.startswith("-") or (key != "name" and not sort.startswith("+"))
-    table = table.sort_by([(key, "descending" if descending else "ascending"), ("name", "ascending")])
-    if limit is not None:
-        table = table.slice(0, max(0, limit))
-    rows: list[dict[str, Any]] = table.to_pylist()
-    return rows
