@@ -205,6 +205,12 @@ def test_timeline_linked_chain_and_range(page: Any, server: Any, shot: Any) -> N
     page.wait_for_selector("#fig-top-device .main-svg")
     assert "hardware" in page.inner_text("#cards").lower() and page.locator("#gaps tbody tr").count() > 0
     shot(page, "03b-overview-three-lanes", full_page=True)
+    # a device gap's link opens the timeline on that gap
+    href = page.get_attribute("#gaps tbody tr:first-child a", "href")
+    page.click("#gaps tbody tr:first-child a")
+    wait_timeline(page)
+    want = [float(v) for v in re.findall(r"(?:start|end)=(-?\d+)", href)]
+    assert page.evaluate("() => [window.__timeline.start, window.__timeline.end]") == pytest.approx(want, abs=1)
     page.goto(f"{server.url}/runs/{rid}/timeline")
     wait_timeline(page)
     for _ in range(4):
