@@ -16,8 +16,9 @@ import tarfile
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO
 
@@ -220,6 +221,15 @@ def _copy_bounded(src: IO[bytes], target: Path, name: str, max_bytes: int) -> No
             dst.write(chunk)
 
 
+@dataclass
+class _Entry:
+    """An archive entry, whatever the archive kind: its name, what it is, and how to read it."""
+
+    name: str
+    kind: str  # file | dir | link
+    open: Callable[[], IO[bytes] | None]
+
+
 def _iter_zip(member: Member, max_bytes: int, out: Inputs) -> Iterator[Member]:
     with _open_member(member) as fh:
         try:
@@ -227,62 +237,48 @@ def _iter_zip(member: Member, max_bytes: int, out: Inputs) -> Iterator[Member]:
             infos = zf.infolist()
         except zipfile.BadZipFile as exc:
             raise BadTrace(member.name, f"corrupt zip archive ({exc})") from None
-        yield from _zip_members(zf, infos, member, max_bytes, out)
-
-
-def _zip_members(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], member: Member, max_bytes: int,
-                 out: Inputs) -> Iterator[Member]:
-    with zf:
-        for info in infos:
-            if info.is_dir():
-                continue
-            try:
-                member_name = _safe_member_name(member.name, info.filename)
-            except UnsafeArchive as exc:
-                out.skipped.append((info.filename, exc.problem))
-                continue
-            if stat.S_ISLNK(info.external_attr >> 16):
-                out.skipped.append((member_name, "symbolic link inside the archive (not followed)"))
-                continue
-            target = _scratch_file(out)
-            try:
-                with zf.open(info) as f:
-                    _copy_bounded(f, target, member_name, max_bytes)
-            except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-                raise BadTrace(member_name, f"corrupt zip member ({exc})") from None
-            yield from unwrap(Member(member_name, path=target), max_bytes, out)
+        with zf:
+            entries = (_Entry(i.filename, "dir" if i.is_dir() else "link" if stat.S_ISLNK(i.external_attr >> 16)
+                              else "file", partial(zf.open, i)) for i in infos)
+            yield from _extract(entries, member, max_bytes, out)
 
 
 def _iter_tar(member: Member, max_bytes: int, out: Inputs) -> Iterator[Member]:
     with _open_member(member) as fh:
         try:
-            tf = tarfile.open(fileobj=fh, mode="r:")  # noqa: SIM115 - closed by _tar_members
-            members = tf.getmembers()
+            tf = tarfile.open(fileobj=fh, mode="r:")  # noqa: SIM115 - closed just below
+            infos = tf.getmembers()
         except tarfile.TarError as exc:
             raise BadTrace(member.name, f"corrupt tar archive ({exc})") from None
-        yield from _tar_members(tf, members, member, max_bytes, out)
+        with tf:
+            entries = (_Entry(m.name, "dir" if m.isdir() else "file" if m.isfile() else "link",
+                              partial(tf.extractfile, m)) for m in infos)
+            yield from _extract(entries, member, max_bytes, out)
 
 
-def _tar_members(tf: tarfile.TarFile, members: list[tarfile.TarInfo], member: Member, max_bytes: int,
-                 out: Inputs) -> Iterator[Member]:
-    with tf:
-        for m in members:
-            if m.isdir():
-                continue
-            try:
-                member_name = _safe_member_name(member.name, m.name)
-            except UnsafeArchive as exc:
-                out.skipped.append((m.name, exc.problem))
-                continue
-            if m.issym() or m.islnk() or not m.isfile():
-                out.skipped.append((member_name, "link or special file inside the archive (not followed)"))
-                continue
-            f = tf.extractfile(m)
+def _extract(entries: Iterator[_Entry], archive: Member, max_bytes: int, out: Inputs) -> Iterator[Member]:
+    """Copy each regular file entry (bounded) into scratch; skip and note unsafe names and links."""
+    for entry in entries:
+        if entry.kind == "dir":
+            continue
+        try:
+            member_name = _safe_member_name(archive.name, entry.name)
+        except UnsafeArchive as exc:
+            out.skipped.append((entry.name, exc.problem))
+            continue
+        if entry.kind == "link":
+            out.skipped.append((member_name, "link or special file inside the archive (not followed)"))
+            continue
+        target = _scratch_file(out)
+        try:
+            f = entry.open()
             if f is None:
                 continue
-            target = _scratch_file(out)
-            _copy_bounded(f, target, member_name, max_bytes)
-            yield from unwrap(Member(member_name, path=target), max_bytes, out)
+            with f:
+                _copy_bounded(f, target, member_name, max_bytes)
+        except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError) as exc:
+            raise BadTrace(member_name, f"corrupt archive member ({exc})") from None
+        yield from unwrap(Member(member_name, path=target), max_bytes, out)
 
 
 def open_maybe_gzip(path: Path) -> bytes:
