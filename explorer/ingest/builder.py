@@ -14,23 +14,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.analysis.nesting import compute_nesting, count_same_track_ancestors, nearest_ancestor_where
+from explorer.analysis.nesting import compute_nesting, count_same_track_ancestors
 from explorer.analysis.ops import compute_op_stats
 from explorer.ingest.columns import (
     KINDS,
     FlowPoints,
     SliceChunk,
     SliceColumns,
-    bind_points,
     concat_chunks,
     lane_values,
-    lookup,
-    pair_steps,
     rule_columns,
 )
+from explorer.ingest.links import attribute_ops, build_flows, flow_kind_index
 from explorer.model.lanes import (
-    EXECUTE_FLOW_CATEGORIES,
-    FWDBWD_FLOW_CATEGORIES,
     LANE_ORDER,
     FlowKind,
     Lane,
@@ -510,76 +506,22 @@ class TraceBuilder:
                 np.concatenate(encs))
 
     def _build_flows(self, cols: SliceColumns, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Flows from explicit links, correlation ids (runtime -> device), and bound s/t/f steps."""
-        froms: list[np.ndarray] = []
-        tos: list[np.ndarray] = []
-        kinds: list[np.ndarray] = []
-        if self._links:
-            froms.append(np.asarray([x[0] for x in self._links], dtype=np.int64))
-            tos.append(np.asarray([x[1] for x in self._links], dtype=np.int64))
-            kinds.append(np.asarray([KINDS.index(x[2]) for x in self._links], dtype=np.int8))
-
+        explicit = (np.asarray([x[0] for x in self._links], dtype=np.int64),
+                    np.asarray([x[1] for x in self._links], dtype=np.int64),
+                    np.asarray([KINDS.index(x[2]) for x in self._links], dtype=np.int8))
         src = self._thread_src()[cols.thread] if len(cols.thread) else cols.thread
-        rt = np.nonzero((cols.corr >= 0) & (cols.lane == LANE_ORDER[Lane.RUNTIME]))[0]
-        hw = np.nonzero((cols.corr >= 0) & (cols.lane == LANE_ORDER[Lane.HARDWARE]))[0]
-        if len(rt) and len(hw):
-            launcher = lookup(src[rt], cols.corr[rt], rt, src[hw], cols.corr[hw])
-            ok = launcher >= 0
-            froms.append(launcher[ok])
-            tos.append(hw[ok])
-            kinds.append(np.full(int(ok.sum()), KINDS.index(FlowKind.EXECUTE.value), dtype=np.int8))
-
-        code, kind, p_thread, p_ts, p_enc = self._flow_points_columns()
-        if len(code):
-            bound = bind_points(cols.thread, cols.ts, cols.dur, parent, p_thread, p_ts, p_enc)
-            a, b = pair_steps(code, p_ts)
-            good = (bound[a] >= 0) & (bound[b] >= 0)
-            if (~good).sum():
-                self.warn("flow_unbound", "flow steps whose end could not be bound to a slice", int((~good).sum()))
-            froms.append(bound[a][good])
-            tos.append(bound[b][good])
-            kinds.append(kind[a][good])
-        if not froms:
-            empty = np.zeros(0, np.int64)
-            return empty, empty, empty.astype(np.int8)
-        f, t, k = np.concatenate(froms), np.concatenate(tos), np.concatenate(kinds)
-        keep = (f >= 0) & (t >= 0) & (f != t)
-        f, t, k = f[keep], t[keep], k[keep]
-        _, first = np.unique(f * max(1, len(cols.ts)) + t, return_index=True)
-        first.sort()
-        return f[first], t[first], k[first]
+        f, t, k, unbound = build_flows(cols, parent, src, explicit, self._flow_points_columns())
+        if unbound:
+            self.warn("flow_unbound", "flow steps whose end could not be bound to a slice", unbound)
+        return f, t, k
 
     def _thread_src(self) -> np.ndarray:
         return np.asarray([t.src for t in self._thread_info] or [0], dtype=np.int64)
 
     def _attribute_ops(self, cols: SliceColumns, parent: np.ndarray, f_from: np.ndarray, f_to: np.ndarray,
                        f_kind: np.ndarray) -> np.ndarray:
-        """op_id: for runtime calls the innermost enclosing op (else the op with the same External id);
-        for device executions the op of the runtime call that launched them."""
-        lane, is_op, ext = cols.lane, cols.is_op, cols.ext
-        n = len(lane)
-        op_id = np.full(n, NONE, dtype=np.int64)
-        if n == 0:
-            return op_id
-        runtime_lane, hw_lane = LANE_ORDER[Lane.RUNTIME], LANE_ORDER[Lane.HARDWARE]
-        enclosing = nearest_ancestor_where(parent, is_op)
-        rt_mask = lane == runtime_lane
-        op_id[rt_mask] = enclosing[rt_mask]
-
-        src = self._thread_src()[cols.thread]
-        op_idx = np.nonzero(is_op & (ext >= 0))[0]
-        need = np.nonzero((op_id < 0) & (ext >= 0) & ((lane == runtime_lane) | (lane == hw_lane)))[0]
-        if len(need) and len(op_idx):
-            op_id[need] = lookup(src[op_idx], ext[op_idx], op_idx, src[need], ext[need])
-
-        if len(f_from):
-            k = np.asarray(KINDS, dtype=object)[f_kind]
-            _follow_launch_chains(op_id, is_op, f_from, f_to, k)
-            ex = (k == FlowKind.EXECUTE.value) & (lane[f_to] == hw_lane)
-            via = np.where(is_op[f_from[ex]], f_from[ex], op_id[f_from[ex]])
-            got = via >= 0
-            op_id[f_to[ex][got]] = via[got]
-        return op_id
+        src = self._thread_src()[cols.thread] if len(cols.thread) else cols.thread
+        return attribute_ops(cols, parent, src, f_from, f_to, f_kind)
 
     def _span_meta(self, ts: np.ndarray, dur: np.ndarray, counters: pa.Table, instants: pa.Table) -> None:
         starts = [int(ts.min())] if len(ts) else []
@@ -592,30 +534,6 @@ class TraceBuilder:
         self.meta["start_ns"] = min(starts) if starts else 0
         self.meta["end_ns"] = max(ends) if ends else 0
         self.meta["sources"] = list(self.sources)
-
-
-def flow_kind_index(cat: str) -> int:
-    low = cat.lower()
-    kind = (FlowKind.EXECUTE if low in EXECUTE_FLOW_CATEGORIES else FlowKind.FWDBWD
-            if low in FWDBWD_FLOW_CATEGORIES else FlowKind.GENERIC)
-    return KINDS.index(kind.value)
-
-
-MAX_CHAIN = 8  # op -> driver call -> runtime call -> schedule -> device: chains are short
-
-
-def _follow_launch_chains(op_id: np.ndarray, is_op: np.ndarray, a: np.ndarray, b: np.ndarray,
-                          k: np.ndarray) -> None:
-    """Explicit launch/execute links hand their op down a chain (op -> runtime call on another thread
-    -> runtime schedule -> device execution). Only slices without an op yet are set."""
-    chain = (k == FlowKind.LAUNCH.value) | (k == FlowKind.EXECUTE.value)
-    a, b = a[chain], b[chain]
-    for _ in range(MAX_CHAIN):
-        via = np.where(is_op[a], a, op_id[a])
-        todo = (via >= 0) & (op_id[b] < 0) & ~is_op[b]
-        if not todo.any():
-            return
-        op_id[b[todo]] = via[todo]
 
 
 def _natural(text: str) -> tuple[int, int | str]:

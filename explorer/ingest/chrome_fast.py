@@ -24,8 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.errors import BadTrace
-from explorer.ingest.builder import TraceBuilder, flow_kind_index
+from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome import MAX_TS_NS, Event, ObjectDoc, _doc_meta, _Feeder, parse_chrome
+from explorer.ingest.links import flow_kind_index
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,97 @@
+"""Cross-lane links of a build: flows (explicit, by correlation id, bound s/t/f steps) and, from
+them, which framework op every runtime call and device execution belongs to. Pure array code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.analysis.nesting import nearest_ancestor_where
+from explorer.ingest.columns import KINDS, NONE, SliceColumns, bind_points, lookup, pair_steps
+from explorer.model.lanes import EXECUTE_FLOW_CATEGORIES, FWDBWD_FLOW_CATEGORIES, LANE_ORDER, FlowKind, Lane
+
+MAX_CHAIN = 8  # op -> driver call -> runtime call -> schedule -> device: chains are short
+
+Arrays3 = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def flow_kind_index(cat: str) -> int:
+    """Index into KINDS of a Chrome flow category (Kineto's launch flows across its versions)."""
+    low = cat.lower()
+    kind = (FlowKind.EXECUTE if low in EXECUTE_FLOW_CATEGORIES else FlowKind.FWDBWD
+            if low in FWDBWD_FLOW_CATEGORIES else FlowKind.GENERIC)
+    return KINDS.index(kind.value)
+
+
+def build_flows(cols: SliceColumns, parent: np.ndarray, src: np.ndarray, explicit: Arrays3,
+                points: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(from, to, kind) of every flow, deduplicated, plus how many flow steps could not be bound.
+
+    `src` is each slice's source file (correlation ids are unique per file); `points` are flow steps
+    as (code, kind, thread, ts, enclosing) columns."""
+    froms, tos, kinds = [explicit[0]], [explicit[1]], [explicit[2]]
+    rt = np.nonzero((cols.corr >= 0) & (cols.lane == LANE_ORDER[Lane.RUNTIME]))[0]
+    hw = np.nonzero((cols.corr >= 0) & (cols.lane == LANE_ORDER[Lane.HARDWARE]))[0]
+    if len(rt) and len(hw):
+        launcher = lookup(src[rt], cols.corr[rt], rt, src[hw], cols.corr[hw])
+        ok = launcher >= 0
+        froms.append(launcher[ok])
+        tos.append(hw[ok])
+        kinds.append(np.full(int(ok.sum()), KINDS.index(FlowKind.EXECUTE.value), dtype=np.int8))
+    unbound = 0
+    code, kind, p_thread, p_ts, p_enc = points
+    if len(code):
+        bound = bind_points(cols.thread, cols.ts, cols.dur, parent, p_thread, p_ts, p_enc)
+        a, b = pair_steps(code, p_ts)
+        good = (bound[a] >= 0) & (bound[b] >= 0)
+        unbound = int((~good).sum())
+        froms.append(bound[a][good])
+        tos.append(bound[b][good])
+        kinds.append(kind[a][good])
+    f, t, k = np.concatenate(froms), np.concatenate(tos), np.concatenate(kinds).astype(np.int8)
+    keep = (f >= 0) & (t >= 0) & (f != t)
+    f, t, k = f[keep], t[keep], k[keep]
+    _, first = np.unique(f * max(1, len(cols.ts)) + t, return_index=True)
+    first.sort()
+    return f[first], t[first], k[first], unbound
+
+
+def attribute_ops(cols: SliceColumns, parent: np.ndarray, src: np.ndarray, f_from: np.ndarray, f_to: np.ndarray,
+                  f_kind: np.ndarray) -> np.ndarray:
+    """op_id: for runtime calls the innermost enclosing op (else the op with the same External id);
+    for device executions the op of the runtime call that launched them."""
+    lane, is_op, ext = cols.lane, cols.is_op, cols.ext
+    op_id = np.full(len(lane), NONE, dtype=np.int64)
+    if len(lane) == 0:
+        return op_id
+    runtime_lane, hw_lane = LANE_ORDER[Lane.RUNTIME], LANE_ORDER[Lane.HARDWARE]
+    rt_mask = lane == runtime_lane
+    op_id[rt_mask] = nearest_ancestor_where(parent, is_op)[rt_mask]
+
+    op_idx = np.nonzero(is_op & (ext >= 0))[0]
+    need = np.nonzero((op_id < 0) & (ext >= 0) & ((lane == runtime_lane) | (lane == hw_lane)))[0]
+    if len(need) and len(op_idx):
+        op_id[need] = lookup(src[op_idx], ext[op_idx], op_idx, src[need], ext[need])
+
+    if len(f_from):
+        k = np.asarray(KINDS, dtype=object)[f_kind]
+        follow_launch_chains(op_id, is_op, f_from, f_to, k)
+        ex = (k == FlowKind.EXECUTE.value) & (lane[f_to] == hw_lane)
+        via = np.where(is_op[f_from[ex]], f_from[ex], op_id[f_from[ex]])
+        got = via >= 0
+        op_id[f_to[ex][got]] = via[got]
+    return op_id
+
+
+def follow_launch_chains(op_id: np.ndarray, is_op: np.ndarray, a: np.ndarray, b: np.ndarray,
+                         k: np.ndarray) -> None:
+    """Explicit launch/execute links hand their op down a chain (op -> runtime call on another thread
+    -> runtime schedule -> device execution). Only slices without an op yet are set."""
+    chain = (k == FlowKind.LAUNCH.value) | (k == FlowKind.EXECUTE.value)
+    a, b = a[chain], b[chain]
+    for _ in range(MAX_CHAIN):
+        via = np.where(is_op[a], a, op_id[a])
+        todo = (via >= 0) & (op_id[b] < 0) & ~is_op[b]
+        if not todo.any():
+            return
+        op_id[b[todo]] = via[todo]
