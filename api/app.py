@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         state.worker.shutdown()
 
-    app = FastAPI(title="Trace Explorer", version=__version__, root_path=settings.root_path, lifespan=lifespan,
+    app = FastAPI(title="Trace Explorer", version=__version__, lifespan=lifespan,
                   docs_url="/docs", openapi_url="/openapi.json")
     app.state.explorer = state
     install_error_handlers(app)

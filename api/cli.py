@@ -58,7 +58,8 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: 
     if settings.token:
         click.echo(f"Token required: open {tunnel_hint(settings.port, settings.root_path)[0].split()[-1]}"
                    "?token=<token> once in the browser")
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    # the path prefix is the server's to apply (FastAPI's own root_path parameter is deprecated)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", root_path=settings.root_path)
 
 
 main.add_command(serve)

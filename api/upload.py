@@ -2,8 +2,8 @@
 
 The body is parsed chunk by chunk (never held whole in memory); the size limit is enforced while
 streaming (413 as soon as it is passed); sha256 is computed on the way, so duplicates are found
-without reading the files again. Client file names are reduced to a safe base name inside a
-numbered folder per file: no name can escape the upload folder.
+without reading the files again. Client file paths are reduced to safe parts (a dropped folder
+keeps its layout) under a numbered folder per file: no name can escape the upload folder.
 """
 
 from __future__ import annotations
@@ -40,6 +40,16 @@ def safe_filename(name: str) -> str:
     return keep[:120] or "upload"
 
 
+MAX_PATH_PARTS = 8
+
+
+def safe_relpath(name: str) -> Path:
+    """A client-supplied relative path (a dropped folder's `a/b/trace.json`) kept as a path, each
+    part reduced like safe_filename; empty, '.' and '..' parts are dropped, so it cannot escape."""
+    parts = [p for p in re.split(r"[\\/]", name) if p not in ("", ".", "..")][-MAX_PATH_PARTS:]
+    return Path(*[safe_filename(p) for p in parts]) if parts else Path("upload")
+
+
 def upload_name(paths: list[Path]) -> str:
     """A default run name: the first file's name without its trace/archive suffixes."""
     first = paths[0].name if paths else "upload"
@@ -55,6 +65,29 @@ class Upload:
     shas: list[str] = field(default_factory=list)
     fields: dict[str, str] = field(default_factory=dict)
     total_bytes: int = 0
+    relpaths: list[Path] = field(default_factory=list)
+
+    def ingest_paths(self) -> list[Path]:
+        """What to ingest: parts sent with a folder path are gathered back into that folder (one
+        tree per top-level name, so member names keep the layout); plain files go as they are."""
+        out: list[Path] = []
+        trees: dict[str, Path] = {}
+        for path, rel in zip(self.paths, self.relpaths, strict=True):
+            if len(rel.parts) == 1:
+                out.append(path)
+                continue
+            top = rel.parts[0]
+            tree = trees.get(top)
+            if tree is None:
+                tree = trees[top] = self.folder / "trees" / top
+                out.append(tree)
+            target = tree.parent / rel
+            if target.exists():  # the same path sent twice: keep the second copy as a loose file
+                out.append(path)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+        return out
 
     @property
     def sha256(self) -> str:
@@ -110,12 +143,15 @@ class _Sink:
         index = len(self.upload.paths)
         if index >= MAX_FILES:
             raise BadRequest(f"too many files in one upload (limit {MAX_FILES})")
-        folder = self.upload.folder / f"{index:04d}"
-        folder.mkdir(parents=True)
-        path = folder / safe_filename(client_name)
+        # a folder's files keep their layout (capture folders pair files by it); each upload part
+        # lives under its own numbered root, so equal names never collide
+        rel = safe_relpath(client_name)
+        path = self.upload.folder / f"{index:04d}" / rel
         if not path.resolve().is_relative_to(self.upload.folder.resolve()):
             raise BadRequest("unsafe file name")
+        path.parent.mkdir(parents=True)
         self.upload.paths.append(path)
+        self.upload.relpaths.append(rel)
         self._file = path.open("wb")
         self._hash = hashlib.sha256()
 
@@ -191,7 +227,7 @@ class IngestWorker:
 
     def _ingest(self, run_id: str, upload: Upload) -> None:
         try:
-            run_ingest(self.store, run_id, upload.paths, keep_failed=True, max_bytes=self.max_bytes)
+            run_ingest(self.store, run_id, upload.ingest_paths(), keep_failed=True, max_bytes=self.max_bytes)
             log.info("run %s ingested", run_id)
             if self.on_ready is not None:
                 self.on_ready(run_id)

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.upload import safe_filename
+from api.upload import safe_filename, safe_relpath
 from explorer.config import Settings
 from tests.api.conftest import TINY, Uploader, assert_error, wait_until_done
 
@@ -89,3 +89,34 @@ def test_not_multipart_is_400(client: TestClient) -> None:
 def test_delete_while_ingesting_is_refused(client: TestClient, settings: Settings) -> None:
     rec = client.app.state.explorer.store.catalog.create("pending")  # type: ignore[attr-defined]
     assert_error(client.delete(f"/api/runs/{rec.id}"), 409, "run_not_ready")
+
+
+CAPTURE = Path(__file__).resolve().parents[1] / "fixtures" / "neuron" / "capture_two_procs"
+
+
+def test_dropped_folder_keeps_its_layout_so_a_capture_joins(client: TestClient, upload: Uploader,
+                                                            settings: Settings) -> None:
+    """A browser sends a dropped folder's files with relative names; the capture layout
+    (<instance>_pid_<pid>/<timestamp>/...) must survive so each process folder is joined."""
+    files = [(f"capture_two_procs/{p.relative_to(CAPTURE).as_posix()}", p.read_bytes())
+             for p in sorted(CAPTURE.rglob("*")) if p.is_file()]
+    files.append(("../../outside/../../x.json", TINY.read_bytes()))
+    run = upload(files=files)
+    assert run["status"] == "ready", run
+    names = [a["name"] for a in run["summary"]["artifacts"]]
+    assert "capture_two_procs/i-0123456789abcdef0_pid_1001/20250601T120000Z/trace.json" in names
+    assert "outside/x.json" in names
+    warnings = " ".join(w["message"] for w in run["summary"]["warnings"])
+    assert "neuron-explorer view" in warnings
+    tracks = client.get(f"/api/runs/{run['id']}/tracks").json()["tracks"]
+    hardware = {t["process"] for t in tracks if t["lane"] == "hardware"}
+    assert any("1001" in p for p in hardware) and any("1002" in p for p in hardware), hardware
+    assert not (settings.data_dir.parent / "outside").exists() and not (settings.data_dir / "outside").exists()
+
+
+@pytest.mark.parametrize("given, safe", [
+    ("a/b/trace.json", "a/b/trace.json"), ("../../etc/passwd", "etc/passwd"), ("/abs/x.json", "abs/x.json"),
+    ("a/./b\\..\\c.json", "a/b/c.json"), ("", "upload"), ("<script>/x y.json", "_script_/x_y.json"),
+])
+def test_safe_relpath(given: str, safe: str) -> None:
+    assert safe_relpath(given).as_posix() == safe
