@@ -45,6 +45,7 @@ from explorer.model.tables import (
 log = logging.getLogger(__name__)
 
 NONE = -1  # "no value" in integer id columns; nullable columns use Arrow nulls instead
+ROW_FLOW_CODES = 1 << 48  # row-wise flow codes live above every block handed to bulk parsers
 
 
 @dataclass
@@ -121,6 +122,7 @@ class TraceBuilder:
         self._chunk_rows = 0
         self._bulk_flows = FlowPoints()
         self._flow_codes: dict[tuple[int, str, str], int] = {}
+        self._bulk_codes = 0
         # per-format state that must outlive one parser call (e.g. Neuron link keys joined across files)
         self.extensions: dict[str, object] = {}
 
@@ -206,11 +208,18 @@ class TraceBuilder:
         self._chunk_rows += len(ts_ns)
 
     def flow_code(self, src: int, cat: str, flow_id: str) -> int:
+        """A code per distinct flow (source, category, id) for row-wise flow steps."""
         key = (src, cat, flow_id)
         code = self._flow_codes.get(key)
         if code is None:
-            code = self._flow_codes[key] = len(self._flow_codes)
+            code = self._flow_codes[key] = ROW_FLOW_CODES + len(self._flow_codes)
         return code
+
+    def reserve_flow_codes(self, n: int) -> int:
+        """A block of n fresh flow codes for a bulk parser (which numbers its distinct flows itself)."""
+        base = self._bulk_codes
+        self._bulk_codes += n
+        return base
 
     def add_flow_points_columns(self, codes: np.ndarray, kinds: np.ndarray, thread: np.ndarray, ts_ns: np.ndarray,
                                 enclosing: np.ndarray) -> None:

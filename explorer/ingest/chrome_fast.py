@@ -192,6 +192,7 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
     stored = bad_x = bad_flows = 0
     rest: list[Event] = []
     kineto = False
+    flow_codes: dict[str, int] = {}
     for b in batches:
         threads = _thread_index(b.pid, b.tid, builder, src)
         ts = b.ts + base_ns
@@ -203,7 +204,7 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
                                   x.column("dims"))
         stored += x.num_rows
         if b.flows.num_rows:
-            _feed_flows(b.flows, threads[b.flow_mask], ts[b.flow_mask], builder, src)
+            _feed_flows(b.flows, threads[b.flow_mask], ts[b.flow_mask], builder, src, flow_codes)
         rest.extend(_event(r) for r in b.rest)
         bad_x += b.bad_x
         bad_flows += b.bad_flows
@@ -241,11 +242,21 @@ def _thread_index(pid: pa.Array, tid: pa.Array, builder: TraceBuilder, src: int)
 
 
 def _feed_flows(flows: pa.RecordBatch, threads: np.ndarray, ts_ns: np.ndarray, builder: TraceBuilder,
-                src: int) -> None:
+                src: int, codes_of: dict[str, int]) -> None:
+    """Flow steps as columns. A flow is (category, id) within this file: `codes_of` carries the code
+    of each one seen in earlier batches, so the steps of one flow meet across batch borders."""
     cat = flows.column("cat")
     encoded = pc.dictionary_encode(pc.binary_join_element_wise(cat, flows.column("id"), "\x00"))
-    keys = encoded.dictionary.to_pylist()
-    codes = np.asarray([builder.flow_code(src, *k.split("\x00", 1)) for k in keys] or [0], dtype=np.int64)
+    keys = encoded.dictionary
+    known = pc.fill_null(pc.index_in(keys, value_set=pa.array(list(codes_of), pa.string())), -1).to_numpy()
+    codes = np.empty(len(keys), dtype=np.int64)
+    old = known >= 0
+    if old.any():
+        listed = np.fromiter(codes_of.values(), dtype=np.int64, count=len(codes_of))
+        codes[old] = listed[known[old].astype(np.int64)]
+    new = np.nonzero(~old)[0]
+    codes[new] = builder.reserve_flow_codes(len(new)) + np.arange(len(new))
+    codes_of.update(zip(keys.take(pa.array(new)).to_pylist(), codes[new].tolist(), strict=True))
     cats = pc.dictionary_encode(cat)
     kinds = np.asarray([flow_kind_index(c) for c in cats.dictionary.to_pylist()] or [0], dtype=np.int8)
     idx = encoded.indices.to_numpy(zero_copy_only=False)

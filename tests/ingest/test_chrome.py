@@ -23,6 +23,7 @@ BASE = 1_700_000_000_000_000_000
 def ingest(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ingest:
     """Ingest a document (object, list, or raw text) through the small-file or the fast path."""
     monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0 if request.param == "duckdb" else 1 << 40)
+    monkeypatch.setattr(chrome_fast, "BATCH_ROWS", 3)  # flows and B/E pairs must meet across batches
 
     def run(doc: Any) -> IngestedTrace:
         path = tmp_path / "trace.json"
