@@ -22,7 +22,8 @@ from explorer.errors import ExplorerError
 from explorer.store.runs import RunStore
 
 console = Console(stderr=True)
-out = Console()
+# piped output (scripts, `| less`) gets a wide table rather than rich's 80-column default
+out = Console() if Console().is_terminal else Console(width=200)
 
 
 def fmt_ns(ns: int | float) -> str:
