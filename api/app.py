@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from explorer.config import Settings
 from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)
+WARM_AT_START = 2  # latest ready runs whose timeline index is built when the server starts
 
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
@@ -38,6 +40,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # runs ingested by the CLI (or before a restart): index the latest in the background, so their
+        # first timeline view does not wait for it
+        threading.Thread(target=state.warm_latest, args=(WARM_AT_START,), name="warm", daemon=True).start()
         yield
         state.worker.shutdown()
 

@@ -71,6 +71,15 @@ class AppState:
 
         return self.memo.get(run_id, "timeline", build)
 
+    def warm_latest(self, count: int) -> None:
+        try:
+            records, _ = self.store.catalog.list(status="ready", limit=count)
+        except Exception:  # e.g. the catalog closed under a short-lived app: nothing to warm
+            log.debug("no runs to warm", exc_info=True)
+            return
+        for rec in records:
+            self.warm(rec.id)
+
     def warm(self, run_id: str) -> None:
         """Build a fresh run's timeline index now (ingest worker), not on its first view."""
         try:
