@@ -69,58 +69,18 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
     folders, loose = find_process_folders(inputs.members)
     plan: list[tuple[Member, ProcessFolder | None]] = [(m, None) for m in loose]
     plan += [(m, folder) for folder in folders for m in folder.members]
-    parsed: list[tuple[Member, Format, dict[str, Any]]] = []
-    metas: dict[int, dict[str, Any]] = {}
-    errors: list[BadTrace] = []
-    total = sum(m.size for m in inputs.members) or 1
-    done = 0
-    formats = {id(m): detect_format(m.head()) for m in inputs.members}
-    readable = [m for m in inputs.members if formats[id(m)] in PARSERS]
-    multi = len(readable) > 1
+    run = _Parsing(builder, inputs, progress)
     for member, folder in plan:
-        fmt = formats[id(member)]
-        parser = PARSERS.get(fmt)
-        if parser is None:
-            if member.size == 0:
-                errors.append(BadTrace(member.name, "the file is empty (0 bytes)"))
-                builder.warn("empty_file", f"{member.name}: empty file (0 bytes)", 1, member.name)
-            elif folder is not None and fmt is Format.BINARY:
-                folder.binaries.append(member.name)
-            else:
-                builder.warn("unreadable_file", f"{member.name}: {UNSUPPORTED[fmt]}", 1, member.name)
-            continue
-        instance = folder.instance if folder else member.name if multi else ""
-        first_src = len(builder.sources)
-        if folder is not None:
-            begin_member(builder, folder, fmt)
-        try:
-            if fmt is Format.CHROME and member.path is not None:
-                meta = parse_chrome_file(member.path, member.name, builder, instance, inputs.scratch)
-            else:
-                meta = parser(member.data, member.name, builder, instance)
-        except BadTrace as exc:
-            if not multi:
-                raise
-            errors.append(exc)
-            builder.warn("unreadable_file", exc.message, 1, member.name)
-            continue
-        finally:
-            if folder is not None:
-                end_member(builder, folder, member, fmt, range(first_src, len(builder.sources)))
-        metas.update({src: meta for src in range(first_src, len(builder.sources))})
-        parsed.append((member, fmt, meta))
-        done += member.size
-        if progress:
-            progress(min(0.9, 0.9 * done / total), f"parsed {member.name}")
+        run.parse(member, folder)
     for folder in folders:
-        join_process_folder(builder, folder, metas)
-    if not parsed:
-        if errors:
-            raise errors[0]
+        join_process_folder(builder, folder, run.metas)
+    if not run.parsed:
+        if run.errors:
+            raise run.errors[0]
         names = ", ".join(m.name for m in inputs.members) or "the upload"
         hints = "; ".join(f"{w.message}" for w in builder.warnings.values()) or "no files"
         raise BadTrace(names if len(names) < 200 else f"{len(inputs.members)} files", f"nothing readable: {hints}")
-    _label_instances(builder, parsed)
+    _label_instances(builder, run.parsed)
     finalize_neuron(builder)
     if progress:
         progress(0.92, "building tables")
@@ -128,7 +88,7 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
     report_unattributed(builder, trace)
     trace.meta["files"] = [
         {"name": m.name, "format": fmt.value, **{k: v for k, v in meta.items() if k != "base_ns"}}
-        for m, fmt, meta in parsed
+        for m, fmt, meta in run.parsed
     ]
     if folders:
         trace.meta["capture"] = [
@@ -136,6 +96,64 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
             for f in folders
         ]
     return trace
+
+
+class _Parsing:
+    """The per-file part of an ingest: detect, dispatch to a parser, collect metadata and errors.
+
+    With several readable files one bad file becomes a warning and the rest still make the run;
+    a lone file's error is the ingest's error."""
+
+    def __init__(self, builder: TraceBuilder, inputs: Inputs, progress: Progress | None) -> None:
+        self.builder = builder
+        self.inputs = inputs
+        self.progress = progress
+        self.parsed: list[tuple[Member, Format, dict[str, Any]]] = []
+        self.metas: dict[int, dict[str, Any]] = {}
+        self.errors: list[BadTrace] = []
+        self.formats = {id(m): detect_format(m.head()) for m in inputs.members}
+        self.multi = sum(1 for f in self.formats.values() if f in PARSERS) > 1
+        self.total = sum(m.size for m in inputs.members) or 1
+        self.done = 0
+
+    def parse(self, member: Member, folder: ProcessFolder | None) -> None:
+        builder, fmt = self.builder, self.formats[id(member)]
+        parser = PARSERS.get(fmt)
+        if parser is None:
+            self._unreadable(member, folder, fmt)
+            return
+        instance = folder.instance if folder else member.name if self.multi else ""
+        first_src = len(builder.sources)
+        if folder is not None:
+            begin_member(builder, folder, fmt)
+        try:
+            if fmt is Format.CHROME and member.path is not None:
+                meta = parse_chrome_file(member.path, member.name, builder, instance, self.inputs.scratch)
+            else:
+                meta = parser(member.data, member.name, builder, instance)
+        except BadTrace as exc:
+            if not self.multi:
+                raise
+            self.errors.append(exc)
+            builder.warn("unreadable_file", exc.message, 1, member.name)
+            return
+        finally:
+            if folder is not None:
+                end_member(builder, folder, member, fmt, range(first_src, len(builder.sources)))
+        self.metas.update({src: meta for src in range(first_src, len(builder.sources))})
+        self.parsed.append((member, fmt, meta))
+        self.done += member.size
+        if self.progress:
+            self.progress(min(0.9, 0.9 * self.done / self.total), f"parsed {member.name}")
+
+    def _unreadable(self, member: Member, folder: ProcessFolder | None, fmt: Format) -> None:
+        if member.size == 0:
+            self.errors.append(BadTrace(member.name, "the file is empty (0 bytes)"))
+            self.builder.warn("empty_file", f"{member.name}: empty file (0 bytes)", 1, member.name)
+        elif folder is not None and fmt is Format.BINARY:
+            folder.binaries.append(member.name)
+        else:
+            self.builder.warn("unreadable_file", f"{member.name}: {UNSUPPORTED[fmt]}", 1, member.name)
 
 
 def _label_instances(builder: TraceBuilder, parsed: list[tuple[Member, Format, dict[str, Any]]]) -> None:
