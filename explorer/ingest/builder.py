@@ -312,63 +312,27 @@ class TraceBuilder:
     def finish(self) -> IngestedTrace:
         cols = self._columns()
         self._chunks = []  # cols holds the only reference now: freed as soon as the tables are built
-        n = len(cols.ts)
-        thread, lane, ts, dur = cols.thread, cols.lane, cols.ts, cols.dur
-
-        nest = compute_nesting(thread, lane, ts, dur)
+        nest = compute_nesting(cols.thread, cols.lane, cols.ts, cols.dur)
         if nest.displaced_rows:
             self.warn("overlap", "slices overlapping without nesting on one thread were put on a sub-row",
                       nest.displaced_rows)
-        track_keys, raw_track = self._layout_tracks(thread, lane, nest.sub_row)
+        track_keys, raw_track = self._layout_tracks(cols.thread, cols.lane, nest.sub_row)
         depth = count_same_track_ancestors(nest.parent, raw_track)
-
-        # final order: by track, then time; slice_id is the position in that order
-        order = np.lexsort((-dur, ts, raw_track)) if n else np.zeros(0, dtype=np.int64)
-        new_id = np.empty(n, dtype=np.int64)
-        new_id[order] = np.arange(n, dtype=np.int64)
-
-        def remap(ids: np.ndarray) -> np.ndarray:
-            out = np.full(len(ids), NONE, dtype=np.int64)
-            ok = ids >= 0
-            out[ok] = new_id[ids[ok]]
-            return out
-
         flows_from, flows_to, flows_kind = self._build_flows(cols, nest.parent)
         op_id = self._attribute_ops(cols, nest.parent, flows_from, flows_to, flows_kind)
 
-        take = pa.array(order)
-        corr, ext = cols.corr[order], cols.ext[order]
-        slices = pa.table(
-            {
-                "slice_id": np.arange(n, dtype=np.int64),
-                "track_id": raw_track[order].astype(np.int32),
-                "ts_ns": ts[order],
-                "dur_ns": dur[order],
-                "depth": depth[order].astype(np.int32),
-                "parent_id": remap(nest.parent)[order],
-                "name": cols.name.take(take),
-                "cat": cols.cat.take(take),
-                "lane": pa.array(lane_values()[lane[order]], pa.string()),
-                "correlation": pa.array(corr, pa.int64(), mask=corr < 0),
-                "external_id": pa.array(ext, pa.int64(), mask=ext < 0),
-                "op_id": remap(op_id)[order],
-                "is_op": cols.is_op[order],
-                "device_time": cols.devtime[order],
-                "shapes": cols.shapes.take(take),
-                "args": cols.args.take(take),
-            },
-            schema=SLICES,
-        )
+        # final order: by track, then time; slice_id is the position in that order
+        order = np.lexsort((-cols.dur, cols.ts, raw_track)) if len(cols.ts) else np.zeros(0, dtype=np.int64)
+        remap = _Renumber(order)
+        slices = _slices_table(cols, order, remap, raw_track, depth, nest.parent, op_id)
+        ts, dur = cols.ts, cols.dur
         del cols
-        flows = pa.table(
-            {
-                "flow_id": np.arange(len(flows_from), dtype=np.int64),
-                "from_slice": remap(flows_from),
-                "to_slice": remap(flows_to),
-                "kind": pa.array(np.asarray(KINDS, dtype=object)[flows_kind], pa.string()),
-            },
-            schema=FLOWS,
-        )
+        flows = pa.table({
+            "flow_id": np.arange(len(flows_from), dtype=np.int64),
+            "from_slice": remap(flows_from),
+            "to_slice": remap(flows_to),
+            "kind": pa.array(np.asarray(KINDS, dtype=object)[flows_kind], pa.string()),
+        }, schema=FLOWS)
         tracks_rows = self._track_rows(track_keys, raw_track, depth)
         counters, counter_tracks = self._counter_table(len(tracks_rows))
         instants, instant_tracks = self._instant_table(len(tracks_rows) + len(counter_tracks))
@@ -377,15 +341,8 @@ class TraceBuilder:
         op_stats, op_stats_by_shape = compute_op_stats(slices)
         self._span_meta(ts, dur, counters, instants)
         return IngestedTrace(
-            tables={
-                "tracks": tracks,
-                "slices": slices,
-                "flows": flows,
-                "counters": counters,
-                "instants": instants,
-                "op_stats": op_stats,
-                "op_stats_by_shape": op_stats_by_shape,
-            },
+            tables={"tracks": tracks, "slices": slices, "flows": flows, "counters": counters, "instants": instants,
+                    "op_stats": op_stats, "op_stats_by_shape": op_stats_by_shape},
             warnings=sorted(self.warnings.values(), key=lambda w: (-w.count, w.code)),
             meta=self.meta,
         )
@@ -543,6 +500,44 @@ class TraceBuilder:
         self.meta["start_ns"] = min(starts) if starts else 0
         self.meta["end_ns"] = max(ends) if ends else 0
         self.meta["sources"] = list(self.sources)
+
+
+class _Renumber:
+    """Raw slice index -> final slice id (position in track/time order); -1 stays -1."""
+
+    def __init__(self, order: np.ndarray) -> None:
+        self.new_id = np.empty(len(order), dtype=np.int64)
+        self.new_id[order] = np.arange(len(order), dtype=np.int64)
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        out = np.full(len(ids), NONE, dtype=np.int64)
+        ok = ids >= 0
+        out[ok] = self.new_id[ids[ok]]
+        return out
+
+
+def _slices_table(cols: SliceColumns, order: np.ndarray, remap: _Renumber, raw_track: np.ndarray,
+                  depth: np.ndarray, parent: np.ndarray, op_id: np.ndarray) -> pa.Table:
+    take = pa.array(order)
+    corr, ext = cols.corr[order], cols.ext[order]
+    return pa.table({
+        "slice_id": np.arange(len(order), dtype=np.int64),
+        "track_id": raw_track[order].astype(np.int32),
+        "ts_ns": cols.ts[order],
+        "dur_ns": cols.dur[order],
+        "depth": depth[order].astype(np.int32),
+        "parent_id": remap(parent)[order],
+        "name": cols.name.take(take),
+        "cat": cols.cat.take(take),
+        "lane": pa.array(lane_values()[cols.lane[order]], pa.string()),
+        "correlation": pa.array(corr, pa.int64(), mask=corr < 0),
+        "external_id": pa.array(ext, pa.int64(), mask=ext < 0),
+        "op_id": remap(op_id)[order],
+        "is_op": cols.is_op[order],
+        "device_time": cols.devtime[order],
+        "shapes": cols.shapes.take(take),
+        "args": cols.args.take(take),
+    }, schema=SLICES)
 
 
 def _natural(text: str) -> tuple[int, int | str]:
