@@ -93,14 +93,18 @@ def test_compare_reports_naive_as_slower(demo_run: dict[str, Any]) -> None:
     assert [r["name"] for r in body["runs"]] == [n for n in RUN_NAMES.values() if n in runs]
     assert body["headline"]["baseline"] == ids[0]
     step_row = next(r for r in body["rows"] if r["name"] == "ProfilerStep*")
-    # CPU only: no device time, so the time of a step is the measure (on a GPU, device_total_ns)
-    per_step = [p["cpu_total_ns"] for p in step_row["per_run"]]
+    assert step_row["per_run"][0]["calls"] == ACTIVE_STEPS
     if RUN_NAMES["compiled"] not in runs:
         pytest.skip("no torch.compile here; on a CPU torch.rms_norm runs the same six steps internally, "
                     "so naive vs fused is within noise")
-    # the compiled kernel is reliably faster on a shared CPU: several times, not within noise
-    assert per_step[0] > per_step[2], per_step
-    assert step_row["per_run"][0]["calls"] == ACTIVE_STEPS
+    # CPU only: no device time, so the time of a step is the measure (on a GPU, device_total_ns). Totals
+    # over 10 steps swing with whatever else this shared machine runs; the fastest step of each run does
+    # not, since interference only ever adds time.
+    with TestClient(create_app(Settings(data_dir=demo_run["data"]))) as client:
+        fastest = [min(m["dur"] for m in client.get(f"/api/runs/{run_id}/search",
+                                                      params={"q": "ProfilerStep#", "limit": 100}).json()["matches"])
+                   for run_id in ids]
+    assert fastest[0] > fastest[-1], fastest
 
 
 def test_demo_continues_without_torch_compile(tmp_path: Path) -> None:
