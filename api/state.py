@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from api.upload import IngestWorker
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
 from explorer.config import Settings
+from explorer.report import compute_run_breakdown
 from explorer.store.runs import RunStore
 
 T = TypeVar("T")
@@ -70,6 +71,10 @@ class AppState:
                                         t(run_id, "flows"), origin_ns)
 
         return self.memo.get(run_id, "timeline", build)
+
+    def breakdown(self, run_id: str) -> dict[str, Any]:
+        """Lane busy/idle and device gaps of a run, computed once (API twin and overview page share it)."""
+        return self.memo.get(run_id, "breakdown", lambda: compute_run_breakdown(self.store, run_id))
 
     def warm_latest(self, count: int) -> None:
         try:

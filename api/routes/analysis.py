@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query
 from api.deps import RunDep, StateDep, get_ready_run, origin_ns
 from api.responses import FastJSONResponse, fast_json
 from api.routes.runs import parse_csv
-from explorer.analysis.breakdown import compute_breakdown
 from explorer.analysis.compare import RunOps, compute_compare
 from explorer.errors import BadRequest
 from explorer.store.queries import load_ops
@@ -39,12 +38,7 @@ def ops(run: RunDep, state: StateDep, sort: str = "-device_total_ns",
 @router.get("/api/runs/{run_id}/breakdown", response_class=FastJSONResponse)
 def breakdown(run: RunDep, state: StateDep) -> FastJSONResponse:
     """Busy/idle per lane and device, and the gaps between device executions with a cause guess."""
-    def build() -> dict[str, Any]:
-        t = state.store.table
-        return compute_breakdown(t(run.id, "slices"), t(run.id, "tracks"), t(run.id, "flows"),
-                                 origin_ns(run), int(run.summary.get("end_ns", 0)))
-
-    return fast_json(state.memo.get(run.id, "breakdown", build))
+    return fast_json(state.breakdown(run.id))
 
 
 @router.get("/api/compare")

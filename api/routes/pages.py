@@ -24,7 +24,6 @@ from explorer.report import (
     build_report,
     build_runs_page,
     build_timeline_page,
-    compute_run_breakdown,
     render_report,
     run_json,
 )
@@ -49,13 +48,8 @@ def _render(request: Request, state: AppState, template: str, page: Any, *, acti
     return templates_for(state.settings.templates_dir).TemplateResponse(request, template, context)
 
 
-def _breakdown(state: AppState, run_id: str) -> dict[str, Any]:
-    # the same memo entry the /api/runs/{id}/breakdown twin serves
-    return state.memo.get(run_id, "breakdown", lambda: compute_run_breakdown(state.store, run_id))
-
-
 def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = "") -> str:
-    ov = build_overview(state.store, run.id, _breakdown(state, run.id))
+    ov = build_overview(state.store, run.id, state.breakdown(run.id))
     report = replace(build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run))),
                      readonly=readonly, twin=twin)
     env = templates_for(state.settings.templates_dir).env
@@ -78,7 +72,7 @@ def overview_page(request: Request, run: AnyRunDep, state: StateDep, background:
     if run.status != "ready":
         return _not_ready(request, state, run)
     _warm_timeline(state, run, background)
-    return _render(request, state, "overview.html", build_overview(state.store, run.id, _breakdown(state, run.id)),
+    return _render(request, state, "overview.html", build_overview(state.store, run.id, state.breakdown(run.id)),
                    active="overview", plotly=True)
 
 
