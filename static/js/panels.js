@@ -119,7 +119,8 @@
         this.matches = []; this.matchIdx = -1; this.matchIds = new Set(); this.matchesLoaded = false;
         if (!q) { this.matchInfo.textContent = ""; this.saveUrl(); this.requestDraw(); return; }
         let res;
-        try { res = await this.source.search(q); } catch (err) { this.matchInfo.textContent = err.message; return; }
+        const opts = { regex: !!(this.regexBox && this.regexBox.checked), args: !!(this.argsBox && this.argsBox.checked) };
+        try { res = await this.source.search(q, opts); } catch (err) { this.matchInfo.textContent = err.message; return; }
         this.matches = res.matches;
         this.matchIds = new Set(res.matches.map((m) => m.slice_id));
         this.matchesLoaded = true;

@@ -13,7 +13,11 @@
       return TE.api(this.prefix + "/timeline" + q);
     }
     event(id) { return TE.api(this.prefix + "/events/" + id); }
-    search(q) { return TE.api(this.prefix + "/search?limit=5000&q=" + encodeURIComponent(q)); }
+    search(q, opts) {
+      const o = opts || {};
+      return TE.api(this.prefix + "/search?limit=5000&q=" + encodeURIComponent(q) + (o.regex ? "&regex=1" : "") +
+        (o.args ? "&args=1" : ""));
+    }
     ops(start, end) {
       return TE.api(this.prefix + "/ops?limit=200&start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end));
     }
@@ -61,9 +65,16 @@
       return Promise.resolve({ event: Object.assign({ args: {}, cat: "" }, me), parents: [], children: { count: 0, top: [] },
         chain: chain, offline: true });
     }
-    search(q) {
+    search(q, opts) {
+      // Offline the snapshot has names only: args are not searched.
       const needle = q.toLowerCase(), w = this.snap.window, names = w.names, matches = [];
-      const hitNames = new Set(names.map((n, i) => (n.toLowerCase().includes(needle) ? i : -1)).filter((i) => i >= 0));
+      let test = (n) => n.toLowerCase().includes(needle);
+      if (opts && opts.regex) {
+        let re;
+        try { re = new RegExp(q, "i"); } catch (err) { return Promise.reject(new Error("bad regular expression: " + err.message)); }
+        test = (n) => re.test(n);
+      }
+      const hitNames = new Set(names.map((n, i) => (test(n) ? i : -1)).filter((i) => i >= 0));
       const lanes = new Map(this.snap.tracks.tracks.map((t) => [t.track_id, t.lane]));
       for (const t of w.tracks) {
         const s = t.slices;

@@ -84,12 +84,17 @@
       this.groupSel = el("select", { "aria-label": "grouping", id: "tl-group" },
         ...GROUPINGS.map((g) => el("option", { value: g }, "group: " + g)));
       this.searchBox = el("input", { type: "search", id: "tl-search", placeholder: "search names (Enter / Shift+Enter)", size: 30 });
+      this.regexBox = el("input", { type: "checkbox", id: "tl-regex" });
+      this.argsBox = el("input", { type: "checkbox", id: "tl-args" });
+      const searchOpts = el("span", { class: "search-opts" },
+        el("label", { title: "the query is a regular expression" }, this.regexBox, ".*"),
+        el("label", { title: "search args as well as names" }, this.argsBox, "args"));
       this.matchInfo = el("span", { class: "info", id: "tl-matches" });
       this.winInfo = el("span", { class: "info", id: "tl-window" });
       const reset = el("button", { class: "small", id: "tl-reset", title: "show the whole run", onclick: () => this.setWindow(0, this.spanNs) }, "reset zoom");
       const legend = el("span", { class: "legend" }, ...["framework", "runtime", "hardware", "counter"].map((l) =>
         el("span", null, el("span", { class: "lane-dot", style: "background:" + TE.LANE_COLORS[l] }), l)));
-      this.toolbar = el("div", { class: "tl-toolbar" }, this.groupSel, this.searchBox,
+      this.toolbar = el("div", { class: "tl-toolbar" }, this.groupSel, this.searchBox, searchOpts,
         el("button", { class: "small", title: "previous match", onclick: () => this.jump(-1) }, "◀"),
         el("button", { class: "small", title: "next match", onclick: () => this.jump(1) }, "▶"),
         this.matchInfo, el("span", { class: "sep" }), reset, this.winInfo, el("span", { class: "spacer" }), legend,
@@ -105,6 +110,9 @@
       this.ctx = this.canvas.getContext("2d");
 
       this.groupSel.addEventListener("change", () => { this.grouping = this.groupSel.value; this.relayout(); this.saveUrl(); });
+      for (const box of [this.regexBox, this.argsBox]) {
+        box.addEventListener("change", () => { this.matchesLoaded = false; this.search(this.searchBox.value.trim(), 0); });
+      }
       this.searchBox.addEventListener("keydown", (e) => {
         if (e.key === "Enter") { e.preventDefault(); this.search(this.searchBox.value.trim(), e.shiftKey ? -1 : 1); }
         if (e.key === "Escape") this.searchBox.blur();

@@ -101,6 +101,20 @@ def test_upload_torch_trace_then_explore(page: Any, server: Any, traces: Any, sh
     page.wait_for_url(re.compile(r"q=aten%3A%3Arsqrt"))
     page.wait_for_url(re.compile(r"sel=\d+"))
     shot(page, "05-timeline-search")
+    # a regular expression matches more than the literal text would (none of these names contain "|")
+    page.fill("#tl-search", "aten::(rsqrt|mean)$")
+    page.press("#tl-search", "Enter")
+    page.wait_for_function("() => document.getElementById('tl-matches')?.textContent === 'no matches'")
+    page.check("#tl-regex")
+    page.wait_for_function("() => window.__timeline.matches.length > 0 && window.__timeline.matches.every("
+                           "m => m.name === 'aten::rsqrt' || m.name === 'aten::mean')")
+    assert {m for m in page.evaluate("() => window.__timeline.matches.map(m => m.name)")} == {"aten::rsqrt", "aten::mean"}
+    page.uncheck("#tl-regex")
+    page.fill("#tl-search", "aten::rsqrt")
+    page.press("#tl-search", "Enter")
+    page.wait_for_function("() => document.getElementById('tl-matches')?.textContent.startsWith('1 / ')")
+    page.press("#tl-search", "Enter")
+    page.wait_for_function("() => document.getElementById('tl-matches')?.textContent.startsWith('2 / ')")
 
     # click a slice: its details panel
     wait_for_refetch(page)
