@@ -68,7 +68,7 @@ class AppState:
         def build() -> TimelineIndex:
             t = self.store.table
             return build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"),
-                                        t(run_id, "flows"), origin_ns)
+                                        t(run_id, "flows"), origin_ns, t(run_id, "instants"))
 
         return self.memo.get(run_id, "timeline", build)
 

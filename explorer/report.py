@@ -256,7 +256,7 @@ def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_
     origin, span = int(rec.summary["start_ns"]), max(int(rec.summary["span_ns"]), 1)
     t = store.table
     ix = index or build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"),
-                                       t(run_id, "flows"), origin)
+                                       t(run_id, "flows"), origin, t(run_id, "instants"))
     return {"span_ns": span, "tracks": build_tracks(store, run_id),
             "window": compute_window(ix, 0, span, width_px)}
 

@@ -54,6 +54,10 @@ class TimelineIndex:
     counter_ranges: dict[int, tuple[int, int]]
     counter_ts: np.ndarray
     counter_value: np.ndarray
+    instant_ranges: dict[int, tuple[int, int]]  # instants are sorted by track, then time
+    instant_ts: np.ndarray
+    instant_names: list[str]
+    instant_name: np.ndarray
     flow_id: np.ndarray  # flows sorted by the start time of their source slice
     flow_from: np.ndarray
     flow_to: np.ndarray
@@ -75,7 +79,7 @@ def _dictionary(column: pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
 
 
 def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table, flows: pa.Table,
-                         origin_ns: int) -> TimelineIndex:
+                         origin_ns: int, instants: pa.Table | None = None) -> TimelineIndex:
     """Arrange a run's columns for window queries. Cost is a sort of the slices, paid once per run."""
     track = slices.column("track_id").to_numpy().astype(np.int32)
     ts = slices.column("ts_ns").to_numpy().astype(I64) - origin_ns
@@ -89,17 +93,21 @@ def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table,
         lo = np.concatenate(([0], change)).astype(I64)
     else:
         lo = np.zeros(0, I64)
-    hi = np.append(lo[1:], len(order)).astype(I64)
+    hi = np.append(lo[1:], len(order)).astype(I64) if len(order) else np.zeros(0, I64)
     ts_o, dur_o = ts[order], dur[order]
     end_max = ts_o + dur_o
     for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
         np.maximum.accumulate(end_max[a:b], out=end_max[a:b])
     t_ids = tracks.column("track_id").to_pylist()
-    c_track = counters.column("track_id").to_numpy().astype(np.int32)
-    c_bounds = np.flatnonzero(np.diff(c_track) != 0) + 1 if len(c_track) else np.zeros(0, I64)
-    c_lo = np.concatenate(([0], c_bounds)).astype(I64) if len(c_track) else np.zeros(0, I64)
-    c_hi = np.append(c_lo[1:], len(c_track)).astype(I64) if len(c_track) else np.zeros(0, I64)
-    counter_ranges = {int(c_track[a]): (int(a), int(b)) for a, b in zip(c_lo, c_hi, strict=True)}
+    counter_ranges = _track_ranges(counters.column("track_id").to_numpy().astype(np.int32))
+    if instants is None or instants.num_rows == 0:
+        i_ranges: dict[int, tuple[int, int]] = {}
+        i_names: list[str] = []
+        i_ts, i_codes = np.zeros(0, I64), np.zeros(0, np.int32)
+    else:
+        i_ranges = _track_ranges(instants.column("track_id").to_numpy().astype(np.int32))
+        i_ts = instants.column("ts_ns").to_numpy().astype(I64) - origin_ns
+        i_names, i_codes = _dictionary(instants.column("name"))
     fl = _flow_arrays(flows, track, ts, dur)
     group_of = np.repeat(np.arange(len(lo)), hi - lo)
     span = int(end_max.max(initial=0)) - int(ts_o.min(initial=0))
@@ -112,8 +120,18 @@ def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table,
         counter_ranges=counter_ranges,
         counter_ts=counters.column("ts_ns").to_numpy().astype(I64) - origin_ns,
         counter_value=counters.column("value").to_numpy().astype(np.float64),
+        instant_ranges=i_ranges, instant_ts=i_ts, instant_names=i_names, instant_name=i_codes,
         slice_track=track, slice_ts=ts, levels=levels, **fl,
     )
+
+
+def _track_ranges(track: np.ndarray) -> dict[int, tuple[int, int]]:
+    """(first, end) row of each track in a table sorted by track."""
+    if not len(track):
+        return {}
+    lo = np.concatenate(([0], np.flatnonzero(np.diff(track) != 0) + 1)).astype(I64)
+    hi = np.append(lo[1:], len(track)).astype(I64)
+    return {int(track[a]): (int(a), int(b)) for a, b in zip(lo, hi, strict=True)}
 
 
 def _flow_arrays(flows: pa.Table, track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
@@ -150,6 +168,9 @@ def compute_window(ix: TimelineIndex, start_ns: int, end_ns: int, width_px: int,
         if ix.track_kind[tid] == "counter":
             out_tracks[tid] = {"track_id": tid, "kind": "counter",
                                "counter": _counter_window(ix, tid, start_ns, end_ns, width_px)}
+        elif ix.track_kind[tid] == "instant":
+            out_tracks[tid] = {"track_id": tid, "kind": "instant",
+                               "instants": _instant_window(ix, tid, start_ns, end_ns, width_px)}
     names = _remap_names(ix, out_tracks, used_names)
     for payload in out_tracks.values():
         _listify(payload)
@@ -281,6 +302,19 @@ def _counter_window(ix: TimelineIndex, tid: int, start_ns: int, end_ns: int, wid
     pick_max = _first_where(val == np.maximum.reduceat(val, first)[bucket], bucket, len(first))
     picks = np.unique(np.concatenate((pick_min, pick_max)))
     return {"ts": ts[picks], "value": val[picks]}
+
+
+def _instant_window(ix: TimelineIndex, tid: int, start_ns: int, end_ns: int, width_px: int) -> dict[str, Any]:
+    """Instants in the window, at most one per pixel column (the first), with how many it stands for."""
+    a, b = ix.instant_ranges.get(tid, (0, 0))
+    ts = ix.instant_ts[a:b]
+    lo, hi = int(np.searchsorted(ts, start_ns, side="left")), int(np.searchsorted(ts, end_ns, side="right"))
+    ts, codes = ts[lo:hi], ix.instant_name[a + lo:a + hi]
+    px = ((ts - start_ns) * (width_px / max(1, end_ns - start_ns))).astype(I64)
+    first = np.flatnonzero(np.diff(px, prepend=-1)) if len(px) else np.zeros(0, I64)
+    count = np.diff(np.append(first, len(px))) if len(px) else np.zeros(0, I64)
+    return {"ts": ts[first].tolist(), "name": [ix.instant_names[c] for c in codes[first].tolist()],
+            "count": count.tolist()}
 
 
 def _first_where(mask: np.ndarray, bucket: np.ndarray, n: int) -> np.ndarray:

@@ -290,6 +290,7 @@
         if (y + r.h < RULER_H || y > H) continue;
         if (r.kind === "header") this.drawHeader(ctx, r, y, W);
         else if (r.track.kind === "counter") this.drawCounter(ctx, r, y, W, npp, x0);
+        else if (r.track.kind === "instant") this.drawInstants(ctx, r, y, W, npp, x0);
         else this.drawTrack(ctx, r, y, W, npp, x0);
       }
       this.drawChain(ctx, top);
@@ -432,6 +433,24 @@
       const xa = GUTTER + (e.ts_rel_ns - x0) / npp, w = Math.max(2, e.dur_ns / npp);
       ctx.strokeStyle = "#0a0a0a"; ctx.lineWidth = 2;
       ctx.strokeRect(xa, y + (e.depth || 0) * ROW_H + 1, w, ROW_H - 2);
+    }
+    /** Instant events as small diamonds, one per pixel column (the server merges the rest). */
+    drawInstants(ctx, r, y, W, npp, x0) {
+      const td = this.trackData.get(r.track.track_id);
+      const inst = td && td.instants;
+      if (inst) {
+        ctx.save();
+        ctx.beginPath(); ctx.rect(GUTTER, y, W - GUTTER, r.h); ctx.clip();
+        const cy = y + ROW_H / 2, s = 4;
+        for (let i = 0; i < inst.ts.length; i++) {
+          const x = GUTTER + (inst.ts[i] - x0) / npp;
+          ctx.fillStyle = TE.colorFor(inst.name[i]);
+          ctx.beginPath(); ctx.moveTo(x, cy - s); ctx.lineTo(x + s, cy); ctx.lineTo(x, cy + s); ctx.lineTo(x - s, cy);
+          ctx.closePath(); ctx.fill();
+        }
+        ctx.restore();
+      }
+      this.drawLabel(ctx, r, y);
     }
     /** A counter as a step area chart from zero (or its minimum, when negative) to its maximum. */
     drawCounter(ctx, r, y, W, npp, x0) {

@@ -91,3 +91,22 @@ def test_counters_downsample_to_min_and_max_per_pixel() -> None:
     c = w["tracks"][0]["counter"]
     assert len(c["ts"]) <= 100 and c["ts"] == sorted(c["ts"])
     assert max(c["value"]) == pytest.approx(1.0, abs=1e-3) and min(c["value"]) == pytest.approx(-1.0, abs=1e-3)
+
+
+def test_instant_tracks_come_one_per_pixel_with_counts() -> None:
+    """Also a run with no slices at all (only instants), which must not break the index."""
+    tracks = pa.table({"track_id": pa.array([0], pa.int32()), "kind": ["instant"], "lane": ["other"]})
+    instants = pa.table({"track_id": pa.array([0, 0, 0, 0], pa.int32()), "ts_ns": pa.array([10, 11, 500, 990], pa.int64()),
+                         "name": ["a", "b", "c", "d"], "cat": ["x"] * 4, "args": ["{}"] * 4})
+    empty_slices = pa.table({"slice_id": pa.array([], pa.int64()), "track_id": pa.array([], pa.int32()),
+                             "ts_ns": pa.array([], pa.int64()), "dur_ns": pa.array([], pa.int64()),
+                             "depth": pa.array([], pa.int32()), "name": pa.array([], pa.string())})
+    counters = pa.table({"track_id": pa.array([], pa.int32()), "ts_ns": pa.array([], pa.int64()),
+                         "value": pa.array([], pa.float64())})
+    flows = pa.table({"flow_id": pa.array([], pa.int64()), "from_slice": pa.array([], pa.int64()),
+                      "to_slice": pa.array([], pa.int64()), "kind": pa.array([], pa.string())})
+    ix = build_timeline_index(empty_slices, tracks, counters, flows, origin_ns=0, instants=instants)
+    out = compute_window(ix, 0, 1000, 10)
+    assert out["tracks"] == [{"track_id": 0, "kind": "instant",
+                              "instants": {"ts": [10, 500, 990], "name": ["a", "c", "d"], "count": [2, 1, 1]}}]
+    assert compute_window(ix, 400, 600, 10)["tracks"][0]["instants"] == {"ts": [500], "name": ["c"], "count": [1]}
