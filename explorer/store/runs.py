@@ -16,8 +16,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from explorer.analysis.ops import device_time_summary
@@ -159,9 +159,9 @@ class RunStore:
 
 def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> dict[str, Any]:
     slices = trace.tables["slices"]
-    lanes = slices.column("lane").to_numpy(zero_copy_only=False) if slices.num_rows else np.zeros(0, object)
-    names, counts = np.unique(lanes, return_counts=True) if len(lanes) else ([], [])
-    per_lane = {str(k): int(v) for k, v in zip(names, counts, strict=True)}  # type: ignore[call-overload]
+    per_lane = {str(r["values"]): int(r["counts"]) for r in pc.value_counts(slices.column("lane")).to_pylist()} \
+        if slices.num_rows else {}
+    per_lane = dict(sorted(per_lane.items()))
     start = int(trace.meta.get("start_ns", 0))  # type: ignore[call-overload]
     end = int(trace.meta.get("end_ns", 0))  # type: ignore[call-overload]
     return {
