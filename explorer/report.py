@@ -15,6 +15,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 import jinja2
+import numpy as np
+import pyarrow as pa
 from markupsafe import Markup
 
 from explorer import __version__
@@ -32,9 +34,11 @@ from explorer.errors import BadRequest
 from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import OP_COLUMNS, load_ops
+from explorer.store.run_queries import load_slice_column
 from explorer.store.runs import RunStore
 
 SNAPSHOT_WIDTH_PX = 4000
+SNAPSHOT_ARGS_BYTES = 2_000_000  # args text embedded in a report, at most
 TOP_OPS = 15
 TEXT_COLUMNS = ("name", "input_shapes")
 
@@ -257,8 +261,33 @@ def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_
     t = store.table
     ix = index or build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"),
                                        t(run_id, "flows"), origin, t(run_id, "instants"))
-    return {"span_ns": span, "tracks": build_tracks(store, run_id),
-            "window": compute_window(ix, 0, span, width_px)}
+    window = compute_window(ix, 0, span, width_px)
+    ids = [i for tr in window["tracks"] for i in (tr.get("slices") or {}).get("id", [])]
+    return {"span_ns": span, "tracks": build_tracks(store, run_id), "window": window,
+            "details": snapshot_details(store, run_id, ids)}
+
+
+def snapshot_details(store: RunStore, run_id: str, slice_ids: list[int],
+                     max_args_bytes: int = SNAPSHOT_ARGS_BYTES) -> dict[str, Any]:
+    """What the offline details panel shows beyond the window: each drawn slice's parent (for the
+    parent chain) and its args, smallest first until the byte budget is spent (the report says so)."""
+    if not slice_ids:
+        return {"parent": {}, "args": {}, "args_complete": True}
+    ids = np.asarray(sorted(set(slice_ids)), dtype=np.int64)
+    parent = store.table(run_id, "slices").column("parent_id").to_numpy()[ids]
+    args_col = load_slice_column(store, run_id, "args").take(pa.array(ids)).to_pylist()
+    order = np.argsort([len(a or "") for a in args_col], kind="stable")
+    args: dict[str, str] = {}
+    spent = 0
+    for k in order.tolist():
+        text = args_col[k] or "{}"
+        if spent + len(text) > max_args_bytes:
+            break
+        if text != "{}":
+            args[str(int(ids[k]))] = text
+        spent += len(text)
+    return {"parent": {str(int(i)): int(p) for i, p in zip(ids, parent, strict=True) if p >= 0},
+            "args": args, "args_complete": len(args) == sum(1 for a in args_col if (a or "{}") != "{}")}
 
 
 def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = None,

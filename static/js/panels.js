@@ -51,7 +51,7 @@
         kv([["duration", TE.fmtNs(e.dur_ns)], ["start", TE.fmtNs(e.ts_rel_ns) + " after run start"], ["category", e.cat],
           ["track", trackLabel(e.track_id)], ["depth", e.depth], ["correlation", e.correlation], ["external id", e.external_id],
           ["slice id", e.slice_id]]));
-      if (d.offline) side.append(el("p", { class: "muted" }, "Offline report: args and parents need the server."));
+      if (d.offline && d.argsOmitted) side.append(el("p", { class: "muted" }, "Offline report: this event's args did not fit in the report; open the run on the server for them."));
       const args = e.args || {};
       if (Object.keys(args).length) {
         side.append(el("h3", null, "Args"), kv(Object.entries(args).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)])));

@@ -62,8 +62,19 @@
         chain.push(Object.assign({ relation: f.kind }, b)); cur = f.to;
       }
       for (let i = 0; i < chain.length; i++) chain[i].gap_ns = i ? chain[i].ts_rel_ns - chain[i - 1].ts_rel_ns : null;
-      return Promise.resolve({ event: Object.assign({ args: {}, cat: "" }, me), parents: [], children: { count: 0, top: [] },
-        chain: chain, offline: true });
+      // the report embeds each drawn slice's parent and (within a size budget) its args
+      const det = this.snap.details || { parent: {}, args: {}, args_complete: false };
+      const parents = [];
+      for (let p = det.parent[String(id)], guard = 0; p !== undefined && guard < 64; p = det.parent[String(p)], guard++) {
+        const b = this._brief(p);
+        if (!b) break;
+        parents.unshift(b);
+      }
+      const argsText = det.args[String(id)];
+      let args = {};
+      try { args = argsText ? JSON.parse(argsText) : {}; } catch (err) { args = { args: argsText }; }
+      return Promise.resolve({ event: Object.assign({ args: args, cat: "" }, me), parents: parents,
+        children: { count: 0, top: [] }, chain: chain, offline: true, argsOmitted: !argsText && !det.args_complete });
     }
     search(q, opts) {
       // Offline the snapshot has names only: args are not searched.

@@ -50,6 +50,21 @@ def test_report_file_opens_offline(offline_page: Any, server: Any, tmp_path: Pat
     page.locator("#tl-canvas").click(position={"x": 700, "y": 60})
     page.keyboard.press("w")
     assert page.evaluate("() => window.__timeline.end - window.__timeline.start") < span
+    # details offline: the report embeds each drawn slice's parent and args
+    child = page.evaluate("""() => {
+      const tl = window.__timeline;
+      for (const [tid, td] of tl.trackData) {
+        const s = td.slices;
+        if (!s) continue;
+        for (let i = 0; i < s.id.length; i++) if (tl.names[s.name[i]] === "aten::addmm") return s.id[i];
+      }
+      return null; }""")
+    assert child is not None
+    page.evaluate(f"() => window.__timeline.select({child}, false)")
+    page.wait_for_function("() => document.getElementById('tl-detail-name')?.textContent === 'aten::addmm'")
+    details = page.inner_text("#tl-details")
+    assert "Args" in details and "External id" in details
+    assert "Parents" in details and "aten::linear" in details
     shot(page, "10-report-offline", full_page=True)
     assert page.guard.external == []
 
