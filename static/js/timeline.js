@@ -539,7 +539,8 @@
       if (row.kind === "header") return { header: row };
       if (x < GUTTER) return { label: row };
       const tid = row.track.track_id, td = this.trackData.get(tid);
-      if (!td || row.track.kind === "counter") return null;
+      if (!td) return null;
+      if (row.track.kind === "counter" || row.track.kind === "instant") return this.hitPoint(row, td, this.nsAt(x));
       const depth = Math.floor((y - row.y) / ROW_H), t = this.nsAt(x), slop = this.nsPerPx * 2;
       const s = td.slices;
       let best = null;
@@ -561,6 +562,27 @@
         }
       }
       return null;
+    }
+
+    /** A counter's value in force at time t, or the instant nearest to t (within a few pixels). */
+    hitPoint(row, td, t) {
+      const label = row.track.label;
+      if (td.counter) {
+        const c = td.counter;
+        let i = -1;
+        for (let k = 0; k < c.ts.length && c.ts[k] <= t; k++) i = k;
+        return i < 0 ? null : { point: { title: label + ": " + (+c.value[i].toPrecision(6)), ts: c.ts[i], lane: "counter" } };
+      }
+      const inst = td.instants;
+      if (!inst) return null;
+      let best = -1, bestD = this.nsPerPx * 5;
+      for (let k = 0; k < inst.ts.length; k++) {
+        const d = Math.abs(inst.ts[k] - t);
+        if (d <= bestD) { best = k; bestD = d; }
+      }
+      if (best < 0) return null;
+      const n = inst.count[best];
+      return { point: { title: inst.name[best] + (n > 1 ? " (+" + (n - 1) + " more here)" : ""), ts: inst.ts[best], lane: label } };
     }
 
     // -- input ---------------------------------------------------------------------------------
@@ -665,6 +687,14 @@
     showTip(p, h) {
       const tip = this.tip;
       const prev = this.hover;
+      if (h && h.point) {  // counters and instants: a tip, no highlight box
+        if (prev) { this.hover = null; this.requestDraw(); }
+        tip.textContent = "";
+        tip.append(TE.el("div", { class: "t-name" }, h.point.title),
+          TE.el("div", { class: "t-meta" }, h.point.lane + " · at " + TE.fmtNs(h.point.ts)));
+        this.placeTip(p);
+        return;
+      }
       this.hover = h && (h.slice || h.merged) ? (h.slice || h.merged) : null;
       const same = prev && this.hover && prev.track === this.hover.track && prev.ts === this.hover.ts && prev.depth === this.hover.depth;
       if (!same && (prev || this.hover)) this.requestDraw();
@@ -678,6 +708,10 @@
         tip.append(TE.el("div", { class: "t-name" }, v.count + " events (longest: " + v.name + ")"),
           TE.el("div", { class: "t-meta" }, "busy " + TE.fmtNs(v.busy) + " of " + TE.fmtNs(v.dur) + " · " + v.lane + " · click to zoom"));
       }
+      this.placeTip(p);
+    }
+    placeTip(p) {
+      const tip = this.tip;
       tip.style.display = "block";
       const left = Math.min(p.x + 14, this.width - tip.offsetWidth - 4);
       tip.style.left = Math.max(0, left) + "px";

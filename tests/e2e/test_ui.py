@@ -240,7 +240,14 @@ def test_timeline_linked_chain_and_range(page: Any, server: Any, shot: Any) -> N
     assert {"framework", "runtime", "hardware"} <= set(lanes)
     shot(page, "08-timeline-chain")
 
+    # hovering a counter track tells its value there
     box = page.locator("#tl-canvas").bounding_box()
+    row_y = page.evaluate("() => { const tl = window.__timeline; const r = tl.rows.find(r => r.kind === 'track' && "
+                          "r.track.kind === 'counter'); return 26 + r.y + r.h / 2 - tl.scroll.scrollTop; }")
+    page.mouse.move(box["x"] + 700, box["y"] + row_y)
+    page.wait_for_function("() => document.getElementById('tl-tip').style.display === 'block'")
+    assert re.match(r"memory: \d", page.inner_text("#tl-tip")), page.inner_text("#tl-tip")
+
     y = box["y"] + 200
     page.keyboard.down("Shift")
     page.mouse.move(box["x"] + 400, y)
