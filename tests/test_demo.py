@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +21,9 @@ from explorer.config import Settings
 from explorer.demo import ACTIVE_STEPS, DEMO_TAG, NAIVE_OPS_PER_STEP, RUN_NAMES, demo_note
 from explorer.store.queries import load_ops
 from explorer.store.runs import RunStore
+from tests.support import cli
 
 pytestmark = pytest.mark.slow
-
-
-def cli(*args: str) -> list[str]:
-    script = Path(sys.executable).with_name("trace-explorer")
-    if script.exists():
-        return [str(script), *args]
-    return [sys.executable, "-c", "from api.cli import main; main()", *args]
 
 
 def compiler_present() -> bool:

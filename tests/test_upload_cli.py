@@ -7,9 +7,7 @@ run whose ingest fails, and the multipart body the client streams.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,22 +16,10 @@ import httpx
 import pytest
 
 from explorer.upload_client import MultipartBody, UploadPart, normalize_server
+from tests.support import cli, free_port
 
 TINY = Path(__file__).resolve().parent / "api" / "fixtures" / "tiny_kineto.json"
 TOKEN = "test-token-0123456789"
-
-
-def cli(*args: str) -> list[str]:
-    script = Path(sys.executable).with_name("trace-explorer")
-    if script.exists():
-        return [str(script), *args]
-    return [sys.executable, "-c", "from api.cli import main; main()", *args]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

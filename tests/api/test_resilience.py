@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,14 +18,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from synth import write_kineto_trace  # noqa: E402
 
+from tests.support import free_port  # noqa: E402
+
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def start(data: Path, port: int) -> subprocess.Popen[str]:

@@ -16,13 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from api.cli import main, tunnel_hint
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from tests.support import free_port
 
 
 def _torch_trace(path: Path) -> Path:
@@ -39,7 +33,7 @@ def _torch_trace(path: Path) -> Path:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-c", "from api.cli import main; main()", "serve", "--port", str(port),
            "--data-dir", str(tmp_path / "data")]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

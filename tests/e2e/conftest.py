@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,8 @@ from urllib.parse import urlparse
 from urllib.request import urlopen
 
 import pytest
+
+from tests.support import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT_DIR = Path(os.environ.get("SCREENSHOT_DIR", str(ROOT / "test-artifacts" / "screenshots")))
@@ -58,12 +59,6 @@ def chromium_path() -> str | None:
         if cand and Path(cand).exists():
             return cand
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def hostile_trace() -> dict[str, Any]:
