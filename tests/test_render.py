@@ -111,10 +111,22 @@ def test_compare_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, s
     assert isinstance(page, ComparePage)
     assert page.compare == client.get(page.twin).json()
     totals = [r["device_total_ns"] for r in page.compare["runs"]]
-    assert page.headline["what"] == "device time" and page.headline["totals_ns"] == totals
+    assert page.headline["metric"] == "device_total_ns" and page.headline["totals_ns"] == totals
     assert page.headline["pct_change"][1] == pytest.approx(100.0 * (totals[1] - totals[0]) / totals[0])
-    assert [d for d, _ in page.deltas] == [r["delta_device_ns"] for r in page.compare["rows"]]
     assert client.get(f"/compare?runs={runs['big']}").status_code == 400
+
+
+def test_compare_with_a_chosen_baseline_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    resp = client.get(f"/compare?runs={runs['big']},{runs['small']}&baseline={runs['small']}")
+    page = context(resp)
+    assert page.twin == f"/api/compare?runs={runs['big']},{runs['small']}&baseline={runs['small']}"
+    assert page.compare == client.get(page.twin).json()
+    assert [r["id"] for r in page.compare["runs"]] == [runs["small"], runs["big"]]
+    assert page.compare["baseline"] == {"id": runs["small"], "reason": "chosen", "tag": ""}
+    assert page.baseline_link(runs["big"]) == f"/compare?runs={runs['big']},{runs['small']}&baseline={runs['big']}"
+    assert page.twin.replace("&", "&amp;") in resp.text
+    assert client.get(f"/compare?runs={runs['big']},{runs['small']}&baseline=nope").status_code == 400
 
 
 def test_timeline_context(app_runs: tuple[TestClient, dict[str, str]]) -> None:
