@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
-from explorer.render import fmt_ns, inline_plotly, json_for_script, make_environment
+from explorer.render import fmt_dur, fmt_ns, inline_plotly, json_for_script, make_environment
 from explorer.report import (
     ComparePage,
     NotReadyPage,
@@ -176,6 +176,16 @@ def test_environment_autoescapes() -> None:
                                           (3_000_000_000, "3.000 s"), (None, "–"), (-1500, "-1.500 µs")])
 def test_fmt_ns(ns: int | None, text: str) -> None:
     assert fmt_ns(ns) == text
+
+
+@pytest.mark.parametrize(("ns", "signed", "text"), [
+    (501_567_000, False, "501.6 ms"),  # the unit adapts: ms for 501,567 µs
+    (2_355_000, False, "2,355.0 µs"), (10_000_000, False, "10.0 ms"), (12_345_000_000, False, "12.35 s"),
+    (999, False, "999 ns"), (-1_500_000, True, "-1,500.0 µs"), (40_000_000, True, "+40.0 ms"), (0, True, "0 ns"),
+    (None, False, "–"),
+])
+def test_fmt_dur_picks_the_unit_like_the_charts(ns: int | None, signed: bool, text: str) -> None:
+    assert fmt_dur(ns, signed) == text
 
 
 # ---- the report and assets --------------------------------------------------------------------------
