@@ -10,6 +10,8 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from explorer.analysis.compare import headline_metric
+
 LANE_COLORS = {
     "framework": "#4e79a7",
     "runtime": "#f28e2b",
@@ -96,8 +98,9 @@ def make_top_ops_figure(rows: Sequence[Mapping[str, Any]], metric: str = "device
 
 
 def compare_metric(compare: Mapping[str, Any]) -> str:
-    """Device time when any run has some; CPU time for host-only profiles."""
-    return "device_total_ns" if any(r.get("device_total_ns") for r in compare.get("runs", [])) else "cpu_total_ns"
+    """The compare headline's metric (device time, or CPU time for host-only profiles): one rule,
+    explorer.analysis.compare.headline_metric."""
+    return headline_metric(compare.get("runs", []))
 
 
 def make_compare_figure(compare: Mapping[str, Any], top: int = 12) -> dict[str, Any]:

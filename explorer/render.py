@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from explorer.charts import time_unit
 from explorer.config import PROJECT_ROOT
 from explorer.demo import demo_note
 
@@ -50,6 +51,19 @@ def fmt_us(ns: float | int | None) -> str:
     return "–" if ns is None else f"{float(ns) / 1e3:,.1f} µs"
 
 
+def fmt_dur(ns: float | int | None, signed: bool = False) -> str:
+    """A duration in a unit that fits its size, as the charts choose theirs (charts.time_unit: µs up to
+    10 ms, then ms, then s); under 1 µs in ns. `signed` puts + before positive values (deltas)."""
+    if ns is None:
+        return "–"
+    v = float(ns)
+    sign = "+" if signed and v > 0 else ""
+    if abs(v) < 1e3:
+        return f"{sign}{v:,.0f} ns"
+    unit, scale = time_unit(abs(v))
+    return f"{sign}{v / scale:,.{2 if unit == 's' else 1}f} {unit}"
+
+
 def fmt_int(n: float | int | None) -> str:
     return "–" if n is None else f"{int(n):,}"
 
@@ -75,7 +89,7 @@ def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(ns=fmt_ns, us=fmt_us, thousands=fmt_int, pct=fmt_pct, when=fmt_time, script_json=json_for_script)
+    env.filters.update(ns=fmt_ns, us=fmt_us, dur=fmt_dur, thousands=fmt_int, pct=fmt_pct, when=fmt_time, script_json=json_for_script)
     env.globals["demo_note"] = demo_note  # the "what you are looking at" note of the demo's compare page
     return env
 

@@ -21,10 +21,9 @@ from markupsafe import Markup
 
 from explorer import __version__
 from explorer.analysis.breakdown import compute_breakdown
-from explorer.analysis.compare import RunOps, compute_compare
+from explorer.analysis.compare import RunOps, compute_compare, kernel_table
 from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
 from explorer.charts import (
-    compare_metric,
     make_compare_figure,
     make_lane_breakdown_figure,
     make_top_ops_figure,
@@ -41,6 +40,7 @@ SNAPSHOT_WIDTH_PX = 4000
 SNAPSHOT_ARGS_BYTES = 2_000_000  # args text embedded in a report, at most
 TOP_OPS = 15
 TEXT_COLUMNS = ("name", "input_shapes")
+MAX_COMPARE_RUNS = 8
 
 
 def run_links(run_id: str) -> dict[str, str]:
@@ -137,7 +137,8 @@ class TimelinePage:
 
 @dataclass
 class ComparePage:
-    """`/compare?runs=a,b,c`; twin `/api/compare?runs=a,b,c`."""
+    """`/compare?runs=a,b,c&baseline=a`; twin `/api/compare` with the same query. `compare` lists the
+    baseline run first (explorer.analysis.compare.choose_baseline says which and why)."""
 
     compare: dict[str, Any]
     figure: dict[str, Any]
@@ -145,27 +146,17 @@ class ComparePage:
 
     @property
     def metric(self) -> str:
-        return compare_metric(self.compare)
-
-    @property
-    def deltas(self) -> list[tuple[int, float | None]]:
-        """Per row: (last run - baseline, % change) in the headline's metric (device, or CPU time)."""
-        out: list[tuple[int, float | None]] = []
-        for row in self.compare["rows"]:
-            first, last = row["per_run"][0], row["per_run"][-1]
-            a = int(first[self.metric]) if first else 0
-            b = int(last[self.metric]) if last else 0
-            out.append((b - a, None if not first or not a else 100.0 * (b - a) / a))
-        return out
+        return str(self.compare["headline"]["metric"])
 
     @property
     def headline(self) -> dict[str, Any]:
-        """Totals per run and % change against the first, in device time (CPU time without a device)."""
-        metric = self.metric
-        totals = [int(r[metric]) for r in self.compare["runs"]]
-        pcts = [None if not totals[0] else 100.0 * (t - totals[0]) / totals[0] for t in totals]
-        return {"what": "device time" if metric == "device_total_ns" else "CPU time", "totals_ns": totals,
-                "pct_change": pcts}
+        """compute_headline's object, the one /api/compare carries."""
+        return dict(self.compare["headline"])
+
+    def baseline_link(self, run_id: str) -> str:
+        """This comparison with `run_id` as the baseline (first, and chosen in the link)."""
+        ids = [r["id"] for r in self.compare["runs"]]
+        return "/compare?" + compare_query([run_id, *(i for i in ids if i != run_id)], run_id)
 
 
 @dataclass
@@ -234,16 +225,30 @@ def build_timeline_page(store: RunStore, run_id: str) -> TimelinePage:
                         f"/api/runs/{run_id}/timeline?start_ns=0&end_ns={max(span, 1)}&width_px=2000")
 
 
-def build_compare_page(store: RunStore, run_ids: list[str]) -> ComparePage:
-    if not 2 <= len(run_ids) <= 6:
-        raise BadRequest("compare takes two to six runs: /compare?runs=a,b")
+def compare_query(run_ids: list[str], baseline: str | None = None) -> str:
+    """The query string of a compare page and its twin: `runs=a,b` plus `baseline=` when one is chosen."""
+    params = {"runs": ",".join(run_ids), **({"baseline": baseline} if baseline else {})}
+    return urlencode(params, safe=",")
+
+
+def compute_run_compare(store: RunStore, run_ids: list[str], baseline: str | None = None) -> dict[str, Any]:
+    """The `/api/compare` object for stored runs: ops from op_stats, kernels from the slices table."""
+    if not 2 <= len(run_ids) <= MAX_COMPARE_RUNS:
+        raise BadRequest(f"compare takes 2 to {MAX_COMPARE_RUNS} run ids, comma-separated: /compare?runs=a,b")
+    if len(set(run_ids)) != len(run_ids):
+        raise BadRequest("a run appears twice in the comparison")
     sides = []
     for rid in run_ids:
         rec = store.require_ready(rid)
         sides.append(RunOps(rec.id, rec.name, store.table(rid, "op_stats"),
-                            int(rec.summary.get("device", {}).get("device_total_ns", 0))))
-    data = compute_compare(sides)
-    return ComparePage(data, make_compare_figure(data), "/api/compare?runs=" + ",".join(run_ids))
+                            int(rec.summary.get("device", {}).get("device_total_ns", 0)), tuple(rec.tags),
+                            kernel_table(store.table(rid, "slices"))))
+    return compute_compare(sides, baseline)
+
+
+def build_compare_page(store: RunStore, run_ids: list[str], baseline: str | None = None) -> ComparePage:
+    data = compute_run_compare(store, run_ids, baseline)
+    return ComparePage(data, make_compare_figure(data), "/api/compare?" + compare_query(run_ids, baseline))
 
 
 def build_tracks(store: RunStore, run_id: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
-from explorer.render import fmt_ns, inline_plotly, json_for_script, make_environment
+from explorer.render import fmt_dur, fmt_ns, inline_plotly, json_for_script, make_environment
 from explorer.report import (
     ComparePage,
     NotReadyPage,
@@ -111,10 +111,22 @@ def test_compare_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, s
     assert isinstance(page, ComparePage)
     assert page.compare == client.get(page.twin).json()
     totals = [r["device_total_ns"] for r in page.compare["runs"]]
-    assert page.headline["what"] == "device time" and page.headline["totals_ns"] == totals
+    assert page.headline["metric"] == "device_total_ns" and page.headline["totals_ns"] == totals
     assert page.headline["pct_change"][1] == pytest.approx(100.0 * (totals[1] - totals[0]) / totals[0])
-    assert [d for d, _ in page.deltas] == [r["delta_device_ns"] for r in page.compare["rows"]]
     assert client.get(f"/compare?runs={runs['big']}").status_code == 400
+
+
+def test_compare_with_a_chosen_baseline_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    resp = client.get(f"/compare?runs={runs['big']},{runs['small']}&baseline={runs['small']}")
+    page = context(resp)
+    assert page.twin == f"/api/compare?runs={runs['big']},{runs['small']}&baseline={runs['small']}"
+    assert page.compare == client.get(page.twin).json()
+    assert [r["id"] for r in page.compare["runs"]] == [runs["small"], runs["big"]]
+    assert page.compare["baseline"] == {"id": runs["small"], "reason": "chosen", "tag": ""}
+    assert page.baseline_link(runs["big"]) == f"/compare?runs={runs['big']},{runs['small']}&baseline={runs['big']}"
+    assert page.twin.replace("&", "&amp;") in resp.text
+    assert client.get(f"/compare?runs={runs['big']},{runs['small']}&baseline=nope").status_code == 400
 
 
 def test_timeline_context(app_runs: tuple[TestClient, dict[str, str]]) -> None:
@@ -164,6 +176,16 @@ def test_environment_autoescapes() -> None:
                                           (3_000_000_000, "3.000 s"), (None, "–"), (-1500, "-1.500 µs")])
 def test_fmt_ns(ns: int | None, text: str) -> None:
     assert fmt_ns(ns) == text
+
+
+@pytest.mark.parametrize(("ns", "signed", "text"), [
+    (501_567_000, False, "501.6 ms"),  # the unit adapts: ms for 501,567 µs
+    (2_355_000, False, "2,355.0 µs"), (10_000_000, False, "10.0 ms"), (12_345_000_000, False, "12.35 s"),
+    (999, False, "999 ns"), (-1_500_000, True, "-1,500.0 µs"), (40_000_000, True, "+40.0 ms"), (0, True, "0 ns"),
+    (None, False, "–"),
+])
+def test_fmt_dur_picks_the_unit_like_the_charts(ns: int | None, signed: bool, text: str) -> None:
+    assert fmt_dur(ns, signed) == text
 
 
 # ---- the report and assets --------------------------------------------------------------------------

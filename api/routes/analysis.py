@@ -6,17 +6,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from api.deps import RunDep, StateDep, get_ready_run, origin_ns
+from api.deps import RunDep, StateDep, origin_ns
 from api.responses import FastJSONResponse, fast_json
 from api.routes.runs import parse_csv
-from explorer.analysis.compare import RunOps, compute_compare
-from explorer.errors import BadRequest
+from explorer.report import compute_run_compare
 from explorer.store.queries import load_ops
 from explorer.store.run_queries import load_ops_in_range
 
 router = APIRouter(tags=["analysis"])
-
-MAX_COMPARE = 8
 
 
 @router.get("/api/runs/{run_id}/ops")
@@ -42,12 +39,8 @@ def breakdown(run: RunDep, state: StateDep) -> FastJSONResponse:
 
 
 @router.get("/api/compare")
-def compare(state: StateDep, runs: str) -> dict[str, Any]:
-    """Two or more runs op by op against the first (the baseline)."""
-    ids = parse_csv(runs, "runs") or []
-    if not 2 <= len(ids) <= MAX_COMPARE:
-        raise BadRequest(f"compare needs 2 to {MAX_COMPARE} run ids, comma-separated")
-    records = [get_ready_run(state.store.get(i)) for i in ids]
-    return compute_compare([
-        RunOps(r.id, r.name, state.store.table(r.id, "op_stats"),
-               int(r.summary.get("device", {}).get("device_total_ns", 0))) for r in records])
+def compare(state: StateDep, runs: str, baseline: str | None = None) -> dict[str, Any]:
+    """Two to eight runs op by op and kernel by kernel against the baseline: `baseline=` when given, else
+    the first run tagged baseline/before, else the first run (the result names it and why, and lists it
+    first)."""
+    return compute_run_compare(state.store, parse_csv(runs, "runs") or [], baseline)

@@ -94,9 +94,9 @@ def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-de
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, state: StateDep, runs: str = "") -> HTMLResponse:
+def compare_page(request: Request, state: StateDep, runs: str = "", baseline: str | None = None) -> HTMLResponse:
     ids = parse_csv(runs, "runs") or []
-    return _render(request, state, "compare.html", build_compare_page(state.store, ids), plotly=True)
+    return _render(request, state, "compare.html", build_compare_page(state.store, ids, baseline), plotly=True)
 
 
 @router.get("/runs/{run_id}/report", response_class=HTMLResponse)

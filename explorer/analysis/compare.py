@@ -1,67 +1,182 @@
-"""Compare runs op by op: calls, device and CPU time per run, delta and % change against the first.
+"""Compare runs against one baseline: per op (calls, device and CPU time) and per kernel (device
+executions by name), every other run's delta against the baseline, and one headline metric.
 
-The first run is the baseline. An op missing from the baseline is `added`; one in the baseline but
-missing from a later run is `removed`; one in every run is `common`. Pure function over op tables.
+`choose_baseline` is the only place that decides which run is the baseline; results list it first.
+Pure functions over per-run tables, returning ints (ns) and ratios; no units or text formatting here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-PER_RUN_FIELDS = ("calls", "device_total_ns", "self_device_ns", "cpu_total_ns", "self_cpu_ns")
+from explorer.errors import BadRequest
+
+BASELINE_TAGS = ("baseline", "before")
+OP_FIELDS = ("calls", "device_total_ns", "self_device_ns", "cpu_total_ns", "self_cpu_ns")
+KERNEL_FIELDS = ("calls", "total_ns")
+KERNEL_TABLE = pa.schema([("name", pa.string()), ("calls", pa.int64()), ("total_ns", pa.int64())])
 
 
 @dataclass
 class RunOps:
-    """One run's side of a comparison."""
+    """One run's side of a comparison: its per-name op table and (optionally) kernel table."""
 
     id: str
     name: str
     ops: pa.Table  # per-name op table (explorer.model.tables.OP_STATS)
     device_total_ns: int
+    tags: Sequence[str] = ()
+    kernels: pa.Table | None = None  # KERNEL_TABLE, from kernel_table(slices); None: no kernels
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Which run (by position in the link) is the baseline, and why: `chosen` (baseline= in the link),
+    `tagged` (tagged baseline/before; `tag` says which) or `first` (the first run in the link)."""
+
+    index: int
+    reason: str
+    tag: str = ""
+
+
+def choose_baseline(ids: Sequence[str], tags: Sequence[Sequence[str]], chosen: str | None = None) -> Baseline:
+    """The baseline rule, the one place it is written: a run chosen explicitly (the link's `baseline=`:
+    the run picked first on the runs page, or made baseline on the compare page) wins; else the first run
+    in the link tagged `baseline` or `before` (case-insensitive); else the first run in the link."""
+    if chosen:
+        if chosen not in ids:
+            raise BadRequest(f"baseline {chosen!r} is not one of the compared runs")
+        return Baseline(list(ids).index(chosen), "chosen")
+    for i, run_tags in enumerate(tags):
+        for tag in run_tags:
+            if tag.strip().lower() in BASELINE_TAGS:
+                return Baseline(i, "tagged", tag)
+    return Baseline(0, "first")
+
+
+def baseline_first(items: Sequence[Any], baseline: Baseline) -> list[Any]:
+    """`items` (in link order) with the baseline's moved to the front, the others keeping their order."""
+    return [items[baseline.index], *(x for i, x in enumerate(items) if i != baseline.index)]
 
 
 def pct_change(base: int, new: int) -> float | None:
     return None if base == 0 else 100.0 * (new - base) / base
 
 
-def compute_compare(runs: list[RunOps]) -> dict[str, Any]:
-    """Rows per op name across `runs`, plus a headline of total device time against the baseline."""
-    tables: list[dict[str, dict[str, int]]] = []
-    for run in runs:
-        rows = run.ops.select(["name", *PER_RUN_FIELDS]).to_pylist()
-        tables.append({r["name"]: {k: int(r[k]) for k in PER_RUN_FIELDS} for r in rows})
-    names = sorted({n for t in tables for n in t},
-                   key=lambda n: (-max(t.get(n, {}).get("device_total_ns", 0) for t in tables),
-                                  -max(t.get(n, {}).get("cpu_total_ns", 0) for t in tables), n))
-    rows_out = []
-    for name in names:
-        per_run = [t.get(name) for t in tables]
-        dev = [p["device_total_ns"] if p else 0 for p in per_run]
+def headline_metric(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The compare metric: device time when any run has some, else CPU time (summed self CPU)."""
+    return "device_total_ns" if any(r.get("device_total_ns") for r in runs) else "cpu_total_ns"
+
+
+def compute_headline(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Total of the compare metric per run (baseline first), its delta and % change against the baseline.
+    The page and /api/compare both show this one object."""
+    metric = headline_metric(runs)
+    totals = [int(r[metric]) for r in runs]
+    base = totals[0] if totals else 0
+    return {"baseline": runs[0]["id"] if runs else None, "metric": metric, "totals_ns": totals,
+            "deltas_ns": [t - base for t in totals], "pct_change": [pct_change(base, t) for t in totals]}
+
+
+def _status(base: Mapping[str, int] | None, run: Mapping[str, int] | None) -> str:
+    """A name's status in one run against the baseline."""
+    if base is None:
+        return "added" if run is not None else "absent"
+    if run is None:
+        return "removed"
+    return "common" if base["calls"] == run["calls"] else "changed"
+
+
+def _row_status(statuses: Sequence[str]) -> str:
+    """One status for a row across all non-baseline runs (two runs: that run's status)."""
+    if "added" in statuses:
+        return "added"
+    if "removed" in statuses:
+        return "removed"
+    return "changed" if "changed" in statuses else "common"
+
+
+def diff_rows(ids: Sequence[str], tables: Sequence[Mapping[str, Mapping[str, int]]], fields: Sequence[str],
+              pct_field: str) -> list[dict[str, Any]]:
+    """Rows per name over `tables` (name -> field -> int, baseline first): each run's values (None where
+    the name is absent), and per non-baseline run its status and the delta of every field against the
+    baseline (an absent side counts as 0), with the % change of `pct_field`. Unsorted."""
+    rows = []
+    for name in sorted({n for t in tables for n in t}):
+        per_run = [dict(t[name]) if name in t else None for t in tables]
         base = per_run[0]
-        status = "added" if base is None else ("common" if all(per_run) else "removed")
-        deltas = [d - dev[0] for d in dev]
-        pcts = [pct_change(dev[0], d) if base is not None else None for d in dev]
-        rows_out.append({"name": name, "status": status, "per_run": per_run,
-                         "delta_device_ns": deltas[-1], "pct_change": pcts[-1],
-                         "deltas_device_ns": deltas, "pct_changes": pcts})
-    totals = [r.device_total_ns for r in runs]
+        vs = []
+        for rid, run in zip(ids[1:], per_run[1:], strict=True):
+            delta: dict[str, Any] = {f: (run[f] if run else 0) - (base[f] if base else 0) for f in fields}
+            delta.update(run=rid, status=_status(base, run),
+                         pct_change=pct_change(base[pct_field], run[pct_field] if run else 0) if base else None)
+            vs.append(delta)
+        rows.append({"name": name, "status": _row_status([v["status"] for v in vs]), "per_run": per_run,
+                     "vs_baseline": vs})
+    return rows
+
+
+def sort_by_largest_delta(rows: list[dict[str, Any]], field: str) -> list[dict[str, Any]]:
+    """Largest |Δ field| over the non-baseline runs first; ties by the largest value in any run, then name."""
+    def key(row: dict[str, Any]) -> tuple[int, int, str]:
+        delta = max((abs(int(v[field])) for v in row["vs_baseline"]), default=0)
+        size = max((int(p[field]) for p in row["per_run"] if p), default=0)
+        return (-delta, -size, row["name"])
+
+    return sorted(rows, key=key)
+
+
+def _op_dicts(ops: pa.Table) -> dict[str, dict[str, int]]:
+    return {r["name"]: {k: int(r[k]) for k in OP_FIELDS} for r in ops.select(["name", *OP_FIELDS]).to_pylist()}
+
+
+def compute_compare(runs: list[RunOps], baseline: str | None = None) -> dict[str, Any]:
+    """Ops and kernels of `runs` (in link order) against the baseline `choose_baseline` picks; the result
+    lists the baseline first. Rows are sorted by the largest |Δ self device| (|Δ self CPU| host-only)."""
+    choice = choose_baseline([r.id for r in runs], [r.tags for r in runs], baseline)
+    ordered = baseline_first(runs, choice)
+    ids = [r.id for r in ordered]
+    tables = [_op_dicts(r.ops) for r in ordered]
     # a run's CPU time is the sum of self CPU: op totals nest (an op's total includes its children's)
-    cpu = [sum(p["self_cpu_ns"] for p in t.values()) for t in tables]
+    sides = [{"id": r.id, "name": r.name, "tags": list(r.tags), "device_total_ns": int(r.device_total_ns),
+              "cpu_total_ns": sum(p["self_cpu_ns"] for p in t.values())} for r, t in zip(ordered, tables, strict=True)]
+    headline = compute_headline(sides)
+    device = headline["metric"] == "device_total_ns"
+    rows = diff_rows(ids, tables, OP_FIELDS, headline["metric"])
     return {
-        "runs": [{"id": r.id, "name": r.name, "device_total_ns": r.device_total_ns, "cpu_total_ns": c}
-                 for r, c in zip(runs, cpu, strict=True)],
-        "rows": rows_out,
-        "headline": _headline(runs, totals),
+        "baseline": {"id": ids[0], "reason": choice.reason, "tag": choice.tag},
+        "runs": sides,
+        "headline": headline,
+        "sort": "self_device_ns" if device else "self_cpu_ns",
+        "rows": sort_by_largest_delta(rows, "self_device_ns" if device else "self_cpu_ns"),
+        "kernels": compute_kernel_compare(ids, [r.kernels for r in ordered]),
     }
 
 
-def _headline(runs: list[RunOps], totals: list[int]) -> dict[str, Any]:
-    pcts = [pct_change(totals[0], t) for t in totals]
-    parts = [f"{r.name}: {t / 1000:,.1f} µs device time" + (f" ({p:+.1f}%)" if p is not None and i else "")
-             for i, (r, t, p) in enumerate(zip(runs, totals, pcts, strict=True))]
-    return {"baseline": runs[0].id if runs else None, "device_total_ns": totals, "pct_change": pcts,
-            "text": "; ".join(parts)}
+def kernel_table(slices: pa.Table) -> pa.Table:
+    """Device executions (slices with device_time) grouped by name: calls and total_ns (KERNEL_TABLE)."""
+    dev = slices.filter(pc.fill_null(slices.column("device_time"), False)).select(["name", "dur_ns"])
+    if dev.num_rows == 0:
+        return KERNEL_TABLE.empty_table()
+    g = dev.group_by("name").aggregate([("dur_ns", "count"), ("dur_ns", "sum")])
+    return pa.table({"name": g.column("name"), "calls": g.column("dur_ns_count").cast(pa.int64()),
+                     "total_ns": g.column("dur_ns_sum").cast(pa.int64())}, schema=KERNEL_TABLE)
+
+
+def compute_kernel_compare(ids: Sequence[str], kernels: Sequence[pa.Table | None]) -> dict[str, Any]:
+    """Kernels per name across runs (baseline first): calls and total_ns per run, status and Δ per
+    non-baseline run, sorted by the largest |Δ total_ns|."""
+    tables: list[dict[str, dict[str, int]]] = []
+    for table in kernels:
+        rows = [] if table is None else table.select(["name", *KERNEL_FIELDS]).to_pylist()
+        tables.append({r["name"]: {k: int(r[k]) for k in KERNEL_FIELDS} for r in rows})
+    totals = [{"id": rid, "calls": sum(p["calls"] for p in t.values()),
+               "total_ns": sum(p["total_ns"] for p in t.values())}
+              for rid, t in zip(ids, tables, strict=True)]
+    rows = diff_rows(ids, tables, KERNEL_FIELDS, "total_ns")
+    return {"runs": totals, "rows": sort_by_largest_delta(rows, "total_ns")}

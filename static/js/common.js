@@ -79,10 +79,44 @@
   };
   TE.LANE_COLORS = { framework: "#4e79a7", runtime: "#f28e2b", hardware: "#59a14f", counter: "#b07aa1", other: "#9c9c9c" };
 
-  /** Client-side sort for tables marked data-client-sort (the offline report has no server to sort). */
+  /** The body column each header cell stands for, honouring colspan and rowspan (a two-row header's
+      group cells span several columns): Map(th -> column index); cells spanning columns map to null. */
+  TE.headerColumns = function (thead) {
+    const taken = [], out = new Map();  // taken[row][col]: a slot filled by a cell from a row above
+    Array.from(thead.rows).forEach((tr, r) => {
+      taken[r] = taken[r] || [];
+      let col = 0;
+      for (const th of tr.cells) {
+        while (taken[r][col]) col++;
+        const span = th.colSpan || 1, rows = th.rowSpan || 1;
+        for (let dr = 0; dr < rows; dr++) {
+          taken[r + dr] = taken[r + dr] || [];
+          for (let dc = 0; dc < span; dc++) taken[r + dr][col + dc] = true;
+        }
+        out.set(th, span === 1 ? col : null);
+        col += span;
+      }
+    });
+    return out;
+  };
+
+  /** The cell of body row `tr` in column `col` (body cells may span columns too). */
+  TE.cellAt = function (tr, col) {
+    let c = 0;
+    for (const cell of tr.cells) {
+      if (col < c + (cell.colSpan || 1)) return cell;
+      c += cell.colSpan || 1;
+    }
+    return null;
+  };
+
+  /** Client-side sort for tables marked data-client-sort (the offline report has no server to sort).
+      A cell sorts by its data-v (a number; "" = no value, always last), else by its text. */
   TE.sortableTable = function (table) {
-    const heads = table.querySelectorAll("thead th");
-    heads.forEach((th, col) => {
+    const columns = TE.headerColumns(table.tHead);
+    const heads = Array.from(columns.keys()).filter((th) => columns.get(th) !== null);
+    heads.forEach((th) => {
+      const col = columns.get(th);
       th.style.cursor = "pointer";
       th.addEventListener("click", () => {
         const desc = th.dataset.dir !== "desc";
@@ -90,18 +124,20 @@
         th.dataset.dir = desc ? "desc" : "asc";
         th.classList.add("sorted");
         const tbody = table.tBodies[0];
-        const rows = Array.from(tbody.rows);
         const key = (r) => {
-          const cell = r.cells[col];
+          const cell = TE.cellAt(r, col);
+          if (!cell) return null;
           const v = cell.dataset.v;
+          if (v === "") return null;
           return v !== undefined ? Number(v) : cell.textContent.toLowerCase();
         };
+        const rows = Array.from(tbody.rows).map((r, i) => ({ r, i, k: key(r) }));
         rows.sort((a, b) => {
-          const x = key(a), y = key(b);
-          const c = x < y ? -1 : x > y ? 1 : 0;
-          return desc ? -c : c;
+          if (a.k === null || b.k === null) return a.k === b.k ? a.i - b.i : a.k === null ? 1 : -1;
+          const c = a.k < b.k ? -1 : a.k > b.k ? 1 : 0;
+          return (desc ? -c : c) || a.i - b.i;
         });
-        rows.forEach((r) => tbody.appendChild(r));
+        rows.forEach((x) => tbody.appendChild(x.r));
       });
     });
   };

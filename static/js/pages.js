@@ -105,14 +105,32 @@
     }
   }
 
+  // Runs in the order the user ticked them: the first picked is the compare baseline, whatever the
+  // table's order (boxes ticked some other way, e.g. restored by the browser, join at the end).
+  let pickOrder = [];
+  function notePick(box) {
+    pickOrder = pickOrder.filter((id) => id !== box.value);
+    if (box.checked) pickOrder.push(box.value);
+  }
   function selectedRuns() {
-    return Array.from(document.querySelectorAll("input.pick-run:checked")).map((c) => c.value);
+    const checked = Array.from(document.querySelectorAll("input.pick-run:checked")).map((c) => c.value);
+    pickOrder = pickOrder.filter((id) => checked.includes(id));
+    checked.forEach((id) => { if (!pickOrder.includes(id)) pickOrder.push(id); });
+    return pickOrder.slice();
   }
   function updateCompare() {
-    const n = selectedRuns().length, btn = document.getElementById("compare-btn");
+    const picked = selectedRuns(), n = picked.length, btn = document.getElementById("compare-btn");
+    document.querySelectorAll("input.pick-run").forEach((c) => {
+      const mark = c.parentNode.querySelector(".pick-order");
+      const i = picked.indexOf(c.value);
+      if (mark) mark.textContent = i < 0 ? "" : i === 0 ? "baseline" : String(i + 1);
+    });
     if (!btn) return;
     btn.disabled = n < 2 || n > 3;
     btn.textContent = "Compare selected (" + n + ")";
+  }
+  function compareHref(ids) {
+    return TE.base() + "/compare?runs=" + ids.map(encodeURIComponent).join(",") + "&baseline=" + encodeURIComponent(ids[0]);
   }
 
   async function runAction(btn) {
@@ -155,14 +173,16 @@
     ["dragenter", "dragover"].forEach((t) => drop.addEventListener(t, (e) => { e.preventDefault(); drop.classList.add("over"); }));
     ["dragleave", "drop"].forEach((t) => drop.addEventListener(t, () => drop.classList.remove("over")));
     drop.addEventListener("drop", async (e) => { e.preventDefault(); handleFiles(await collectDropped(e.dataTransfer)); });
-    document.addEventListener("change", (e) => { if (e.target.classList && e.target.classList.contains("pick-run")) updateCompare(); });
+    document.addEventListener("change", (e) => {
+      if (e.target.classList && e.target.classList.contains("pick-run")) { notePick(e.target); updateCompare(); }
+    });
     document.addEventListener("click", (e) => {
       const btn = e.target.closest && e.target.closest("button[data-act]");
       if (btn) runAction(btn).catch((err) => { btn.textContent = err.message; });
     });
     document.addEventListener("click", (e) => {
       if (e.target.id !== "compare-btn") return;
-      location.href = TE.base() + "/compare?runs=" + selectedRuns().map(encodeURIComponent).join(",");
+      location.href = compareHref(selectedRuns());
     });
     updateCompare();
     // runs still ingesting (uploaded from elsewhere) refresh until they settle
@@ -187,6 +207,21 @@
         out.append("read-only link: ", el("a", { href: url, id: "share-link" }, url));
       } catch (err) { btn.textContent = err.message; }
     });
+  }
+
+  // ---- compare page: sortable tables, ops / kernels tabs (#kernels opens the second) ----------
+  function initCompare() {
+    document.querySelectorAll("table[data-client-sort]").forEach((t) => TE.sortableTable(t));
+    const buttons = Array.from(document.querySelectorAll(".compare-tabs .tab-btn"));
+    function show(tab) {
+      buttons.forEach((b) => b.classList.toggle("on", b.dataset.tab === tab));
+      document.querySelectorAll(".tab-panel").forEach((p) => { p.hidden = p.id !== "tab-" + tab; });
+    }
+    buttons.forEach((b) => b.addEventListener("click", () => {
+      show(b.dataset.tab);
+      history.replaceState(null, "", b.dataset.tab === "ops" ? location.pathname + location.search : "#" + b.dataset.tab);
+    }));
+    if (location.hash === "#kernels") show("kernels");
   }
 
   // ---- timeline & report ---------------------------------------------------------------------
@@ -214,7 +249,7 @@
     if (page === "runs") initRuns();
     else if (page === "timeline") initTimeline();
     else if (page === "report") initReport();
-    else if (page === "compare") document.querySelectorAll("table[data-client-sort]").forEach((t) => TE.sortableTable(t));
+    else if (page === "compare") initCompare();
     const byShape = document.getElementById("by-shape");
     if (byShape) byShape.addEventListener("change", () => byShape.form.submit());
     document.body.dataset.init = "1";

@@ -53,11 +53,12 @@ def test_compare_runs(client: TestClient, upload: Uploader) -> None:
     body = client.get(f"/api/compare?runs={a},{b}").json()
     assert [r["name"] for r in body["runs"]] == ["before", "after"]
     rows = {r["name"]: r for r in body["rows"]}
-    assert rows["aten::addmm"]["status"] == "common" and rows["aten::addmm"]["delta_device_ns"] == -100_000
-    assert round(rows["aten::addmm"]["pct_change"], 1) == -66.7
+    addmm = rows["aten::addmm"]["vs_baseline"][0]
+    assert rows["aten::addmm"]["status"] == "common" and addmm["device_total_ns"] == -100_000
+    assert round(addmm["pct_change"], 1) == -66.7
     assert rows["aten::add"]["status"] == "removed" and rows["aten::add"]["per_run"][1] is None
-    assert rows["aten::sub"]["status"] == "added" and rows["aten::sub"]["pct_change"] is None
-    assert body["headline"]["device_total_ns"] == [185_000, 85_000] and "before" in body["headline"]["text"]
+    assert rows["aten::sub"]["status"] == "added" and rows["aten::sub"]["vs_baseline"][0]["pct_change"] is None
+    assert body["headline"]["totals_ns"] == [185_000, 85_000] and body["headline"]["baseline"] == a
 
 
 def test_compare_errors(client: TestClient, run_id: str) -> None:
