@@ -89,7 +89,7 @@ def test_op_table_equals_key_averages(tmp_path: Path, store: RunStore, case: str
     prof = profile_to_file(make, settings, steps, tmp_path / f"{case}.json")
     truth = {e.key: e for e in prof.key_averages() if e.key not in NOT_OPS}
     rec = ingest_paths(store, [tmp_path / f"{case}.json"])
-    ours = {r["name"]: r for r in load_ops(store, rec.id, limit=None)}
+    ours = {r["name"]: r for r in load_ops(store, rec.id, limit=None, view="all")}
 
     assert set(ours) == set(truth)
     for name, t in truth.items():
@@ -106,7 +106,7 @@ def test_op_table_by_input_shape_equals_key_averages(tmp_path: Path, store: RunS
              for e in prof.key_averages(group_by_input_shape=True) if e.key not in NOT_OPS}
     rec = ingest_paths(store, [tmp_path / "shapes.json"])
     ours = {(r["name"], r["input_shapes"].replace(" ", "")): r
-            for r in load_ops(store, rec.id, limit=None, by_shape=True)}
+            for r in load_ops(store, rec.id, limit=None, by_shape=True, view="all")}
 
     assert set(ours) == set(truth)
     for key, t in truth.items():
