@@ -79,13 +79,15 @@ def test_overview_context_matches_its_twins(app_runs: tuple[TestClient, dict[str
     assert page.run == client.get(page.twin).json()
     assert page.breakdown == client.get(f"/api/runs/{runs['big']}/breakdown").json()
     assert page.device_busy_pct is not None and 0 < page.device_busy_pct <= 100
-    assert [r["name"] for r in page.top_device] == [r["name"] for r in client.get(
-        f"/api/runs/{runs['big']}/ops?sort=-device_total_ns").json()["rows"] if r["device_total_ns"] > 0][:15]
+    api = f"/api/runs/{runs['big']}/ops?view=operators"
+    assert page.top_device == [r for r in client.get(f"{api}&sort=-self_device_ns").json()["rows"]
+                               if r["self_device_ns"] > 0][:15]
+    assert page.top_cpu == client.get(f"{api}&sort=-self_cpu_ns&limit=15").json()["rows"]
     assert f'href="{page.twin}"' in resp.text
 
 
 @pytest.mark.parametrize("query", ["", "?sort=-calls", "?sort=%2Bname", "?sort=-self_cpu_ns&q=gelu",
-                                   "?by_shape=1&sort=cpu_avg_ns", "?limit=3"])
+                                   "?by_shape=1&sort=cpu_avg_ns", "?limit=3", "?view=all", "?view=python&q=x"])
 def test_ops_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]], query: str) -> None:
     client, runs = app_runs
     resp = client.get(f"/runs/{runs['big']}/ops{query}")
@@ -93,15 +95,17 @@ def test_ops_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]]
     assert isinstance(page, OpsPage)
     twin = client.get(page.twin).json()
     assert page.rows == twin["rows"] and page.device_total_ns == twin["device_total_ns"]
+    assert (page.view, page.sort, page.has_modules) == (twin["view"], twin["sort"], twin["has_modules"])
     assert page.twin.replace("&", "&amp;") in resp.text
 
 
 def test_ops_sort_links_flip_the_sorted_column(app_runs: tuple[TestClient, dict[str, str]]) -> None:
     client, runs = app_runs
     page = context(client.get(f"/runs/{runs['big']}/ops?sort=-calls&q=aten"))
-    assert page.sort_link("calls") == "?sort=%2Bcalls&q=aten"
-    assert page.sort_link("name") == "?sort=%2Bname&q=aten"
-    assert page.sort_link("device_pct") == "?sort=-device_pct&q=aten"
+    assert page.sort_link("calls") == "?view=operators&sort=%2Bcalls&q=aten"
+    assert page.sort_link("name") == "?view=operators&sort=%2Bname&q=aten"
+    assert page.sort_link("device_pct") == "?view=operators&sort=-device_pct&q=aten"
+    assert page.view_link("python") == "?view=python&sort=-calls&q=aten"
     assert client.get(f"/runs/{runs['big']}/ops?sort=bogus").status_code == 400
 
 

@@ -217,6 +217,8 @@
     else if (page === "compare") document.querySelectorAll("table[data-client-sort]").forEach((t) => TE.sortableTable(t));
     const byShape = document.getElementById("by-shape");
     if (byShape) byShape.addEventListener("change", () => byShape.form.submit());
+    const byModule = document.getElementById("by-module");
+    if (byModule) byModule.addEventListener("change", () => byModule.form.submit());
     document.body.dataset.init = "1";
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
