@@ -29,6 +29,7 @@ from explorer.report import (
 from explorer.service import ingest_paths
 
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
+FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"  # with_stack + module frames
 
 
 def hostile_trace(path: Path) -> Path:
@@ -52,7 +53,7 @@ def app_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestCli
     store = app.state.explorer.store
     runs = {name: ingest_paths(store, [path], name).id for name, path in
             (("big", tmp / "big.json"), ("small", tmp / "small.json"),
-             ("hostile", hostile_trace(tmp / "hostile.json")))}
+             ("hostile", hostile_trace(tmp / "hostile.json")), ("frames", FRAMES))}
     with TestClient(app) as client:
         yield client, runs
 
@@ -107,6 +108,43 @@ def test_ops_sort_links_flip_the_sorted_column(app_runs: tuple[TestClient, dict[
     assert page.sort_link("device_pct") == "?view=operators&sort=-device_pct&q=aten"
     assert page.view_link("python") == "?view=python&sort=-calls&q=aten"
     assert client.get(f"/runs/{runs['big']}/ops?sort=bogus").status_code == 400
+
+
+@pytest.mark.parametrize("query", ["", "?view=python", "?view=all&by_module=1&sort=%2Bmodule",
+                                   "?by_module=1&by_shape=1", "?view=python&sort=-cpu_total_ns&limit=2"])
+def test_ops_views_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]], query: str) -> None:
+    client, runs = app_runs
+    resp = client.get(f"/runs/{runs['frames']}/ops{query}")
+    page = context(resp)
+    twin = client.get(page.twin).json()
+    assert page.rows == twin["rows"] and (page.view, page.sort) == (twin["view"], twin["sort"])
+    assert page.has_modules and 'id="by-module"' in resp.text
+    for view in page.views:  # the switch keeps the other parameters
+        link = page.view_link(view)
+        assert link.replace("&", "&amp;") in resp.text
+        assert context(client.get(f"/runs/{runs['frames']}/ops{link}")).view == view
+
+
+def test_ops_chart_follows_the_view_and_the_sort(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    cases = [("?view=python&sort=-cpu_total_ns", "cpu_total_ns"), ("?view=all&sort=%2Bself_cpu_ns", "self_cpu_ns"),
+             ("?sort=-calls", "self_device_ns"), ("", "self_device_ns")]
+    for query, metric in cases:
+        page = context(client.get(f"/runs/{runs['frames']}/ops{query}"))
+        top = sorted((r for r in page.rows if r[metric] > 0), key=lambda r: -r[metric])[:15]
+        assert page.figure["data"][0]["y"] == [r["name"] for r in top], query
+    by_module = context(client.get(f"/runs/{runs['frames']}/ops?view=python&by_module=1&sort=-cpu_total_ns"))
+    labels = by_module.figure["data"][0]["y"]
+    assert len(set(labels)) == len(labels)  # "f" under two modules: two bars, told apart by the module
+    assert "Net_0/Linear_0: model.py(10): f" in labels and "Net_0: model.py(10): f" in labels
+    big = context(client.get(f"/runs/{runs['big']}/ops"))
+    assert not big.has_modules and 'id="by-module"' not in client.get(f"/runs/{runs['big']}/ops").text
+    assert not context(client.get(f"/runs/{runs['big']}/ops?by_module=1")).by_module
+
+
+def test_ops_view_must_be_known(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    assert client.get(f"/runs/{runs['frames']}/ops?view=kernels").status_code == 400
 
 
 def test_compare_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]]) -> None:
