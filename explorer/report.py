@@ -137,12 +137,14 @@ class OpsPage:
         return "?" + self.query(sort=("-" if desc else "+") + column)
 
     def query(self, **override: Any) -> str:
-        params: dict[str, Any] = {"view": self.view, "sort": self.sort, "q": self.q, "by_shape": int(self.by_shape),
-                                  "by_module": int(self.by_module)}
+        params: dict[str, Any] = {"sort": self.sort, "q": self.q, "by_shape": int(self.by_shape)}
         if self.limit is not None:
             params["limit"] = self.limit
+        params |= {"view": self.view, "by_module": int(self.by_module)}
         params.update(override)
-        return urlencode({k: v for k, v in params.items() if v not in ("", None, 0) or k in ("sort", "view")})
+        if params["view"] == DEFAULT_OP_VIEW:  # the default view's links read as before views existed
+            del params["view"]
+        return urlencode({k: v for k, v in params.items() if v not in ("", None, 0) or k == "sort"})
 
 
 @dataclass

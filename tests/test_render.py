@@ -103,10 +103,12 @@ def test_ops_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]]
 def test_ops_sort_links_flip_the_sorted_column(app_runs: tuple[TestClient, dict[str, str]]) -> None:
     client, runs = app_runs
     page = context(client.get(f"/runs/{runs['big']}/ops?sort=-calls&q=aten"))
-    assert page.sort_link("calls") == "?view=operators&sort=%2Bcalls&q=aten"
-    assert page.sort_link("name") == "?view=operators&sort=%2Bname&q=aten"
-    assert page.sort_link("device_pct") == "?view=operators&sort=-device_pct&q=aten"
-    assert page.view_link("python") == "?view=python&sort=-calls&q=aten"
+    assert page.sort_link("calls") == "?sort=%2Bcalls&q=aten"
+    assert page.sort_link("name") == "?sort=%2Bname&q=aten"
+    assert page.sort_link("device_pct") == "?sort=-device_pct&q=aten"
+    assert page.view_link("python") == "?sort=-calls&q=aten&view=python"
+    assert context(client.get(f"/runs/{runs['big']}/ops?view=all&by_shape=1")).view_link("operators") == (
+        "?sort=-self_device_ns&by_shape=1")
     assert client.get(f"/runs/{runs['big']}/ops?sort=bogus").status_code == 400
 
 
