@@ -2,8 +2,9 @@
 
 Same tree rules as torch: ops and runtime calls of one thread nest by time containment; self CPU
 is an op's time minus its children's; device time is the device executions an op launched, self
-(directly) or total (with its descendants', each execution once per row even under recursive frames).
-Names torch hides from its table are hidden here too. Views, sorting and formatting live elsewhere.
+(directly) or total (with its descendants'). Where torch differs, on purpose: device total counts each
+execution once per row even under recursive frames (f -> g -> f), while CPU total stays key_averages()'
+sum over calls. Names torch hides are hidden here too. Views, sorting and formatting live elsewhere.
 """
 
 from __future__ import annotations

@@ -60,3 +60,16 @@ def test_switch_op_views(page: Any, server: Any, shot: Any) -> None:
     assert "Net_0/Linear_0" in modules and "Net_0" in modules
     page.wait_for_selector("#fig-ops .main-svg")
     shot(page, "ops-views-python-by-module", full_page=True)
+
+
+def test_overview_charts_show_operators_only(page: Any, server: Any, shot: Any) -> None:
+    from explorer.service import ingest_paths
+
+    run_id = ingest_paths(server.state.store, [FRAMES], "with_stack overview").id
+    operators, python = names_by_kind()
+    page.goto(f"{server.url}/runs/{run_id}")
+    for fig in ("#fig-top-device", "#fig-top-cpu"):
+        page.wait_for_selector(f"{fig} .main-svg")
+        labels = set(page.eval_on_selector_all(f"{fig} .yaxislayer-above .ytick text", NAMES_JS))
+        assert labels and labels <= operators, fig
+    shot(page, "ops-views-overview", full_page=True)
