@@ -52,22 +52,29 @@ def module_path(events: list[dict[str, Any]], op: dict[str, Any]) -> str:
     return "/".join(e["name"][len(MODULE):] for e in frames)
 
 
-def reference(path: Path, by_module: bool = False) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (module path or "", name): calls, CPU total, kind, self device and device total (each
-    kernel once per row), from the launching runtime call's enclosing ops."""
+def reference(path: Path, by_module: bool = False, by_shape: bool = False) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (module path, input shapes or "", name): calls, CPU total, kind, self device and device
+    total (each kernel once per row), from the launching runtime call's enclosing ops."""
     events = load_events(path)
     ops = [e for e in events if e["cat"] in OP_CATS]
 
     def key(e: dict[str, Any]) -> tuple[str, str]:
+        if by_shape:
+            return json.dumps(e["args"].get("Input Dims", [])), e["name"]
         return (module_path(events, e) if by_module else "", e["name"])
 
-    rows: dict[tuple[str, str], dict[str, Any]] = defaultdict(
-        lambda: {"calls": 0, "cpu_total_ns": 0, "self_device_ns": 0, "device_total_ns": 0, "cats": set()})
+    rows: dict[tuple[str, str], dict[str, Any]] = defaultdict(lambda: {
+        "calls": 0, "cpu_total_ns": 0, "self_cpu_ns": 0, "self_device_ns": 0, "device_total_ns": 0, "cats": set()})
     for e in ops:
         row = rows[key(e)]
         row["calls"] += 1
         row["cpu_total_ns"] += e["t1"] - e["t0"]
+        row["self_cpu_ns"] += e["t1"] - e["t0"]
         row["cats"].add(e["cat"])
+    for e in (e for e in events if e["cat"] in OP_CATS | RUNTIME_CATS):  # self CPU: minus direct children
+        parents = enclosing(events, e, OP_CATS | RUNTIME_CATS)
+        if parents:
+            rows[key(parents[-1])]["self_cpu_ns"] -= e["t1"] - e["t0"]
     runtime = {e["args"]["correlation"]: e for e in events if e["cat"] in RUNTIME_CATS}
     for k in (e for e in events if e["cat"] == "kernel"):
         above = enclosing(events, runtime[k["args"]["correlation"]], OP_CATS)
@@ -90,7 +97,7 @@ def frames_run(store: RunStore) -> str:
 
 # ---- the synthetic trace: python frames f -> g -> f over an op whose kernel came through a flow ----
 
-FIELDS = ("calls", "cpu_total_ns", "self_device_ns", "device_total_ns", "kind")
+FIELDS = ("calls", "cpu_total_ns", "self_cpu_ns", "self_device_ns", "device_total_ns", "kind")
 
 
 @pytest.mark.parametrize("view", list(OP_VIEWS))
@@ -139,13 +146,11 @@ def test_a_name_of_both_kinds_is_one_row_counted_as_an_operator(store: RunStore,
 
 
 def test_by_shape_rows_count_each_kernel_once_per_name_and_shapes(store: RunStore, frames_run: str) -> None:
-    by_name = {r["name"]: r for r in load_ops(store, frames_run, view="all")}
-    by_shape = load_ops(store, frames_run, view="all", by_shape=True)
-    for name, row in by_name.items():
-        shapes = [r for r in by_shape if r["name"] == name]
-        assert sum(r["calls"] for r in shapes) == row["calls"]
-        if len(shapes) == 1:  # frames have no shapes: one row, the same totals
-            assert shapes[0]["device_total_ns"] == row["device_total_ns"]
+    truth = reference(FIXTURE, by_shape=True)
+    assert truth[("[]", "model.py(10): f")]["calls"] == 3  # the recursive frames share a row
+    ours = {(r["input_shapes"], r["name"]): {f: r[f] for f in FIELDS}
+            for r in load_ops(store, frames_run, view="all", by_shape=True)}
+    assert ours == truth
 
 
 def test_unknown_view_is_a_bad_request(store: RunStore, frames_run: str) -> None:
