@@ -77,18 +77,23 @@ def make_lane_breakdown_figure(breakdown: Mapping[str, Any]) -> dict[str, Any]:
     return {"data": data, "layout": layout}
 
 
+def op_row_label(row: Mapping[str, Any]) -> str:
+    """An op table row as one bar label: per input shape or per module, one name has several rows,
+    so the module path and the shapes tell the bars apart."""
+    parts = [str(row["module"]) + ":" if row.get("module") else "", str(row["name"]), str(row.get("input_shapes") or "")]
+    return " ".join(p for p in parts if p)
+
+
 def make_top_ops_figure(rows: Sequence[Mapping[str, Any]], metric: str = "device_total_ns", top: int = 15,
                         title: str | None = None) -> dict[str, Any]:
     """Horizontal bars of the `top` ops by `metric` (a *_ns column of the op table)."""
     chosen = sorted((r for r in rows if r.get(metric, 0) > 0), key=lambda r: -r[metric])[:top]
-    # per input shape, one name has several rows: the shapes tell the bars apart
-    names = [label(f"{r['name']} {r['input_shapes']}" if r.get("input_shapes") else str(r["name"]), 64)
-             for r in chosen]
+    names = [label(op_row_label(r), 64) for r in chosen]
     unit, scale = time_unit(max((r[metric] for r in chosen), default=0))
     values = [r[metric] / scale for r in chosen]
     color = LANE_COLORS["hardware"] if "device" in metric else LANE_COLORS["framework"]
-    pretty = {"device_total_ns": "device time", "self_device_ns": "self device time",
-              "cpu_total_ns": "CPU time", "self_cpu_ns": "self CPU time"}.get(metric, metric)
+    pretty = {"device_total_ns": "device time", "self_device_ns": "self device time", "cpu_total_ns": "CPU time",
+              "self_cpu_ns": "self CPU time", "cpu_avg_ns": "average CPU time"}.get(metric, metric)
     data = [{"type": "bar", "orientation": "h", "y": names, "x": values, "marker": {"color": color},
              "customdata": [r.get("calls", 0) for r in chosen],
              "hovertemplate": "%{y}<br>%{x:,.1f} " + unit + ", %{customdata} calls<extra></extra>"}]

@@ -112,22 +112,28 @@ def runs(as_json: bool, data_dir: Path | None) -> None:
 
 
 OP_SORTS = ("device_total_ns", "self_device_ns", "cpu_total_ns", "self_cpu_ns", "calls", "name", "cpu_avg_ns")
+OP_VIEW_CHOICES = ("operators", "python", "all")  # explorer.store.queries.OP_VIEWS (a test pins them equal)
 
 
 @main.command()
 @click.argument("run_id")
-@click.option("--sort", type=click.Choice(OP_SORTS), default="device_total_ns", show_default=True)
+@click.option("--view", type=click.Choice(OP_VIEW_CHOICES), default="operators", show_default=True,
+              help="operators: ATen ops and annotations; python: with_stack frames; all: key_averages()")
+@click.option("--sort", type=click.Choice(OP_SORTS), default=None,
+              help="Column, descending [default: self_device_ns, or self_cpu_ns without device time]")
 @click.option("--limit", type=int, default=30, show_default=True)
 @click.option("--by-shape", is_flag=True, help="Group by input shapes as well as name")
+@click.option("--by-module", is_flag=True, help="Group by enclosing nn.Module path (with_modules traces)")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON")
 @data_dir_option
-def ops(run_id: str, sort: str, limit: int, by_shape: bool, as_json: bool, data_dir: Path | None) -> None:
+def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by_module: bool, as_json: bool,
+        data_dir: Path | None) -> None:
     """The op table of a run (like torch.profiler key_averages())."""
     from explorer.store.queries import load_ops
 
     store = _store(data_dir)
     try:
-        rows = load_ops(store, run_id, sort=sort, limit=limit, by_shape=by_shape)
+        rows = load_ops(store, run_id, sort=sort, limit=limit, by_shape=by_shape, view=view, by_module=by_module)
     except ExplorerError as exc:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
@@ -137,12 +143,13 @@ def ops(run_id: str, sort: str, limit: int, by_shape: bool, as_json: bool, data_
     if as_json:
         out.print_json(json.dumps(rows))
         return
-    table = Table("name", *(["input shapes"] if by_shape else []), "calls", "CPU total", "self CPU", "CPU avg",
-                  "device total", "self device", "device %")
+    table = Table(*(["module"] if by_module else []), "name", *(["input shapes"] if by_shape else []), "calls",
+                  "CPU total", "self CPU", "CPU avg", "device total", "self device", "device %")
     for r in rows:
-        table.add_row(r["name"], *([r["input_shapes"]] if by_shape else []), f"{r['calls']:,}",
-                      fmt_ns(r["cpu_total_ns"]), fmt_ns(r["self_cpu_ns"]), fmt_ns(r["cpu_avg_ns"]),
-                      fmt_ns(r["device_total_ns"]), fmt_ns(r["self_device_ns"]), f"{r['device_pct']:.1f}%")
+        table.add_row(*([r["module"]] if by_module else []), r["name"], *([r["input_shapes"]] if by_shape else []),
+                      f"{r['calls']:,}", fmt_ns(r["cpu_total_ns"]), fmt_ns(r["self_cpu_ns"]),
+                      fmt_ns(r["cpu_avg_ns"]), fmt_ns(r["device_total_ns"]), fmt_ns(r["self_device_ns"]),
+                      f"{r['device_pct']:.1f}%")
     out.print(table)
 
 

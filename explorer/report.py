@@ -32,7 +32,19 @@ from explorer.config import PROJECT_ROOT
 from explorer.errors import BadRequest
 from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
 from explorer.store.catalog import RunRecord
-from explorer.store.queries import OP_COLUMNS, load_ops
+from explorer.store.queries import (
+    DEFAULT_OP_VIEW,
+    OP_COLUMNS,
+    OP_TIME_COLUMNS,
+    OP_VIEWS,
+    check_op_view,
+    default_op_sort,
+    has_module_frames,
+    load_ops,
+    op_table,
+    run_device_total_ns,
+    select_op_view,
+)
 from explorer.store.run_queries import load_slice_column
 from explorer.store.runs import RunStore
 
@@ -105,7 +117,15 @@ class OpsPage:
     by_shape: bool
     limit: int | None
     figure: dict[str, Any]
+    view: str = DEFAULT_OP_VIEW
+    by_module: bool = False
+    has_modules: bool = False  # the run has nn.Module frames (with_modules): grouping by module is offered
     twin: str = ""
+    views: tuple[str, ...] = tuple(OP_VIEWS)
+
+    def view_link(self, view: str) -> str:
+        """Query string of the same table in another view (filter, grouping and sort kept)."""
+        return "?" + self.query(view=view)
 
     @property
     def descending(self) -> bool:
@@ -122,7 +142,10 @@ class OpsPage:
         params: dict[str, Any] = {"sort": self.sort, "q": self.q, "by_shape": int(self.by_shape)}
         if self.limit is not None:
             params["limit"] = self.limit
+        params |= {"view": self.view, "by_module": int(self.by_module)}
         params.update(override)
+        if params["view"] == DEFAULT_OP_VIEW:  # the default view's links read as before views existed
+            del params["view"]
         return urlencode({k: v for k, v in params.items() if v not in ("", None, 0) or k == "sort"})
 
 
@@ -194,28 +217,46 @@ def compute_run_breakdown(store: RunStore, run_id: str) -> dict[str, Any]:
 def build_overview(store: RunStore, run_id: str, breakdown: dict[str, Any] | None = None) -> OverviewPage:
     rec = store.require_ready(run_id)
     bd = breakdown if breakdown is not None else compute_run_breakdown(store, run_id)
-    rows = load_ops(store, run_id, sort="-device_total_ns")
-    top_device = [r for r in rows if r["device_total_ns"] > 0][:TOP_OPS]
-    top_cpu = sorted(rows, key=lambda r: -r["cpu_total_ns"])[:TOP_OPS]
+    top_device, top_cpu = overview_top_ops(store, run_id)
     figures = {"lanes": make_lane_breakdown_figure(bd),
-               "top_device": make_top_ops_figure(top_device, "device_total_ns"),
-               "top_cpu": make_top_ops_figure(top_cpu, "cpu_total_ns")}
-    if not top_device:  # a host-only profile: self CPU time says more than an empty device chart
-        figures["top_device"] = make_top_ops_figure(rows, "self_cpu_ns", title="No device time: top ops by self CPU")
+               "top_device": make_top_ops_figure(top_device, "self_device_ns"),
+               "top_cpu": make_top_ops_figure(top_cpu, "self_cpu_ns")}
+    if not top_device:  # a host-only profile: inclusive CPU time says more than an empty device chart
+        figures["top_device"] = make_top_ops_figure(load_ops(store, run_id, sort="-cpu_total_ns", limit=TOP_OPS),
+                                                    "cpu_total_ns", title="No device time: top ops by CPU total")
     return OverviewPage(run_json(rec), bd, top_device, top_cpu, figures, f"/api/runs/{run_id}")
 
 
-def build_ops_page(store: RunStore, run_id: str, sort: str = "-device_total_ns", q: str = "",
-                   by_shape: bool = False, limit: int | None = None) -> OpsPage:
+def overview_top_ops(store: RunStore, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The overview's two charts, both of the operators view: top by self device time (ops with some),
+    and top by self CPU time."""
+    by_device = load_ops(store, run_id, sort="-self_device_ns", limit=TOP_OPS, view="operators")
+    return ([r for r in by_device if r["self_device_ns"] > 0],
+            load_ops(store, run_id, sort="-self_cpu_ns", limit=TOP_OPS, view="operators"))
+
+
+def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str = "", by_shape: bool = False,
+                   limit: int | None = None, view: str = DEFAULT_OP_VIEW, by_module: bool = False) -> OpsPage:
     rec = store.require_ready(run_id)
-    if sort.lstrip("-+") not in OP_COLUMNS:
+    device_total = run_device_total_ns(rec)
+    sort = sort or default_op_sort(device_total)
+    check_op_view(view)
+    has_modules = has_module_frames(store, run_id)
+    by_module = by_module and has_modules
+    if sort.lstrip("-+") not in (*OP_COLUMNS, *(("module",) if by_module else ())):
         raise BadRequest(f"cannot sort by {sort!r}; columns: {', '.join(OP_COLUMNS)}")
-    rows = load_ops(store, run_id, sort=sort, limit=limit, by_shape=by_shape, name_filter=q)
-    device_total = int(rec.summary.get("device", {}).get("device_total_ns", 0))
+    rows = load_ops(store, run_id, sort=sort, limit=limit, by_shape=by_shape, name_filter=q, view=view,
+                    by_module=by_module)
     page = OpsPage(run_json(rec), rows, device_total, sort, q, by_shape, limit,
-                   make_top_ops_figure(rows, "device_total_ns" if device_total else "self_cpu_ns"))
+                   make_top_ops_figure(rows, ops_chart_metric(sort, device_total)), view, by_module, has_modules)
     page.twin = f"/api/runs/{run_id}/ops?{page.query()}"
     return page
+
+
+def ops_chart_metric(sort: str, device_total_ns: int) -> str:
+    """The ops page's chart follows the table: its sort column when that is a time, else the default's."""
+    key = sort.lstrip("-+")
+    return key if key in OP_TIME_COLUMNS else default_op_sort(device_total_ns).lstrip("-")
 
 
 def build_timeline_page(store: RunStore, run_id: str) -> TimelinePage:
@@ -232,7 +273,8 @@ def compare_query(run_ids: list[str], baseline: str | None = None) -> str:
 
 
 def compute_run_compare(store: RunStore, run_ids: list[str], baseline: str | None = None) -> dict[str, Any]:
-    """The `/api/compare` object for stored runs: ops from op_stats, kernels from the slices table."""
+    """The `/api/compare` object for stored runs: ops from the op table's operators view, kernels from
+    the slices table."""
     if not 2 <= len(run_ids) <= MAX_COMPARE_RUNS:
         raise BadRequest(f"compare takes 2 to {MAX_COMPARE_RUNS} run ids, comma-separated: /compare?runs=a,b")
     if len(set(run_ids)) != len(run_ids):
@@ -240,7 +282,8 @@ def compute_run_compare(store: RunStore, run_ids: list[str], baseline: str | Non
     sides = []
     for rid in run_ids:
         rec = store.require_ready(rid)
-        sides.append(RunOps(rec.id, rec.name, store.table(rid, "op_stats"),
+        # the operators view: python frames (with_stack) would bury the ops under recursive frames
+        sides.append(RunOps(rec.id, rec.name, select_op_view(op_table(store, rid), DEFAULT_OP_VIEW),
                             int(rec.summary.get("device", {}).get("device_total_ns", 0)), tuple(rec.tags),
                             kernel_table(store.table(rid, "slices"))))
     return compute_compare(sides, baseline)

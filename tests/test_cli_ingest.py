@@ -65,7 +65,7 @@ def test_ingest_runs_ops_round_trip(tmp_path: Path) -> None:
     assert [(r["id"], r["name"], r["status"], r["slices"]) for r in runs] == [(run_id, "tiny", "ready", 2)]
     assert runs[0]["slices_per_lane"] == {"framework": 2}
     ops = json.loads(runner.invoke(main, ["ops", run_id, "--json", "--data-dir", data]).stdout)
-    assert ops == [{"name": "aten::mul", "calls": 2, "cpu_total_ns": 4000, "self_cpu_ns": 4000, "cpu_avg_ns": 2000,
+    assert ops == [{"name": "aten::mul", "kind": "operator", "calls": 2, "cpu_total_ns": 4000, "self_cpu_ns": 4000, "cpu_avg_ns": 2000,
                     "device_total_ns": 0, "self_device_ns": 0, "device_pct": 0.0}]
 
 
@@ -77,3 +77,35 @@ def test_console_script_reports_errors_with_exit_code(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "zero.json" in proc.stderr and "empty" in proc.stderr
+
+
+FRAMES = Path(__file__).resolve().parent / "fixtures" / "kineto_recursive_frames.json"
+
+
+def test_ops_views_and_default_sort(tmp_path: Path) -> None:
+    from explorer.cli import OP_VIEW_CHOICES
+    from explorer.store.queries import OP_VIEWS
+
+    assert tuple(OP_VIEWS) == OP_VIEW_CHOICES
+    data = str(tmp_path / "data")
+    runner = CliRunner()
+    run_id = runner.invoke(main, ["ingest", str(FRAMES), "--data-dir", data]).stdout.strip().splitlines()[-1]
+    events = [e for e in json.loads(FRAMES.read_text())["traceEvents"] if e.get("ph") == "X"]
+    python_only = ({e["name"] for e in events if e["cat"] == "python_function"}
+                   - {e["name"] for e in events if e["cat"] != "python_function"})
+
+    def ops(*args: str) -> list[dict[str, object]]:
+        result = runner.invoke(main, ["ops", run_id, "--json", "--data-dir", data, *args])
+        assert result.exit_code == 0, result.output
+        rows: list[dict[str, object]] = json.loads(result.stdout)
+        return rows
+
+    assert {r["name"] for r in ops("--view", "python")} == python_only
+    operators = ops()
+    assert not {r["name"] for r in operators} & python_only
+    self_dev = [int(str(r["self_device_ns"])) for r in operators]
+    assert self_dev == sorted(self_dev, reverse=True) and self_dev[0] > 0
+    assert ("Net_0/Linear_0", "aten::mm") in {(r["module"], r["name"]) for r in ops("--by-module")}
+    table = runner.invoke(main, ["ops", run_id, "--view", "all", "--by-module", "--data-dir", data])
+    assert table.exit_code == 0 and "Net_0/Linear_0" in table.stdout
+    assert runner.invoke(main, ["ops", run_id, "--view", "kernels", "--data-dir", data]).exit_code == 2

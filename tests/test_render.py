@@ -29,6 +29,7 @@ from explorer.report import (
 from explorer.service import ingest_paths
 
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
+FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"  # with_stack + module frames
 
 
 def hostile_trace(path: Path) -> Path:
@@ -52,7 +53,7 @@ def app_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestCli
     store = app.state.explorer.store
     runs = {name: ingest_paths(store, [path], name).id for name, path in
             (("big", tmp / "big.json"), ("small", tmp / "small.json"),
-             ("hostile", hostile_trace(tmp / "hostile.json")))}
+             ("hostile", hostile_trace(tmp / "hostile.json")), ("frames", FRAMES))}
     with TestClient(app) as client:
         yield client, runs
 
@@ -79,13 +80,15 @@ def test_overview_context_matches_its_twins(app_runs: tuple[TestClient, dict[str
     assert page.run == client.get(page.twin).json()
     assert page.breakdown == client.get(f"/api/runs/{runs['big']}/breakdown").json()
     assert page.device_busy_pct is not None and 0 < page.device_busy_pct <= 100
-    assert [r["name"] for r in page.top_device] == [r["name"] for r in client.get(
-        f"/api/runs/{runs['big']}/ops?sort=-device_total_ns").json()["rows"] if r["device_total_ns"] > 0][:15]
+    api = f"/api/runs/{runs['big']}/ops?view=operators"
+    assert page.top_device == [r for r in client.get(f"{api}&sort=-self_device_ns").json()["rows"]
+                               if r["self_device_ns"] > 0][:15]
+    assert page.top_cpu == client.get(f"{api}&sort=-self_cpu_ns&limit=15").json()["rows"]
     assert f'href="{page.twin}"' in resp.text
 
 
 @pytest.mark.parametrize("query", ["", "?sort=-calls", "?sort=%2Bname", "?sort=-self_cpu_ns&q=gelu",
-                                   "?by_shape=1&sort=cpu_avg_ns", "?limit=3"])
+                                   "?by_shape=1&sort=cpu_avg_ns", "?limit=3", "?view=all", "?view=python&q=x"])
 def test_ops_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]], query: str) -> None:
     client, runs = app_runs
     resp = client.get(f"/runs/{runs['big']}/ops{query}")
@@ -93,6 +96,7 @@ def test_ops_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]]
     assert isinstance(page, OpsPage)
     twin = client.get(page.twin).json()
     assert page.rows == twin["rows"] and page.device_total_ns == twin["device_total_ns"]
+    assert (page.view, page.sort, page.has_modules) == (twin["view"], twin["sort"], twin["has_modules"])
     assert page.twin.replace("&", "&amp;") in resp.text
 
 
@@ -102,7 +106,47 @@ def test_ops_sort_links_flip_the_sorted_column(app_runs: tuple[TestClient, dict[
     assert page.sort_link("calls") == "?sort=%2Bcalls&q=aten"
     assert page.sort_link("name") == "?sort=%2Bname&q=aten"
     assert page.sort_link("device_pct") == "?sort=-device_pct&q=aten"
+    assert page.view_link("python") == "?sort=-calls&q=aten&view=python"
+    assert context(client.get(f"/runs/{runs['big']}/ops?view=all&by_shape=1")).view_link("operators") == (
+        "?sort=-self_device_ns&by_shape=1")
     assert client.get(f"/runs/{runs['big']}/ops?sort=bogus").status_code == 400
+
+
+@pytest.mark.parametrize("query", ["", "?view=python", "?view=all&by_module=1&sort=%2Bmodule",
+                                   "?by_module=1&by_shape=1", "?view=python&sort=-cpu_total_ns&limit=2"])
+def test_ops_views_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]], query: str) -> None:
+    client, runs = app_runs
+    resp = client.get(f"/runs/{runs['frames']}/ops{query}")
+    page = context(resp)
+    twin = client.get(page.twin).json()
+    assert page.rows == twin["rows"] and (page.view, page.sort) == (twin["view"], twin["sort"])
+    assert page.has_modules and 'id="by-module"' in resp.text
+    for view in page.views:  # the switch keeps the other parameters
+        link = page.view_link(view)
+        assert link.replace("&", "&amp;") in resp.text
+        assert context(client.get(f"/runs/{runs['frames']}/ops{link}")).view == view
+
+
+def test_ops_chart_follows_the_view_and_the_sort(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    cases = [("?view=python&sort=-cpu_total_ns", "cpu_total_ns"), ("?view=all&sort=%2Bself_cpu_ns", "self_cpu_ns"),
+             ("?sort=-calls", "self_device_ns"), ("", "self_device_ns")]
+    for query, metric in cases:
+        page = context(client.get(f"/runs/{runs['frames']}/ops{query}"))
+        top = sorted((r for r in page.rows if r[metric] > 0), key=lambda r: -r[metric])[:15]
+        assert page.figure["data"][0]["y"] == [r["name"] for r in top], query
+    by_module = context(client.get(f"/runs/{runs['frames']}/ops?view=python&by_module=1&sort=-cpu_total_ns"))
+    labels = by_module.figure["data"][0]["y"]
+    assert len(set(labels)) == len(labels)  # "f" under two modules: two bars, told apart by the module
+    assert "Net_0/Linear_0: model.py(10): f" in labels and "Net_0: model.py(10): f" in labels
+    big = context(client.get(f"/runs/{runs['big']}/ops"))
+    assert not big.has_modules and 'id="by-module"' not in client.get(f"/runs/{runs['big']}/ops").text
+    assert not context(client.get(f"/runs/{runs['big']}/ops?by_module=1")).by_module
+
+
+def test_ops_view_must_be_known(app_runs: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = app_runs
+    assert client.get(f"/runs/{runs['frames']}/ops?view=kernels").status_code == 400
 
 
 def test_compare_context_equals_its_twin(app_runs: tuple[TestClient, dict[str, str]]) -> None:

@@ -28,6 +28,7 @@ from explorer.report import (
     run_json,
 )
 from explorer.store.catalog import RunRecord
+from explorer.store.queries import DEFAULT_OP_VIEW
 
 router = APIRouter(include_in_schema=False)
 
@@ -85,11 +86,13 @@ def timeline_page(request: Request, run: AnyRunDep, state: StateDep, background:
 
 
 @router.get("/runs/{run_id}/ops", response_class=HTMLResponse)
-def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-device_total_ns", q: str = "",
-             by_shape: bool = False, limit: int | None = Query(None, ge=1, le=100000)) -> HTMLResponse:
+def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str | None = None, q: str = "",
+             by_shape: bool = False, limit: int | None = Query(None, ge=1, le=100000),
+             view: str = DEFAULT_OP_VIEW, by_module: bool = False) -> HTMLResponse:
     if run.status != "ready":
         return _not_ready(request, state, run)
-    page = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit)
+    page = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit, view=view,
+                          by_module=by_module)
     return _render(request, state, "ops.html", page, active="ops", plotly=True)
 
 

@@ -2,19 +2,22 @@
 
 Same tree rules as torch: ops and runtime calls of one thread nest by time containment; self CPU
 is an op's time minus its children's; device time is the device executions an op launched, self
-(directly) or total (with its children's). Names torch hides from its table are hidden here too.
+(directly) or total (with its descendants'). Where torch differs, on purpose: device total counts each
+execution once per row even under recursive frames (f -> g -> f), while CPU total stays key_averages()'
+sum over calls. Names torch hides are hidden here too. Views, sorting and formatting live elsewhere.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.analysis.nesting import nearest_ancestor_where
-from explorer.model.tables import OP_STATS
+from explorer.model.tables import OP_STATS, OP_STATS_BY_MODULE
 
 # torch.autograd.profiler_util._filter_name: utility ops that key_averages() leaves out
 HIDDEN_OP_NAMES = frozenset({
@@ -28,6 +31,9 @@ HIDDEN_OP_NAMES = frozenset({
     "aten::_version",
 })
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+PYTHON_CATEGORY = "python_function"  # with_stack frames: the `python` kind; every other op is an `operator`
+MODULE_FRAME_PREFIX = "nn.Module: "  # torch's python tracer names with_modules frames "nn.Module: Linear_0"
+_KEY_SEP = "\x1f"
 
 
 def op_key_name(name: str) -> str:
@@ -35,43 +41,77 @@ def op_key_name(name: str) -> str:
     return "ProfilerStep*" if _PROFILER_STEP.match(name) else name
 
 
+@dataclass
+class OpEvents:
+    """Every op event key_averages() counts (`ops`: slice positions) with its times, and the op tree
+    (`tparent`, over ops and runtime calls) that device time rolls up through."""
+
+    ops: np.ndarray
+    keys: pa.Array  # row name of each op (ProfilerStep#N -> ProfilerStep*)
+    shapes: pa.Array  # input shapes text of each op, "[]" when absent
+    python: np.ndarray  # bool per op: a python_function frame
+    dur: np.ndarray
+    self_cpu: np.ndarray
+    self_dev: np.ndarray  # per slice: device time of the executions it launched directly
+    tparent: np.ndarray  # per slice: nearest enclosing tree node, -1 none
+    device_all: int  # all device execution time of the run: the 100 % of device %
+
+
 def compute_op_stats(slices: pa.Table) -> tuple[pa.Table, pa.Table]:
     """(per name, per name and input shapes) op tables, sorted by device time then CPU time."""
     if slices.num_rows == 0:
         return OP_STATS.empty_table(), OP_STATS.empty_table()
+    ev = compute_op_events(slices)
+    return group_op_events(ev, by_shape=False), group_op_events(ev, by_shape=True)
+
+
+def compute_op_stats_by_module(slices: pa.Table, by_shape: bool = False) -> pa.Table:
+    """Op table per (enclosing nn.Module path, name[, input shapes]); path "" outside any module."""
+    if slices.num_rows == 0:
+        return OP_STATS_BY_MODULE.empty_table()
+    ev = compute_op_events(slices)
+    return group_op_events(ev, by_shape=by_shape, modules=module_paths(ev, slices))
+
+
+def compute_op_events(slices: pa.Table) -> OpEvents:
+    """The op tree of `slices` (columns of SLICES, `shapes` optional) with self CPU and self device time."""
     name = slices.column("name").to_numpy(zero_copy_only=False)
     lane = slices.column("lane").to_numpy(zero_copy_only=False)
     is_op = slices.column("is_op").to_numpy(zero_copy_only=False)
     hidden = np.isin(name, list(HIDDEN_OP_NAMES))
     is_op = is_op & ~hidden
     node = is_op | ((lane == "runtime") & ~hidden)
-    parent = slices.column("parent_id").to_numpy()
+    tparent = nearest_ancestor_where(slices.column("parent_id").to_numpy(), node)
     dur = slices.column("dur_ns").to_numpy()
-    tparent = nearest_ancestor_where(parent, node)
 
     self_dev = np.zeros(len(dur), dtype=np.int64)
     op_id = slices.column("op_id").to_numpy()
-    dev = np.nonzero(slices.column("device_time").to_numpy(zero_copy_only=False) & (op_id >= 0))[0]
+    devtime = slices.column("device_time").to_numpy(zero_copy_only=False)
+    dev = np.nonzero(devtime & (op_id >= 0))[0]
     np.add.at(self_dev, op_id[dev], dur[dev])
     removed = _remove_duplicate_children(name, node, tparent, self_dev)
     node &= ~removed
     is_op &= ~removed
+    self_dev[~node] = 0  # device time of hidden ops is not in the table (as in torch)
 
     self_cpu = np.where(node, dur, 0).astype(np.int64)
     child = np.nonzero(node & (tparent >= 0))[0]
     np.subtract.at(self_cpu, tparent[child], dur[child])
-    total_dev = _roll_up(self_dev, tparent, node)
-    device_all = int(dur[slices.column("device_time").to_numpy(zero_copy_only=False)].sum())
 
     ops = np.nonzero(is_op)[0]
-    keys = pc.replace_substring_regex(slices.column("name").take(pa.array(ops)), r"^ProfilerStep#\d+$",
-                                      "ProfilerStep*").to_numpy(zero_copy_only=False)
-    shapes = slices.column("shapes").to_numpy(zero_copy_only=False)[ops]
-    by_name = _group(keys, np.full(len(ops), "", dtype=object), dur[ops], self_cpu[ops],
-                     total_dev[ops], self_dev[ops], device_all)
-    shapes = np.where(shapes == "", "[]", shapes)
-    by_shape = _group(keys, shapes, dur[ops], self_cpu[ops], total_dev[ops], self_dev[ops], device_all)
-    return by_name, by_shape
+    taken = pa.array(ops)
+    keys = pc.replace_substring_regex(slices.column("name").take(taken), r"^ProfilerStep#\d+$", "ProfilerStep*")
+    if "shapes" in slices.column_names:
+        shapes = pc.if_else(pc.equal(slices.column("shapes").take(taken), ""), "[]", slices.column("shapes").take(taken))
+    else:
+        shapes = pa.array(np.full(len(ops), "[]", dtype=object), pa.string())
+    python = (slices.column("cat").take(taken).to_numpy(zero_copy_only=False) == PYTHON_CATEGORY)
+    return OpEvents(ops, _flat(keys), _flat(shapes), python, dur[ops], self_cpu[ops], self_dev, tparent,
+                    int(dur[devtime].sum()))
+
+
+def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
 def _remove_duplicate_children(name: np.ndarray, node: np.ndarray, tparent: np.ndarray,
@@ -99,50 +139,87 @@ def _remove_duplicate_children(name: np.ndarray, node: np.ndarray, tparent: np.n
         tparent[lifted] = up[tparent[lifted]]
 
 
-def _roll_up(self_dev: np.ndarray, tparent: np.ndarray, node: np.ndarray) -> np.ndarray:
-    """Total = self + children's totals, summed from the deepest level up."""
-    total = self_dev.copy()
-    level = np.zeros(len(tparent), dtype=np.int64)
-    cur = tparent.copy()
-    active = np.nonzero(node & (cur >= 0))[0]
-    while len(active):
-        level[active] += 1
-        cur[active] = tparent[cur[active]]
-        active = active[cur[active] >= 0]
-    for d in range(int(level.max(initial=0)), 0, -1):
-        at = np.nonzero(node & (level == d))[0]
-        np.add.at(total, tparent[at], total[at])
-    return total
+def module_paths(ev: OpEvents, slices: pa.Table) -> pa.Array:
+    """Per op: its chain of enclosing nn.Module frames, outermost first ("Net_0/Linear_1"), "" if none.
+    Module frames count whether or not they are in the table (a time range keeps only some)."""
+    n = len(ev.tparent)
+    names = slices.column("name")
+    is_module = (pc.equal(slices.column("cat"), PYTHON_CATEGORY).to_numpy(zero_copy_only=False)
+                 & pc.starts_with(names, MODULE_FRAME_PREFIX).to_numpy(zero_copy_only=False))
+    frames = np.nonzero(is_module)[0]
+    outer = nearest_ancestor_where(ev.tparent, is_module)
+    path = np.full(n, "", dtype=object)
+    short = pc.utf8_slice_codeunits(names.take(pa.array(frames)), len(MODULE_FRAME_PREFIX)).to_numpy(
+        zero_copy_only=False)
+    done = outer[frames] < 0
+    path[frames[done]] = short[done]
+    resolved = np.zeros(n, dtype=bool)
+    resolved[frames[done]] = True
+    while not done.all():  # outermost first: a frame's path is ready once its enclosing frame's is
+        ready = ~done & resolved[np.maximum(outer[frames], 0)]
+        path[frames[ready]] = path[outer[frames[ready]]] + "/" + short[ready]
+        resolved[frames[ready]] = True
+        done |= ready
+    enclosing = outer[ev.ops]
+    return pa.array(np.where(enclosing >= 0, path[np.maximum(enclosing, 0)], ""), pa.string())
 
 
-def _group(keys: np.ndarray, shapes: np.ndarray, dur: np.ndarray, self_cpu: np.ndarray,
-           total_dev: np.ndarray, self_dev: np.ndarray, device_all: int) -> pa.Table:
-    table = pa.table({
-        "name": pa.array(keys, pa.string()),
-        "input_shapes": pa.array(shapes, pa.string()),
-        "dur": dur, "self_cpu": self_cpu, "total_dev": total_dev, "self_dev": self_dev,
-    })
-    g = table.group_by(["name", "input_shapes"], use_threads=False).aggregate([
-        ("dur", "count"), ("dur", "sum"), ("self_cpu", "sum"), ("total_dev", "sum"), ("self_dev", "sum"),
-    ])
-    calls = g.column("dur_count")
-    cpu_total = g.column("dur_sum")
-    self_dev_sum = g.column("self_dev_sum")
-    pct = (pc.multiply(pc.divide(pc.cast(self_dev_sum, pa.float64()), float(device_all)), 100.0)
-           if device_all else pa.array(np.zeros(g.num_rows)))
-    out = pa.table({
-        "name": g.column("name"),
-        "input_shapes": g.column("input_shapes"),
-        "calls": calls,
-        "cpu_total_ns": cpu_total,
-        "self_cpu_ns": g.column("self_cpu_sum"),
-        "cpu_avg_ns": pc.cast(pc.divide(pc.cast(cpu_total, pa.float64()), pc.cast(calls, pa.float64())),
-                              pa.int64(), safe=False),
-        "device_total_ns": g.column("total_dev_sum"),
-        "self_device_ns": self_dev_sum,
-        "device_pct": pct,
-    }, schema=OP_STATS)
+def group_op_events(ev: OpEvents, by_shape: bool, modules: pa.Array | None = None) -> pa.Table:
+    """Rows per name (and input shapes, and module path when given), sorted by device then CPU time.
+    A row's kind is `python` when all its events are python frames, `operator` otherwise."""
+    parts = ([modules] if modules is not None else []) + [ev.keys] + ([ev.shapes] if by_shape else [])
+    joined = pc.binary_join_element_wise(*parts, _KEY_SEP) if len(parts) > 1 else parts[0]
+    codes = pc.dictionary_encode(joined).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    groups, first = np.unique(codes, return_index=True)
+    g = len(groups)
+    calls = np.bincount(codes, minlength=g).astype(np.int64)
+    cpu_total, self_cpu, self_dev = (_sum_by(codes, g, v) for v in (ev.dur, ev.self_cpu, ev.self_dev[ev.ops]))
+    python_calls = np.bincount(codes[ev.python], minlength=g)
+    pct = self_dev / ev.device_all * 100.0 if ev.device_all else np.zeros(g)
+    pick = pa.array(first)
+    columns: dict[str, pa.Array | np.ndarray] = {}
+    if modules is not None:
+        columns["module"] = modules.take(pick)
+    columns |= {
+        "name": ev.keys.take(pick),
+        "input_shapes": ev.shapes.take(pick) if by_shape else pa.array([""] * g, pa.string()),
+        "kind": pa.array(np.where(python_calls == calls, "python", "operator"), pa.string()),
+        "calls": calls, "cpu_total_ns": cpu_total, "self_cpu_ns": self_cpu,
+        "cpu_avg_ns": cpu_total // np.maximum(calls, 1),
+        "device_total_ns": _device_totals(ev, codes, g), "self_device_ns": self_dev, "device_pct": pct,
+    }
+    out = pa.table(columns, schema=OP_STATS_BY_MODULE if modules is not None else OP_STATS)
     return out.sort_by([("device_total_ns", "descending"), ("cpu_total_ns", "descending"), ("name", "ascending")])
+
+
+def _sum_by(codes: np.ndarray, groups: int, values: np.ndarray) -> np.ndarray:
+    """Exact int64 sums per group (np.bincount's weights would go through float64)."""
+    out = np.zeros(groups, dtype=np.int64)
+    np.add.at(out, codes, values.astype(np.int64))
+    return out
+
+
+def _device_totals(ev: OpEvents, codes: np.ndarray, groups: int) -> np.ndarray:
+    """Per row: the device time launched by its ops or their descendants, each launch counted once
+    per row. Pairs (launching node, row) over all ancestor levels, deduplicated, then summed: a
+    kernel under frames f -> g -> f counts once for f (torch's key_averages would count it twice)."""
+    code_of = np.full(len(ev.tparent), -1, dtype=np.int64)
+    code_of[ev.ops] = codes
+    origin = np.nonzero(ev.self_dev > 0)[0]
+    who, cur = np.arange(len(origin), dtype=np.int64), origin.copy()
+    pairs: list[np.ndarray] = []
+    while len(cur):
+        c = code_of[cur]
+        hit = c >= 0
+        pairs.append(who[hit] * groups + c[hit])
+        cur = ev.tparent[cur]
+        keep = cur >= 0
+        who, cur = who[keep], cur[keep]
+    total = np.zeros(groups, dtype=np.int64)
+    if pairs:
+        unique = np.unique(np.concatenate(pairs))
+        np.add.at(total, unique % groups, ev.self_dev[origin[unique // groups]])
+    return total
 
 
 def device_time_summary(slices: pa.Table) -> dict[str, int]:

@@ -71,6 +71,7 @@ OP_STATS = pa.schema(
     [
         ("name", pa.string()),
         ("input_shapes", pa.string()),  # "" in the per-name table
+        ("kind", pa.string()),  # operator | python (all of the row's events are with_stack python frames)
         ("calls", pa.int64()),
         ("cpu_total_ns", pa.int64()),
         ("self_cpu_ns", pa.int64()),
@@ -80,6 +81,9 @@ OP_STATS = pa.schema(
         ("device_pct", pa.float64()),
     ]
 )
+
+# not stored: computed on load, per (enclosing nn.Module path, name); path "" outside any module
+OP_STATS_BY_MODULE = pa.schema([("module", pa.string()), *OP_STATS])
 
 TABLE_SCHEMAS: dict[str, pa.Schema] = {
     "tracks": TRACKS,

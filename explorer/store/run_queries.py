@@ -9,9 +9,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from explorer.analysis.ops import compute_op_stats
-from explorer.store.queries import sort_op_rows
-from explorer.store.runs import CACHED_SLICE_COLUMNS, RunStore
+from explorer.analysis.ops import compute_op_stats, compute_op_stats_by_module
+from explorer.store.queries import (
+    DEFAULT_OP_VIEW,
+    check_op_view,
+    default_op_sort,
+    load_op_slices,
+    op_table,
+    run_device_total_ns,
+    select_op_view,
+    sort_op_rows,
+)
+from explorer.store.runs import RunStore
 
 
 def load_slice_column(store: RunStore, run_id: str, column: str) -> pa.ChunkedArray:
@@ -20,22 +29,25 @@ def load_slice_column(store: RunStore, run_id: str, column: str) -> pa.ChunkedAr
     return pq.read_table(store.table_path(run_id, "slices"), columns=[column]).column(column)
 
 
-def load_ops_in_range(store: RunStore, run_id: str, start_ns: int, end_ns: int, sort: str = "device_total_ns",
-                      limit: int | None = None, by_shape: bool = False, name_filter: str = "") -> list[dict[str, Any]]:
-    """Op table over the ops that start in [start_ns, end_ns) (absolute ns). Ops outside the range stay
-    in the tree (so self times and device roll-ups are right) but are not counted."""
-    store.require_ready(run_id)
-    slices = pq.read_table(store.table_path(run_id, "slices"), columns=[*CACHED_SLICE_COLUMNS, "shapes"])
+def load_ops_in_range(store: RunStore, run_id: str, start_ns: int, end_ns: int, sort: str | None = None,
+                      limit: int | None = None, by_shape: bool = False, name_filter: str = "",
+                      view: str = DEFAULT_OP_VIEW, by_module: bool = False) -> list[dict[str, Any]]:
+    """Op table (one view, as load_ops) over the ops that start in [start_ns, end_ns) (absolute ns). Ops
+    outside the range stay in the tree (so self times and device roll-ups are right) but are not counted."""
+    rec = store.require_ready(run_id)
+    check_op_view(view)
+    slices = load_op_slices(store, run_id)
     ts = slices.column("ts_ns").to_numpy()
     inside = (ts >= start_ns) & (ts < end_ns)
     if inside.all():
-        table = store.table(run_id, "op_stats_by_shape" if by_shape else "op_stats")
+        table = op_table(store, run_id, by_shape=by_shape, by_module=by_module)
     else:
-        table = _restricted(slices, inside, by_shape)
-    return sort_op_rows(table, sort, limit, name_filter)
+        table = _restricted(slices, inside, by_shape, by_module)
+    return sort_op_rows(select_op_view(table, view), sort or default_op_sort(run_device_total_ns(rec)), limit,
+                        name_filter)
 
 
-def _restricted(slices: pa.Table, inside: np.ndarray, by_shape: bool) -> pa.Table:
+def _restricted(slices: pa.Table, inside: np.ndarray, by_shape: bool, by_module: bool) -> pa.Table:
     """compute_op_stats over the whole tree, counting only ops starting inside: ops outside become
     runtime-like nodes (kept in the tree, excluded from the table)."""
     is_op = slices.column("is_op").to_numpy(zero_copy_only=False).astype(bool)
@@ -44,5 +56,7 @@ def _restricted(slices: pa.Table, inside: np.ndarray, by_shape: bool) -> pa.Tabl
     lane = np.where(outside_op, "runtime", lane)
     table = slices.set_column(slices.schema.get_field_index("is_op"), "is_op", pa.array(is_op & inside))
     table = table.set_column(table.schema.get_field_index("lane"), "lane", pa.array(lane, pa.string()))
+    if by_module:
+        return compute_op_stats_by_module(table, by_shape=by_shape)
     by_name, by_shape_table = compute_op_stats(table)
     return by_shape_table if by_shape else by_name

@@ -252,6 +252,8 @@
     else if (page === "compare") initCompare();
     const byShape = document.getElementById("by-shape");
     if (byShape) byShape.addEventListener("change", () => byShape.form.submit());
+    const byModule = document.getElementById("by-module");
+    if (byModule) byModule.addEventListener("change", () => byModule.form.submit());
     document.body.dataset.init = "1";
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from fastapi.testclient import TestClient
 
 from tests.api.conftest import TINY, Uploader, assert_error
@@ -65,3 +68,43 @@ def test_compare_errors(client: TestClient, run_id: str) -> None:
     assert_error(client.get(f"/api/compare?runs={run_id}"), 400, "bad_request")
     assert_error(client.get(f"/api/compare?runs={run_id},nope"), 404, "run_not_found")
     assert_error(client.get("/api/compare"), 422, "validation")
+
+
+FRAMES = Path(__file__).resolve().parents[1] / "fixtures" / "kineto_recursive_frames.json"
+
+
+def frame_kinds() -> dict[str, set[str]]:
+    """Name -> the categories its events have in the recursive-frames fixture."""
+    kinds: dict[str, set[str]] = {}
+    for e in json.loads(FRAMES.read_text())["traceEvents"]:
+        if e.get("ph") == "X" and e["cat"] in ("cpu_op", "user_annotation", "python_function"):
+            kinds.setdefault(e["name"], set()).add(e["cat"])
+    return kinds
+
+
+def test_op_views(client: TestClient, upload: Uploader) -> None:
+    run = upload(files=[(FRAMES.name, FRAMES.read_bytes())])["id"]
+    kinds = frame_kinds()
+    base = f"/api/runs/{run}/ops"
+    default = client.get(base).json()
+    assert (default["view"], default["sort"], default["has_modules"]) == ("operators", "-self_device_ns", True)
+    assert {r["name"] for r in default["rows"]} == {n for n, c in kinds.items() if c != {"python_function"}}
+    python = client.get(f"{base}?view=python").json()["rows"]
+    assert {r["name"] for r in python} == {n for n, c in kinds.items() if c == {"python_function"}}
+    assert {r["name"] for r in client.get(f"{base}?view=all").json()["rows"]} == set(kinds)
+    assert default["rows"] == client.get(f"{base}?view=operators&sort=-self_device_ns").json()["rows"]
+    modules = client.get(f"{base}?view=all&by_module=1&q=aten::mm").json()["rows"]
+    assert [(r["module"], r["name"]) for r in modules] == [("Net_0/Linear_0", "aten::mm")]
+    ranged = client.get(f"{base}?view=python&start_ns=0&end_ns=1000000000").json()["rows"]
+    assert {r["name"] for r in ranged} == {r["name"] for r in python}
+    for bad in ("kernels", "", "ALL"):
+        assert_error(client.get(f"{base}?view={bad}"), 400, "bad_request")
+
+
+def test_op_default_sort_without_device_time_is_self_cpu(client: TestClient, upload: Uploader) -> None:
+    doc = json.loads(FRAMES.read_text())
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("pid") != 0]
+    run = upload(files=[("host.json", json.dumps(doc).encode())])["id"]
+    body = client.get(f"/api/runs/{run}/ops?view=all").json()
+    assert body["sort"] == "-self_cpu_ns" and body["device_total_ns"] == 0
+    assert [r["self_cpu_ns"] for r in body["rows"]] == sorted((r["self_cpu_ns"] for r in body["rows"]), reverse=True)

@@ -1,0 +1,75 @@
+"""Browser test of the op table's views: the switch changes the rows (operators, then python frames),
+keeps the other parameters, and module grouping appears for a trace with nn.Module frames."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+FRAMES = Path(__file__).resolve().parents[1] / "fixtures" / "kineto_recursive_frames.json"
+NAMES_JS = "tds => tds.map(td => td.textContent.trim())"
+
+
+def names_by_kind() -> tuple[set[str], set[str]]:
+    """(operator names, python-frame-only names) read from the fixture itself."""
+    events = [e for e in json.loads(FRAMES.read_text())["traceEvents"] if e.get("ph") == "X"]
+    ops = {"cpu_op", "user_annotation", "python_function"}
+    python = {e["name"] for e in events if e["cat"] == "python_function"}
+    other = {e["name"] for e in events if e["cat"] in ops - {"python_function"}}
+    return other, python - other
+
+
+def test_switch_op_views(page: Any, server: Any, shot: Any) -> None:
+    from explorer.service import ingest_paths
+
+    run_id = ingest_paths(server.state.store, [FRAMES], "with_stack frames").id
+    operators, python = names_by_kind()
+
+    page.goto(f"{server.url}/runs/{run_id}/ops?q=a")
+    page.wait_for_selector("#fig-ops .main-svg")
+    assert page.get_attribute("#op-views a.on", "data-view") == "operators"
+    shown = page.eval_on_selector_all("#ops-table tbody td.name", NAMES_JS)
+    assert set(shown) == {n for n in operators if "a" in n.lower()}
+    self_dev = [int(v) for v in page.eval_on_selector_all(
+        "#ops-table tbody td[data-v]:nth-child(7)", "tds => tds.map(td => td.dataset.v)")]
+    assert self_dev == sorted(self_dev, reverse=True) and self_dev[0] > 0  # default: self device time
+    assert "once per row" in (page.get_attribute("#ops-table th[data-col='device_total_ns']", "title") or "")
+    shot(page, "ops-views-operators", full_page=True)
+
+    page.click("#op-views a[data-view='python']")
+    page.wait_for_url(re.compile(r"view=python"))
+    assert page.get_attribute("#op-views a.on", "data-view") == "python"
+    assert page.input_value("#ops-q") == "a"  # the filter survived the switch
+    assert set(page.eval_on_selector_all("#ops-table tbody td.name", NAMES_JS)) == {
+        n for n in python if "a" in n.lower()}
+    assert page.get_attribute("#json-twin", "href").endswith("view=python")
+
+    page.fill("#ops-q", "")
+    page.press("#ops-q", "Enter")
+    page.wait_for_url(re.compile(r"^(?!.*q=a).*view=python"))
+    assert set(page.eval_on_selector_all("#ops-table tbody td.name", NAMES_JS)) == python
+    page.check("#by-module")
+    page.wait_for_url(re.compile(r"by_module=1"))
+    modules = page.eval_on_selector_all("#ops-table tbody tr td:first-child", NAMES_JS)
+    assert "Net_0/Linear_0" in modules and "Net_0" in modules
+    page.wait_for_selector("#fig-ops .main-svg")
+    shot(page, "ops-views-python-by-module", full_page=True)
+
+
+def test_overview_charts_show_operators_only(page: Any, server: Any, shot: Any) -> None:
+    from explorer.service import ingest_paths
+
+    run_id = ingest_paths(server.state.store, [FRAMES], "with_stack overview").id
+    operators, python = names_by_kind()
+    page.goto(f"{server.url}/runs/{run_id}")
+    for fig in ("#fig-top-device", "#fig-top-cpu"):
+        page.wait_for_selector(f"{fig} .main-svg")
+        labels = set(page.eval_on_selector_all(f"{fig} .yaxislayer-above .ytick text", NAMES_JS))
+        assert labels and labels <= operators, fig
+    shot(page, "ops-views-overview", full_page=True)
