@@ -143,10 +143,10 @@ KERNEL_CATEGORY_COLORS = {
 
 def make_top_kernels_figure(rows: Sequence[Mapping[str, Any]], top: int = 15) -> dict[str, Any]:
     """Horizontal bars of the `top` kernels by total time, coloured by category. Long C++ names share
-    long prefixes, so each bar is numbered (a category axis would merge equal labels) and the hover
-    shows the name at length."""
+    long prefixes, so each bar is numbered (a category axis would merge equal labels), a leading
+    `void ` return type is dropped and the hover shows the name at length."""
     chosen = sorted((r for r in rows if r.get("total_ns", 0) > 0), key=lambda r: (-r["total_ns"], r["name"]))[:top]
-    names = [f"{i + 1}. {label(str(r['name']), 56)}" for i, r in enumerate(chosen)]
+    names = [f"{i + 1}. {label(str(r['name']).removeprefix('void '), 56)}" for i, r in enumerate(chosen)]
     unit, scale = time_unit(max((r["total_ns"] for r in chosen), default=0))
     data = [{"type": "bar", "orientation": "h", "y": names, "x": [r["total_ns"] / scale for r in chosen],
              "marker": {"color": [KERNEL_CATEGORY_COLORS.get(str(r["category"]), "#9c9c9c") for r in chosen]},
