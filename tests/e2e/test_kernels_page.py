@@ -82,3 +82,26 @@ def test_kernels_page_on_a_real_nccl_trace(page: Any, server: Any, shared_traces
     assert page.locator("#kernels-table tbody tr").count() > 30
     assert "communication" in column(page, 2)
     shot(page, "kernels-page-nccl")
+
+
+def test_report_kernel_table_sorts_and_filters_offline(offline_page: Any, server: Any, kernel_runs: dict[str, str],
+                                                       tmp_path: Path, shot: Any) -> None:
+    from explorer.report import build_report, render_report
+
+    report = tmp_path / "report.html"
+    report.write_text(render_report(build_report(server.state.store, kernel_runs["gpu"])), encoding="utf-8")
+    page = offline_page
+    page.goto(report.as_uri())
+    page.wait_for_selector("body[data-init='1']")
+    page.wait_for_selector("#report-kernels #fig-kernels .main-svg")
+    assert page.locator("#kernels-table tbody tr").count() == 8
+    page.click("#kernels-table th[data-col='calls']")
+    page.click("#kernels-table th[data-col='min_ns']")
+    mins = [int(v) for v in column(page, 6)]
+    assert mins == sorted(mins, reverse=True)
+    page.fill("#kernels-filter", "memset")
+    visible = page.eval_on_selector_all("#kernels-table tbody tr",
+                                        "trs => trs.filter(t => t.style.display !== 'none').length")
+    assert visible == 1
+    page.locator("#report-kernels").scroll_into_view_if_needed()
+    shot(page, "kernels-report-section")
