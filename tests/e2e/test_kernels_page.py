@@ -105,3 +105,11 @@ def test_report_kernel_table_sorts_and_filters_offline(offline_page: Any, server
     assert visible == 1
     page.locator("#report-kernels").scroll_into_view_if_needed()
     shot(page, "kernels-report-section")
+
+
+def test_timeline_labels_kernels_by_their_bare_name(page: Any, server: Any, kernel_runs: dict[str, str],
+                                                    shot: Any) -> None:
+    page.goto(f"{server.url}/runs/{kernel_runs['gpu']}/timeline")
+    page.wait_for_selector("#timeline[data-ready='1']")
+    assert page.evaluate("name => TE.shortName(name)", MUL_KERNEL) == "vectorized_elementwise_kernel"
+    shot(page, "kernels-timeline-labels")
