@@ -14,7 +14,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from api.errors import install_error_handlers
-from api.routes import analysis, meta, pages, runs, share, sql, timeline
+from api.routes import analysis, kernels, meta, pages, runs, share, sql, timeline
 from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
 from api.upload import IngestWorker
@@ -52,6 +52,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router):
         app.include_router(router)
+    app.include_router(kernels.router)  # the kernel view's API (api/routes/kernels.py)
     app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
     _mount_static(app, settings)
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)

@@ -1,6 +1,6 @@
 """Server state held by the app: settings, the store, the ingest worker and per-run derived data.
 
-Derived data (timeline index, breakdown) is built once per run on first use and kept in a small
+Derived data (timeline index, breakdown, kernel table) is built once per run on first use and kept in a small
 LRU; runs are immutable, so entries only leave on eviction or when the run is deleted.
 """
 
@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from api.upload import IngestWorker
+from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
 from explorer.config import Settings
+from explorer.kernel_page import compute_run_kernels
 from explorer.report import compute_run_breakdown
 from explorer.store.runs import RunStore
 
@@ -75,6 +77,10 @@ class AppState:
     def breakdown(self, run_id: str) -> dict[str, Any]:
         """Lane busy/idle and device gaps of a run, computed once (API twin and overview page share it)."""
         return self.memo.get(run_id, "breakdown", lambda: compute_run_breakdown(self.store, run_id))
+
+    def kernels(self, run_id: str) -> KernelTable:
+        """The kernel table of a run, computed once (the kernels page, its API twin and the report share it)."""
+        return self.memo.get(run_id, "kernels", lambda: compute_run_kernels(self.store, run_id))
 
     def warm_latest(self, count: int) -> None:
         try:

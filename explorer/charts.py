@@ -132,3 +132,50 @@ def make_compare_figure(compare: Mapping[str, Any], top: int = 12) -> dict[str, 
                      legend={"orientation": "h", "y": 1.12, "x": 1, "xanchor": "right"})
     layout["xaxis"] = {**layout["xaxis"], "type": "category", "tickangle": -30}
     return {"data": data, "layout": layout}
+
+
+# ---- kernels ----------------------------------------------------------------------------------
+
+KERNEL_CATEGORY_COLORS = {
+    "compute": "#59a14f",
+    "communication": "#e15759",
+    "memcpy HtoD": "#4e79a7",
+    "memcpy DtoH": "#76b7b2",
+    "memcpy DtoD": "#9c755f",
+    "memcpy PtoP": "#edc948",
+    "memcpy other": "#bab0ac",
+    "memset": "#b07aa1",
+    "other": "#9c9c9c",
+}
+
+
+def make_top_kernels_figure(rows: Sequence[Mapping[str, Any]], top: int = 15) -> dict[str, Any]:
+    """Horizontal bars of the `top` kernels by total time, coloured by category. Long C++ names share
+    long prefixes, so each bar is numbered (a category axis would merge equal labels), a leading
+    `void ` return type is dropped and the hover shows the name at length."""
+    chosen = sorted((r for r in rows if r.get("total_ns", 0) > 0), key=lambda r: (-r["total_ns"], r["name"]))[:top]
+    names = [f"{i + 1}. {label(str(r['name']).removeprefix('void '), 56)}" for i, r in enumerate(chosen)]
+    unit, scale = time_unit(max((r["total_ns"] for r in chosen), default=0))
+    data = [{"type": "bar", "orientation": "h", "y": names, "x": [r["total_ns"] / scale for r in chosen],
+             "marker": {"color": [KERNEL_CATEGORY_COLORS.get(str(r["category"]), "#9c9c9c") for r in chosen]},
+             "customdata": [[label(str(r["name"]), 400), r["calls"], label(str(r["category"]))] for r in chosen],
+             "hovertemplate": "%{customdata[0]}<br>%{x:,.1f} " + unit
+                              + ", %{customdata[1]} calls, %{customdata[2]}<extra></extra>"}]
+    layout = _layout(f"Top kernels by device time ({unit})", 70 + 22 * max(1, len(names)))
+    layout["yaxis"] = {**layout["yaxis"], "autorange": "reversed", "type": "category"}
+    return {"data": data, "layout": layout}
+
+
+def make_kernel_category_figure(categories: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Device time per kernel category (compute, communication, memcpy kinds, memset, other)."""
+    rows = [c for c in categories if c.get("total_ns", 0) > 0]
+    names = [label(str(c["category"])) for c in rows]
+    unit, scale = time_unit(max((c["total_ns"] for c in rows), default=0))
+    data = [{"type": "bar", "orientation": "h", "y": names, "x": [c["total_ns"] / scale for c in rows],
+             "text": [f"{float(c['device_pct']):.1f} %" for c in rows], "textposition": "auto",
+             "marker": {"color": [KERNEL_CATEGORY_COLORS.get(str(c["category"]), "#9c9c9c") for c in rows]},
+             "customdata": [c["calls"] for c in rows],
+             "hovertemplate": "%{y}: %{x:,.1f} " + unit + ", %{customdata} calls<extra></extra>"}]
+    layout = _layout(f"Device time by kernel category ({unit})", 70 + 28 * max(1, len(names)))
+    layout["yaxis"] = {**layout["yaxis"], "autorange": "reversed", "type": "category"}
+    return {"data": data, "layout": layout}

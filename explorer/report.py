@@ -22,14 +22,18 @@ from markupsafe import Markup
 from explorer import __version__
 from explorer.analysis.breakdown import compute_breakdown
 from explorer.analysis.compare import RunOps, compute_compare, kernel_table
+from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
 from explorer.charts import (
     make_compare_figure,
+    make_kernel_category_figure,
     make_lane_breakdown_figure,
+    make_top_kernels_figure,
     make_top_ops_figure,
 )
 from explorer.config import PROJECT_ROOT
 from explorer.errors import BadRequest
+from explorer.kernel_page import KernelsPage, compute_run_kernels, kernels_json
 from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import (
@@ -189,6 +193,7 @@ class ReportPage:
     overview: OverviewPage
     ops: OpsPage
     snapshot: dict[str, Any]
+    kernels: KernelsPage | None = None  # None: the run has no device executions
     generated_at: float = field(default_factory=time.time)
     version: str = __version__
     readonly: bool = True
@@ -339,9 +344,24 @@ def snapshot_details(store: RunStore, run_id: str, slice_ids: list[int],
 
 
 def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = None,
-                 index: TimelineIndex | None = None) -> ReportPage:
+                 index: TimelineIndex | None = None, kernels: KernelTable | None = None) -> ReportPage:
+    kernel_page = build_kernels_page(store, run_id, kernels=kernels)
     return ReportPage(overview or build_overview(store, run_id), build_ops_page(store, run_id),
-                      build_snapshot(store, run_id, index=index))
+                      build_snapshot(store, run_id, index=index), kernel_page if kernel_page.rows else None)
+
+
+# ---- kernels ----------------------------------------------------------------------------------
+
+def build_kernels_page(store: RunStore, run_id: str, sort: str = "-total_ns", q: str = "", category: str = "",
+                       limit: int | None = None, kernels: KernelTable | None = None) -> KernelsPage:
+    """A server passes its cached `kernels`; without them they are computed here."""
+    rec = store.require_ready(run_id)
+    data = kernels_json(kernels or compute_run_kernels(store, run_id), sort, q, category, limit)
+    figures = {"top": make_top_kernels_figure(data["rows"]), "categories": make_kernel_category_figure(data["categories"])}
+    page = KernelsPage(run_json(rec), data["rows"], data["device_total_ns"], data["categories"], sort, q, category,
+                       limit, figures)
+    page.twin = f"/api/runs/{run_id}/kernels?{page.query()}"
+    return page
 
 
 # ---- rendering --------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from explorer.render import APP_SCRIPTS, make_environment
 from explorer.report import (
     NotReadyPage,
     build_compare_page,
+    build_kernels_page,
     build_ops_page,
     build_overview,
     build_report,
@@ -51,7 +52,8 @@ def _render(request: Request, state: AppState, template: str, page: Any, *, acti
 
 def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = "") -> str:
     ov = build_overview(state.store, run.id, state.breakdown(run.id))
-    report = replace(build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run))),
+    report = replace(build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run)),
+                                  kernels=state.kernels(run.id)),
                      readonly=readonly, twin=twin)
     env = templates_for(state.settings.templates_dir).env
     return render_report(report, env, state.settings.static_dir)
@@ -94,6 +96,16 @@ def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str | None
     page = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit, view=view,
                           by_module=by_module)
     return _render(request, state, "ops.html", page, active="ops", plotly=True)
+
+
+@router.get("/runs/{run_id}/kernels", response_class=HTMLResponse)
+def kernels_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-total_ns", q: str = "",
+                 category: str = "", limit: int | None = Query(None, ge=1, le=100000)) -> HTMLResponse:
+    if run.status != "ready":
+        return _not_ready(request, state, run)
+    page = build_kernels_page(state.store, run.id, sort=sort, q=q, category=category, limit=limit,
+                              kernels=state.kernels(run.id))
+    return _render(request, state, "kernels.html", page, active="kernels", plotly=True)
 
 
 @router.get("/compare", response_class=HTMLResponse)

@@ -1,7 +1,8 @@
 """Lane breakdown: busy/idle time per lane and per device, and the gaps between device executions.
 
 Busy time is the union of a lane's (or device's) slice intervals, so nesting and parallel tracks
-are not double counted. Each gap between device executions gets a cause guess from what the host
+are not double counted. On the hardware lane only executions (`device_time` slices) count:
+annotations drawn on a device stream (`gpu_user_annotation`, e.g. ProfilerStep#6) are not busy time. Each gap between device executions gets a cause guess from what the host
 was doing: a synchronize call overlapping the gap ("sync"), the next execution's launch call
 starting after the device went idle ("launch latency"), or a memory copy next ("data transfer").
 Pure functions over a run's cached columns; no I/O.
@@ -45,15 +46,8 @@ def compute_breakdown(slices: pa.Table, tracks: pa.Table, flows: pa.Table, start
     ts = slices.column("ts_ns").to_numpy().astype(I64)
     end = ts + slices.column("dur_ns").to_numpy().astype(I64)
     lane = lane_by_track[tr] if len(tr) else np.zeros(0, object)
-    lanes = []
-    for name in sorted({str(v) for v in lanes_of if v != "counter"}):
-        mask = lane == name
-        if not mask.any():
-            continue
-        a, b = union_segments(ts[mask], end[mask])
-        busy = int((b - a).sum())
-        lanes.append({"lane": name, "busy_ns": busy, "idle_ns": max(span - busy, 0),
-                      "busy_pct": 100.0 * busy / span, "slices": int(mask.sum())})
+    lanes = _lane_rows(lane, lanes_of, slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool),
+                       ts, end, span)
     devices, gaps = _devices_and_gaps(slices, tracks, flows, ts, end, span)
     largest = np.argsort(-gaps["dur"], kind="stable")[:top]
     names = slices.column("name")
@@ -64,6 +58,24 @@ def compute_breakdown(slices: pa.Table, tracks: pa.Table, flows: pa.Table, start
              "cause": str(gaps["cause"][i])} for i in largest.tolist()]
     return {"lanes": lanes, "devices": devices,
             "gaps": {"count": len(gaps["dur"]), "total_ns": int(gaps["dur"].sum()), "largest": rows}}
+
+
+def _lane_rows(lane: np.ndarray, lanes_of: np.ndarray, devtime: np.ndarray, ts: np.ndarray, end: np.ndarray,
+               span: int) -> list[dict[str, Any]]:
+    """Busy/idle per lane. The hardware lane counts executions only; `excluded_slices` says how many
+    of its slices (annotations) were left out."""
+    lanes = []
+    for name in sorted({str(v) for v in lanes_of if v != "counter"}):
+        in_lane = lane == name
+        mask = in_lane & devtime if name == "hardware" else in_lane
+        if not in_lane.any():
+            continue
+        a, b = union_segments(ts[mask], end[mask])
+        busy = int((b - a).sum())
+        lanes.append({"lane": name, "busy_ns": busy, "idle_ns": max(span - busy, 0),
+                      "busy_pct": 100.0 * busy / span, "slices": int(mask.sum()),
+                      "excluded_slices": int(in_lane.sum() - mask.sum())})
+    return lanes
 
 
 def _devices_and_gaps(slices: pa.Table, tracks: pa.Table, flows: pa.Table, ts: np.ndarray, end: np.ndarray,

@@ -238,8 +238,20 @@
         tr.style.display = tr.cells[0].textContent.toLowerCase().includes(q) ? "" : "none";
       });
     });
+    filterRows("kernels-filter", "#kernels-table tbody tr");
     const snap = TE.readJSON("timeline-snapshot"), box = document.getElementById("timeline");
     if (snap && box) TE.mountTimeline(box, new TE.SnapshotSource(snap), { spanNs: snap.span_ns, urlState: false });
+  }
+
+  /** Rows of `rows` whose first cell contains the text of input `inputId` stay visible (offline tables). */
+  function filterRows(inputId, rows) {
+    const input = document.getElementById(inputId);
+    if (input) input.addEventListener("input", () => {
+      const q = input.value.toLowerCase();
+      document.querySelectorAll(rows).forEach((tr) => {
+        tr.style.display = tr.cells[0].textContent.toLowerCase().includes(q) ? "" : "none";
+      });
+    });
   }
 
   function init() {
@@ -250,6 +262,8 @@
     else if (page === "timeline") initTimeline();
     else if (page === "report") initReport();
     else if (page === "compare") initCompare();
+    const kernelCategory = document.getElementById("kernels-category");
+    if (kernelCategory) kernelCategory.addEventListener("change", () => kernelCategory.form.submit());
     const byShape = document.getElementById("by-shape");
     if (byShape) byShape.addEventListener("change", () => byShape.form.submit());
     const byModule = document.getElementById("by-module");

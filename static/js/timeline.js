@@ -37,6 +37,40 @@
   TE.rulerLabel = rulerLabel;
   TE.niceStep = niceStep;
 
+  /** The part of an event name that says the most in a narrow box. C++ kernel names lose their
+   *  argument list, template arguments (balanced (...) and <...>) and return type first, then the
+   *  namespace: "void at::native::vectorized_elementwise_kernel<4, F<float> >(int, F<float>)" ->
+   *  "vectorized_elementwise_kernel"; "aten::mul" -> "mul"; "Memcpy HtoD (Pageable -> Device)" ->
+   *  "Memcpy HtoD". A generic "Kernel<X>" (CUTLASS) keeps its first template argument's name. */
+  function shortName(name) {
+    if (!name.includes("::") && !/\)\s*$/.test(name)) return name;  // not C++: "operator<<", "<b>x</b>" stay whole
+    let bare = "", firstArg = "", angle = 0, paren = 0;
+    for (let i = 0; i < name.length; i++) {
+      const ch = name[i];
+      if (ch === "(") paren++;
+      else if (ch === ")" && paren > 0) paren--;
+      else if (ch === "<" && paren === 0) angle++;
+      else if (ch === ">" && paren === 0 && angle > 0) angle--;
+      else if (angle === 0 && paren === 0) bare += ch;
+      else if (angle === 1 && paren === 0 && ch !== "," && !firstArg.endsWith(",")) firstArg += ch;
+      if (angle === 1 && ch === ",") firstArg += ",";
+    }
+    bare = bare.trim();
+    if (name.includes("::") || bare.includes("::")) {
+      const words = bare.split(/\s+/);
+      bare = words[words.length - 1];  // "void ns::kernel" -> "ns::kernel": the return type goes
+    }
+    const cut = bare.lastIndexOf("::");
+    let short = cut >= 0 ? bare.slice(cut + 2) : bare;
+    if (/^kernel$/i.test(short) && firstArg) {
+      const arg = firstArg.replace(/,$/, "").trim();
+      const argCut = arg.lastIndexOf("::");
+      short = argCut >= 0 ? arg.slice(argCut + 2) : arg;
+    }
+    return short || name;
+  }
+  TE.shortName = shortName;
+
   function groupKey(track, mode) {
     switch (mode) {
       case "device": return track.device || (track.lane === "counter" ? "counters" : "host");
@@ -262,6 +296,7 @@
       this.names = w.names;
       this.nameColors = w.names.map((n) => TE.colorFor(n));
       this.nameWidths = [];
+      this.shortNames = [];
       this.trackData = new Map(w.tracks.map((t) => [t.track_id, t]));
       this.requestDraw();
     }
@@ -420,9 +455,9 @@
       let full = this.nameWidths[code];
       if (full === undefined) full = this.nameWidths[code] = ctx.measureText(name).width;
       if (full <= room) return name;
-      // "aten::layer_norm" -> "layer_norm" before cutting: the namespace says the least
-      const cut = name.lastIndexOf("::");
-      const short = cut > 0 ? name.slice(cut + 2) : name;
+      // "aten::layer_norm" -> "layer_norm", a C++ kernel -> its bare name, before cutting
+      let short = this.shortNames[code];
+      if (short === undefined) short = this.shortNames[code] = shortName(name);
       const w = short === name ? full : ctx.measureText(short).width;
       if (w <= room) return short;
       const chars = Math.floor(((room - 8) / w) * short.length);
