@@ -18,6 +18,7 @@ US_DECIMAL = pa.decimal128(38, 3)  # µs with 3 decimals: the unscaled integer i
 _CTX = Context(prec=40, rounding=ROUND_HALF_UP, Emax=10**6, Emin=-10**6, traps=[InvalidOperation])
 _STEP = {0: Decimal(1), 3: Decimal("0.001")}  # quantize to this, then shift: one exact rounding step
 _FACTOR = {0: 1, 3: 1000}
+_MAX_DIGITS = 30  # a value >= 10**30 (µs or ns) is out of range whatever its unit
 
 Number = int | Decimal | str
 
@@ -40,8 +41,18 @@ def _scaled(value: Number, exponent: int) -> int | None:
             value = Decimal(text)
         except InvalidOperation:
             return None
-    if not isinstance(value, Decimal) or not value.is_finite():
+    if not isinstance(value, Decimal):
         return None
+    return _scaled_decimal(value, exponent)
+
+
+def _scaled_decimal(value: Decimal, exponent: int) -> int | None:
+    if not value.is_finite() or value.adjusted() > _MAX_DIGITS:
+        return None  # also keeps 1E+999999999 from becoming a huge Python int below
+    num, den = value.as_integer_ratio()
+    factor = _FACTOR[exponent]
+    if factor % den == 0:  # exact at ns resolution: the common case, in integer arithmetic
+        return num * (factor // den)
     try:
         # rounding half up depends only on the first dropped digit, so one quantize is exact
         return int(value.quantize(_STEP[exponent], ROUND_HALF_UP, _CTX).scaleb(exponent, _CTX))
@@ -53,7 +64,7 @@ def us_to_ns(value: Number | None, base_ns: int = 0) -> int | None:
     """A µs value (Chrome `ts`/`dur`) plus an integer ns base -> ns; None when missing or out of range."""
     if value is None:
         return None
-    ns = _scaled(value, 3)
+    ns = _scaled_decimal(value, 3) if type(value) is Decimal else _scaled(value, 3)
     return None if ns is None else _in_range(ns + base_ns)
 
 
