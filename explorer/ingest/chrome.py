@@ -59,7 +59,7 @@ class KinetoArgs(msgspec.Struct, rename={
 class ObjectDoc(msgspec.Struct):
     traceEvents: list[Event] = []  # noqa: N815 - field names are the format's
     displayTimeUnit: str | None = None  # noqa: N815
-    baseTimeNanoseconds: int | None = None  # noqa: N815
+    baseTimeNanoseconds: int | Decimal | None = None  # noqa: N815
     deviceProperties: msgspec.Raw = NO_RAW  # noqa: N815
     distributedInfo: msgspec.Raw = NO_RAW  # noqa: N815
 
@@ -98,8 +98,8 @@ def decode_events(data: bytes, filename: str) -> tuple[list[Event], dict[str, An
         if is_array:
             return _ARRAY.decode(body), {}, 0
         doc = _DOC.decode(body)
-        return doc.traceEvents, _doc_meta(doc.baseTimeNanoseconds, doc.deviceProperties, doc.distributedInfo,
-                                          doc.displayTimeUnit), 0
+        return doc.traceEvents, _doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties,
+                                          doc.distributedInfo, doc.displayTimeUnit), 0
     except msgspec.ValidationError:
         pass  # some event has unexpected types: go event by event below
     except msgspec.DecodeError as exc:
@@ -187,9 +187,6 @@ class _Feeder:
 
     def ns(self, ts: int | Decimal | None) -> int:
         """µs -> ns with the file's base added; -1 when missing or out of range."""
-        if type(ts) is int:  # the common case, without the general helper's checks
-            v = ts * 1000 + self.base_ns
-            return v if 0 <= v < MAX_TS_NS else -1
         ns = us_to_ns(ts, self.base_ns)
         return -1 if ns is None else ns
 
@@ -203,8 +200,8 @@ class _Feeder:
             ph = ev.ph
             if ph == "X":
                 ts_ns = ns(ev.ts)
-                dur_ns = _dur_ns(ev.dur)
-                if ts_ns < 0 or dur_ns < 0 or ts_ns + dur_ns >= MAX_TS_NS:
+                dur_ns = 0 if ev.dur is None else us_to_ns(ev.dur)  # a missing dur is 0
+                if ts_ns < 0 or dur_ns is None or ts_ns + dur_ns >= MAX_TS_NS:
                     self.bad_time += 1
                     continue
                 args = ev.args
@@ -375,17 +372,6 @@ class _Feeder:
         if unclosed:
             self.b.warn("unclosed_begin", "B events without a matching E (kept as instants)", unclosed,
                         self.filename)
-
-
-def _dur_ns(dur: int | Decimal | None) -> int:
-    """µs duration -> ns; a missing one is 0, an unusable one -1."""
-    if dur is None:
-        return 0
-    if type(dur) is int:
-        v = dur * 1000
-        return v if 0 <= v < MAX_TS_NS else -1
-    ns = us_to_ns(dur)
-    return -1 if ns is None else ns
 
 
 def _kineto_args(raw: msgspec.Raw) -> KinetoArgs:

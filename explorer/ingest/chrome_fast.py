@@ -28,7 +28,7 @@ from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome import Event, ObjectDoc, _doc_meta, _Feeder, parse_chrome
 from explorer.ingest.links import flow_kind_index
-from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns
+from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,8 @@ def _open_events(path: Path, scratch: Path | None) -> Iterator[tuple[pa.RecordBa
         if key < 0 or open_at < 0 or m[key + 13:open_at].strip() != b":":
             raise _Unsupported("no traceEvents array")
         close_at, doc = _array_end(m, key, open_at)
-        meta = _doc_meta(doc.baseTimeNanoseconds, doc.deviceProperties, doc.distributedInfo, doc.displayTimeUnit)
+        meta = _doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties, doc.distributedInfo,
+                         doc.displayTimeUnit)
         fd, carved_name = tempfile.mkstemp(suffix=".json", dir=scratch)
         carved = Path(carved_name)
         try:

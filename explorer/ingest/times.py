@@ -62,9 +62,12 @@ def _scaled_decimal(value: Decimal, exponent: int) -> int | None:
 
 def us_to_ns(value: Number | None, base_ns: int = 0) -> int | None:
     """A µs value (Chrome `ts`/`dur`) plus an integer ns base -> ns; None when missing or out of range."""
-    if value is None:
+    if type(value) is int:  # integers need no conversion: first, as this runs once per event
+        ns: int | None = value * 1000
+    elif value is None:
         return None
-    ns = _scaled_decimal(value, 3) if type(value) is Decimal else _scaled(value, 3)
+    else:
+        ns = _scaled_decimal(value, 3) if type(value) is Decimal else _scaled(value, 3)
     return None if ns is None else _in_range(ns + base_ns)
 
 

@@ -234,6 +234,35 @@ def test_fast_path_falls_back_cleanly_on_values_duckdb_cannot_cast(tmp_path: Pat
     assert warnings_of(trace) == {"mistyped_event": 1, "bad_time": 1}
 
 
+@pytest.mark.parametrize("parser", PATHS)
+@pytest.mark.parametrize("base", ["1700000000000000000", "1.7e18", "1700000000000000000.4"])
+def test_mistyped_event_takes_the_loose_path_and_stays_exact(base: str, parser: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """One event with a non-numeric ts sends the whole file event by event; times, base and args stay exact."""
+    text = ('{"baseTimeNanoseconds": ' + base + ', "traceEvents": ['
+            '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 9876543210123.457, "dur": 1.5, '
+            '"args": {"ratio": 0.1000000000000000055511151231257827}},'
+            '{"ph": "X", "name": "bad", "pid": 1, "tid": 1, "ts": "abc", "dur": 1}]}')
+    trace = ingest_text(text, tmp_path, monkeypatch, "msgspec") if parser == "msgspec" else \
+        _ingest_allowing_fallback(text, tmp_path, monkeypatch)
+    [row] = trace.tables["slices"].to_pylist()
+    base_ns = int(Decimal(base).to_integral_value(rounding=ROUND_HALF_UP))
+    assert (row["ts_ns"], row["dur_ns"]) == (exact_ns("9876543210123.457", base_ns), 1_500)
+    assert json.loads(row["args"], parse_float=Decimal) == {"ratio": Decimal("0.1000000000000000055511151231257827")}
+    assert warnings_of(trace) == {"mistyped_event": 1}
+
+
+def _ingest_allowing_fallback(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IngestedTrace:
+    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0)
+    path = tmp_path / "fallback.json"
+    path.write_text(text)
+    inputs = collect_inputs([path], scratch_root=tmp_path)
+    try:
+        return ingest_inputs(inputs)
+    finally:
+        inputs.cleanup()
+
+
 # ---- real traces --------------------------------------------------------------------------------------
 
 def x_events(path: Path) -> list[dict[str, Any]]:
