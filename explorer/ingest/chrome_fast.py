@@ -198,16 +198,15 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
     flow_codes: dict[str, int] = {}
     for b in batches:
         threads = _thread_index(b.pid, b.tid, builder, src)
-        ts = b.ts
         x = b.x
         ext = x.column("ext").to_numpy()
         kineto = kineto or bool((ext >= 0).any())
-        builder.add_slice_columns(threads[b.x_mask], x.column("cat"), x.column("name"), ts[b.x_mask],
+        builder.add_slice_columns(threads[b.x_mask], x.column("cat"), x.column("name"), b.ts[b.x_mask],
                                   b.dur[b.x_mask], x.column("args"), x.column("corr").to_numpy(), ext,
                                   x.column("dims"))
         stored += x.num_rows
         if b.flows.num_rows:
-            _feed_flows(b.flows, threads[b.flow_mask], ts[b.flow_mask], builder, src, flow_codes)
+            _feed_flows(b.flows, threads[b.flow_mask], b.ts[b.flow_mask], builder, src, flow_codes)
         rest.extend(_event(r) for r in b.rest)
         bad_x += b.bad_x
         bad_flows += b.bad_flows

@@ -21,7 +21,7 @@ import pytest
 from explorer.ingest import chrome_fast
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
-from explorer.ingest.times import MAX_TS_NS, to_ns, us_to_ns
+from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns, us_to_ns
 from explorer.model.tables import IngestedTrace
 
 HTA = "HolisticTraceAnalysis/tests/data"
@@ -132,6 +132,22 @@ def test_helper_rounds_half_away_from_zero_and_checks_range(us: str, base_ns: in
     assert us_to_ns(us, base_ns) == ns
     if ns is not None:
         assert us_to_ns(Decimal(us), base_ns) == ns == exact_ns(us, base_ns)
+
+
+COLUMN_VALUES = ["0", "1712195495519689.047", None, "-0.001", "99999999999999999999999999999999.999",
+                 "-4611686018427387.904", "4611686018427387.903", "1.5"]
+
+
+@pytest.mark.parametrize("base_ns", [0, 10, 1_700_000_000_000_000_000, MAX_TS_NS + 5, -MAX_TS_NS - 1])
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_decimal_column_matches_the_scalar_rule(base_ns: int, offset: int) -> None:
+    """The int128 words of a (sliced, nullable) DECIMAL(38,3) column give what the scalar rule gives."""
+    column = pa.array([None if v is None else Decimal(v) for v in COLUMN_VALUES], US_DECIMAL).slice(offset)
+    ns, ok = decimal_column_ns(column, base_ns)
+    want = [None if v is None else exact_ns(v, base_ns) for v in COLUMN_VALUES[offset:]]
+    want = [w if w is not None and 0 <= w < MAX_TS_NS else None for w in want]
+    assert [int(n) if k else None for n, k in zip(ns.tolist(), ok.tolist(), strict=True)] == want
+    assert want == [us_to_ns(v, base_ns) for v in COLUMN_VALUES[offset:]]
 
 
 def test_helper_refuses_binary_floats_for_ns() -> None:
