@@ -2,6 +2,7 @@
 
 Decodes with typed msgspec structs (args kept as raw JSON text), then feeds a TraceBuilder.
 Files with wrongly typed events fall back to a tolerant per-event path that reports, not drops.
+Times are decoded as int or Decimal, never float, and become ns only through explorer.ingest.times.
 """
 
 from __future__ import annotations
@@ -9,17 +10,18 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
+from decimal import Decimal
 from typing import Any
 
 import msgspec
 
 from explorer.errors import BadTrace
 from explorer.ingest.builder import NONE, TraceBuilder
+from explorer.ingest.times import MAX_TS_NS, to_ns, us_to_ns
 from explorer.model.lanes import Lane
 
 log = logging.getLogger(__name__)
 
-MAX_TS_NS = 2**62  # beyond this a timestamp cannot be a real clock (and would overflow sums)
 EMPTY_ARGS = msgspec.Raw(b"{}")
 NO_RAW = msgspec.Raw(b"")
 
@@ -28,8 +30,8 @@ class Event(msgspec.Struct, omit_defaults=True):
     ph: str = ""
     name: str = ""
     cat: str = ""
-    ts: float | None = None
-    dur: float | None = None
+    ts: int | Decimal | None = None  # µs; integer literals stay int (fast), others decode exactly
+    dur: int | Decimal | None = None
     pid: int | str = 0
     tid: int | str = 0
     id: int | str | None = None
@@ -57,21 +59,22 @@ class KinetoArgs(msgspec.Struct, rename={
 class ObjectDoc(msgspec.Struct):
     traceEvents: list[Event] = []  # noqa: N815 - field names are the format's
     displayTimeUnit: str | None = None  # noqa: N815
-    baseTimeNanoseconds: int | None = None  # noqa: N815
+    baseTimeNanoseconds: int | Decimal | None = None  # noqa: N815
     deviceProperties: msgspec.Raw = NO_RAW  # noqa: N815
     distributedInfo: msgspec.Raw = NO_RAW  # noqa: N815
 
 
 class LooseDoc(msgspec.Struct):
     traceEvents: list[Any] = []  # noqa: N815
-    baseTimeNanoseconds: int | float | None = None  # noqa: N815
+    baseTimeNanoseconds: int | Decimal | None = None  # noqa: N815
     deviceProperties: Any = None  # noqa: N815
     distributedInfo: Any = None  # noqa: N815
 
 
 _DOC = msgspec.json.Decoder(ObjectDoc, strict=False)
 _ARRAY = msgspec.json.Decoder(list[Event], strict=False)
-_LOOSE = msgspec.json.Decoder(strict=False)
+_LOOSE = msgspec.json.Decoder(strict=False, float_hook=Decimal)
+_RAW_ENCODER = msgspec.json.Encoder(decimal_format="number")  # Decimals from _LOOSE back as JSON numbers
 _ARGS = msgspec.json.Decoder(KinetoArgs, strict=False)
 _ANY = msgspec.json.Decoder()
 
@@ -95,8 +98,8 @@ def decode_events(data: bytes, filename: str) -> tuple[list[Event], dict[str, An
         if is_array:
             return _ARRAY.decode(body), {}, 0
         doc = _DOC.decode(body)
-        return doc.traceEvents, _doc_meta(doc.baseTimeNanoseconds, doc.deviceProperties, doc.distributedInfo,
-                                          doc.displayTimeUnit), 0
+        return doc.traceEvents, _doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties,
+                                          doc.distributedInfo, doc.displayTimeUnit), 0
     except msgspec.ValidationError:
         pass  # some event has unexpected types: go event by event below
     except msgspec.DecodeError as exc:
@@ -104,8 +107,7 @@ def decode_events(data: bytes, filename: str) -> tuple[list[Event], dict[str, An
     loose = _LOOSE.decode(body)
     if isinstance(loose, dict):
         raw_events = loose.get("traceEvents", [])
-        base = loose.get("baseTimeNanoseconds")
-        meta = _doc_meta(base if isinstance(base, int) else None, None, None, None)
+        meta = _doc_meta(to_ns(loose.get("baseTimeNanoseconds")), None, None, None)
     else:
         raw_events, meta = loose, {}
     if not isinstance(raw_events, list):
@@ -126,7 +128,7 @@ def _rawify_args(raw: Any) -> Any:
         raw = dict(raw)
         for key in ("args", "id2"):
             if key in raw:
-                raw[key] = msgspec.Raw(msgspec.json.encode(raw[key]))
+                raw[key] = msgspec.Raw(_RAW_ENCODER.encode(raw[key]))
     return raw
 
 
@@ -178,16 +180,15 @@ class _Feeder:
         self.stored = 0
         self.kineto = False
         self.bad_time = 0
-        self.open_begins: dict[int, list[tuple[float, int, Event]]] = defaultdict(list)
+        self.open_begins: dict[int, list[tuple[int, int, Event]]] = defaultdict(list)
         self.be_events: dict[int, list[tuple[int, int, Event]]] = defaultdict(list)
         self.async_open: dict[tuple[str, str, str], list[tuple[int, Event]]] = defaultdict(list)
         self.unknown: dict[str, int] = defaultdict(int)
 
-    def ns(self, ts: float | None) -> int:
-        if ts is None or not math.isfinite(ts):
-            return -1
-        v = round(ts * 1000.0) + self.base_ns
-        return v if 0 <= v < MAX_TS_NS else -1
+    def ns(self, ts: int | Decimal | None) -> int:
+        """µs -> ns with the file's base added; -1 when missing or out of range."""
+        ns = us_to_ns(ts, self.base_ns)
+        return -1 if ns is None else ns
 
     def feed(self, events: list[Event]) -> None:
         b = self.b
@@ -199,8 +200,8 @@ class _Feeder:
             ph = ev.ph
             if ph == "X":
                 ts_ns = ns(ev.ts)
-                dur_ns = round(ev.dur * 1000.0) if ev.dur is not None and math.isfinite(ev.dur) else 0
-                if ts_ns < 0 or dur_ns < 0 or ts_ns + dur_ns >= MAX_TS_NS:
+                dur_ns = 0 if ev.dur is None else us_to_ns(ev.dur)  # a missing dur is 0
+                if ts_ns < 0 or dur_ns is None or ts_ns + dur_ns >= MAX_TS_NS:
                     self.bad_time += 1
                     continue
                 args = ev.args

@@ -3,7 +3,8 @@
 The event array is read by DuckDB into Arrow columns (args stay JSON text); complete events and
 flow steps go to the builder as whole columns, the rare rest (metadata, instants, counters, B/E)
 through the same per-event code as the small-file path. Anything DuckDB cannot read cleanly falls
-back to that path before the builder has been touched, so both paths give the same run.
+back to that path before the builder has been touched, so both paths give the same run. Times are
+read as DECIMAL(38,3) µs, whose unscaled integers are the ns counts (explorer.ingest.times).
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ import pyarrow.compute as pc
 
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
-from explorer.ingest.chrome import MAX_TS_NS, Event, ObjectDoc, _doc_meta, _Feeder, parse_chrome
+from explorer.ingest.chrome import Event, ObjectDoc, _doc_meta, _Feeder, parse_chrome
 from explorer.ingest.links import flow_kind_index
+from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns
 
 log = logging.getLogger(__name__)
 
 FAST_MIN_BYTES = 8 * 2**20  # below this the msgspec path is as fast and simpler
 
-_COLUMNS = ("{ph: 'VARCHAR', name: 'VARCHAR', cat: 'VARCHAR', ts: 'DOUBLE', dur: 'DOUBLE', pid: 'JSON', "
+_COLUMNS = ("{ph: 'VARCHAR', name: 'VARCHAR', cat: 'VARCHAR', ts: 'DECIMAL(38,3)', dur: 'DECIMAL(38,3)', pid: 'JSON', "
             "tid: 'JSON', id: 'JSON', id2: 'JSON', bp: 'VARCHAR', s: 'VARCHAR', scope: 'VARCHAR', args: 'JSON'}")
 _SELECT = """
 SELECT coalesce(ph, '') AS ph, coalesce(name, '') AS name, coalesce(cat, '') AS cat, ts, dur,
@@ -60,17 +62,17 @@ def parse_chrome_file(path: Path, name: str, builder: TraceBuilder, instance: st
         return parse_chrome(path.read_bytes(), name, builder, instance)
     try:
         with _open_events(path, scratch) as (reader, meta):
-            batches = list(_read_all(reader))
+            batches = list(_read_all(reader, int(meta.get("base_ns", 0))))
     except (_Unsupported, duckdb.Error, OSError) as exc:
         log.info("fast path not used for %s: %s", name, exc)
         return parse_chrome(path.read_bytes(), name, builder, instance)
     return _feed(batches, meta, name, builder, instance)
 
 
-def _read_all(reader: pa.RecordBatchReader) -> Iterator[_Batch]:
+def _read_all(reader: pa.RecordBatchReader, base_ns: int) -> Iterator[_Batch]:
     """Reduce each DuckDB batch at once to what the builder keeps, so the full table never exists."""
     for batch in reader:
-        yield _Batch.of(batch)
+        yield _Batch.of(batch, base_ns)
 
 
 @contextmanager
@@ -93,7 +95,8 @@ def _open_events(path: Path, scratch: Path | None) -> Iterator[tuple[pa.RecordBa
         if key < 0 or open_at < 0 or m[key + 13:open_at].strip() != b":":
             raise _Unsupported("no traceEvents array")
         close_at, doc = _array_end(m, key, open_at)
-        meta = _doc_meta(doc.baseTimeNanoseconds, doc.deviceProperties, doc.distributedInfo, doc.displayTimeUnit)
+        meta = _doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties, doc.distributedInfo,
+                         doc.displayTimeUnit)
         fd, carved_name = tempfile.mkstemp(suffix=".json", dir=scratch)
         carved = Path(carved_name)
         try:
@@ -150,10 +153,12 @@ def _query(path: Path, scratch: Path | None) -> Iterator[pa.RecordBatchReader]:
 
 
 BATCH_ROWS = 262_144
+_ZERO_US = pa.scalar(0, US_DECIMAL)  # a missing dur is 0, as on the per-event path
 
 
 class _Batch:
-    """One DuckDB batch reduced to: complete events (columns), flow steps (columns), other events."""
+    """One DuckDB batch reduced to: complete events (columns), flow steps (columns), other events.
+    `ts` is absolute ns (the file's base added), checked as the per-event path checks it."""
 
     def __init__(self, n: int, pid: pa.Array, tid: pa.Array, ts: np.ndarray, ts_ok: np.ndarray, dur: np.ndarray,
                  x: pa.RecordBatch, x_mask: np.ndarray, flows: pa.RecordBatch, flow_mask: np.ndarray,
@@ -163,12 +168,10 @@ class _Batch:
         self.rest, self.bad_x, self.bad_flows = rest, bad_x, bad_flows
 
     @classmethod
-    def of(cls, batch: pa.RecordBatch) -> _Batch:
+    def of(cls, batch: pa.RecordBatch, base_ns: int) -> _Batch:
         ph = batch.column("ph")
-        ts_us = batch.column("ts").to_numpy(zero_copy_only=False).astype(np.float64)
-        dur_us = batch.column("dur").fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
-        ts_ns, ts_ok = _to_ns(ts_us)
-        dur_ns, dur_ok = _to_ns(dur_us)
+        ts_ns, ts_ok = decimal_column_ns(batch.column("ts"), base_ns)
+        dur_ns, dur_ok = decimal_column_ns(batch.column("dur").fill_null(_ZERO_US))
         is_x = pc.equal(ph, "X").to_numpy(zero_copy_only=False)
         good_x = is_x & ts_ok & dur_ok & (ts_ns + dur_ns < MAX_TS_NS)
         is_flow = pc.is_in(ph, pa.array(["s", "t", "f"])).to_numpy(zero_copy_only=False)
@@ -195,16 +198,15 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
     flow_codes: dict[str, int] = {}
     for b in batches:
         threads = _thread_index(b.pid, b.tid, builder, src)
-        ts = b.ts + base_ns
         x = b.x
         ext = x.column("ext").to_numpy()
         kineto = kineto or bool((ext >= 0).any())
-        builder.add_slice_columns(threads[b.x_mask], x.column("cat"), x.column("name"), ts[b.x_mask],
+        builder.add_slice_columns(threads[b.x_mask], x.column("cat"), x.column("name"), b.ts[b.x_mask],
                                   b.dur[b.x_mask], x.column("args"), x.column("corr").to_numpy(), ext,
                                   x.column("dims"))
         stored += x.num_rows
         if b.flows.num_rows:
-            _feed_flows(b.flows, threads[b.flow_mask], ts[b.flow_mask], builder, src, flow_codes)
+            _feed_flows(b.flows, threads[b.flow_mask], b.ts[b.flow_mask], builder, src, flow_codes)
         rest.extend(_event(r) for r in b.rest)
         bad_x += b.bad_x
         bad_flows += b.bad_flows
@@ -219,17 +221,6 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
         raise BadTrace(name, "no usable events")
     meta["format"] = "kineto" if feeder.kineto else "chrome"
     return meta
-
-
-def _to_ns(us: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """µs floats -> integer ns (relative; the caller adds the base), with a validity mask."""
-    ok = np.isfinite(us)
-    ns = np.zeros(len(us), dtype=np.float64)
-    ns[ok] = np.round(us[ok] * 1000.0)
-    ok &= (ns >= -MAX_TS_NS) & (ns < MAX_TS_NS)
-    out = np.zeros(len(us), dtype=np.int64)
-    out[ok] = ns[ok].astype(np.int64)
-    return out, ok
 
 
 def _thread_index(pid: pa.Array, tid: pa.Array, builder: TraceBuilder, src: int) -> np.ndarray:

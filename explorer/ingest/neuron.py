@@ -6,7 +6,6 @@ neuron_link.py.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -15,9 +14,11 @@ from typing import Any
 import msgspec
 
 from explorer.ingest.builder import TraceBuilder
+from explorer.ingest.times import MAX_TS_NS, to_ns
 from explorer.model.lanes import Lane
 
-MAX_TS_NS = 2**62
+# time fields are decoded as int or Decimal (never float); Decimals go back into args as JSON numbers
+ARGS_ENCODER = msgspec.json.Encoder(decimal_format="number")
 
 
 class Source(StrEnum):
@@ -90,21 +91,9 @@ def source_from_name(name: str) -> Source:
 
 
 def as_ns(value: object) -> int | None:
-    """An integer nanosecond value from an int, a float or a numeric string; None when unusable."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        v = value
-    elif isinstance(value, float) and math.isfinite(value):
-        v = round(value)
-    elif isinstance(value, str):
-        try:
-            v = int(value)
-        except ValueError:
-            return None
-    else:
-        return None
-    return v if 0 <= v < MAX_TS_NS else None
+    """An integer nanosecond value from an int, a Decimal or a numeric string (exactly, rounded half away
+    from zero); None when unusable. A binary float is refused: decoders must not produce one for a time."""
+    return to_ns(value)
 
 
 def nc_of(fields: dict[str, Any]) -> str:
@@ -227,7 +216,7 @@ class NeuronSink:
         nc = nc_of(fields)
         thread = self.thread(src, pid, source, nc, fields.get("thread_id", fields.get("tid")) if tid is None
                              else tid)
-        args = msgspec.json.encode(fields).decode()
+        args = ARGS_ENCODER.encode(fields).decode()
         raw = self.b.add_slice(thread, source.value, name, ts_ns, dur_ns, args, lane=SOURCE_LANE[source])
         self.state.events.append(NeuronEvent(raw, src, pid, source, nc, flow_ids_of(fields),
                                              link_keys_of(fields), own_id, parent_id))

@@ -1,7 +1,8 @@
 """Parsers for Neuron's JSON system-profile files: the current `neuron-explorer view --output-format
 json` export (`trace_event` + `warnings`), the older Profiler 2.0 `system_profile.json`
 (`trace_events` with `group`/`type`, `mem_usage`, `cpu_util`) and the runtime's
-`nrt_sys_trace_fetch_events` output (start/stop records). Lanes and tracks: neuron.py.
+`nrt_sys_trace_fetch_events` output (start/stop records). Lanes and tracks: neuron.py. JSON numbers
+with a fraction or exponent decode as Decimal, so epoch-ns times (> 2**53) stay exact.
 """
 
 from __future__ import annotations
@@ -9,19 +10,21 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from typing import Any
+from decimal import Decimal
+from typing import Any, TypeGuard
 
 import msgspec
 
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
-from explorer.ingest.neuron import NeuronSink, Source, as_ns
+from explorer.ingest.neuron import ARGS_ENCODER, NeuronSink, Source, as_ns
 
 log = logging.getLogger(__name__)
 
 PROFILE2_FRAMEWORK_TYPE = 99999
 _GROUP_NC = re.compile(r"^nrt-nc-(\d+)$")
 _GROUP_FRAMEWORK = re.compile(r"^framework-(.+)$")
+_DECODER = msgspec.json.Decoder(float_hook=Decimal)
 
 # time field names, in order of preference (all nanoseconds)
 START_FIELDS = ("timestamp", "start_ts", "timestamp_ns", "start_timestamp_ns", "nc_start_timestamp_ns", "ts")
@@ -33,7 +36,7 @@ def _decode_object(data: bytes, filename: str) -> dict[str, Any]:
     if not data.strip():
         raise BadTrace(filename, "the file is empty")
     try:
-        doc = msgspec.json.decode(data)
+        doc = _DECODER.decode(data)
     except msgspec.DecodeError as exc:
         raise BadTrace(filename, f"not valid JSON ({exc})") from None
     if not isinstance(doc, dict):
@@ -79,7 +82,7 @@ def parse_neuron_json(data: bytes, filename: str, builder: TraceBuilder, instanc
         ts_ns, dur_ns = event_times(entry)
         sink.add(entry, str(entry.get("name", "")), ts_ns, dur_ns, instance=str(entry.get("instance_id") or ""))
     for text in _list_field(doc, "warnings", filename):
-        message = text if isinstance(text, str) else msgspec.json.encode(text).decode()
+        message = text if isinstance(text, str) else ARGS_ENCODER.encode(text).decode()
         builder.warn("neuron_warning", f"Neuron profiler: {message}", 1, filename)
     if sink.stored == 0 and not sink.skipped_framework:
         raise BadTrace(filename, "the Neuron system profile holds no usable events")
@@ -137,7 +140,7 @@ def _profile2_counters(doc: dict[str, Any], sink: NeuronSink) -> int:
             continue
         for key, series in (("usage", "host memory [bytes]"), ("percent_usage", "host memory [%]")):
             value = point.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
+            if _is_value(value):
                 sink.b.add_counter(src, pid, series, ts_ns, float(value))
                 stored += 1
     for point in doc.get("cpu_util") or []:
@@ -146,10 +149,16 @@ def _profile2_counters(doc: dict[str, Any], sink: NeuronSink) -> int:
             sink.bad_time += 1
             continue
         value = point.get("util")
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if _is_value(value):
             sink.b.add_counter(src, pid, f"CPU {point.get('cpu_id', 'all')} utilization [%]", ts_ns, float(value))
             stored += 1
     return stored
+
+
+def _is_value(value: object) -> TypeGuard[int | Decimal]:
+    """A counter value (not a time: these may become floats)."""
+    return isinstance(value, int | Decimal) and not isinstance(value, bool) and (
+        not isinstance(value, Decimal) or value.is_finite())
 
 
 def parse_neuron_nrt(data: bytes, filename: str, builder: TraceBuilder, instance: str = "") -> dict[str, Any]:

@@ -3,6 +3,7 @@
 One Parquet file holds one table; the table is told by its columns (a declarative table below), not
 by the file name: `SystemProfileEvents`, `SystemProfileHbmUsage`, `CpuUsage`, `HostMemUsage`,
 `Warning`. Device-profile tables (Instruction, DmaPacket, ...) are kept as artifacts, not parsed.
+Time columns are int64 (or timestamps); a floating one is read through each value's shortest decimal text.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import io
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -28,6 +30,7 @@ TIME_COLUMNS = ("timestamp_ns", "timestamp", "ts", "start_ts", "time_ns", "time"
 EVENT_COLUMNS = ("id", "name", "start_ts", "end_ts", "duration_ns", "trace_event_source", "instance_id",
                  "process_id", "thread_id", "nc_idx", "pcore_idx", "worker_gid", "flow_id",
                  "framework_stream_id", "extra_attributes_json")
+EVENT_TIME_COLUMNS = ("start_ts", "end_ts", "duration_ns")
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,20 @@ def _int_column(table: pa.Table, name: str) -> list[Any]:
     return values
 
 
+def _time_column(table: pa.Table, name: str, sink: NeuronSink) -> list[Any]:
+    """A time column as int (or Decimal) values for as_ns. A floating column is not what Neuron writes:
+    its values are taken as their shortest decimal text (what the writer printed), with a warning."""
+    values = _int_column(table, name)
+    if name in table.column_names and pa.types.is_floating(table.column(name).type):
+        sink.b.warn("float_time_column", f"time column {name!r} is floating-point: its values were read as "
+                    "their shortest decimal form and may be off by a few ns", 1, sink.filename)
+        values = [None if v is None else Decimal(repr(v)) for v in values]
+    return values
+
+
 def _read_events(table: pa.Table, sink: NeuronSink) -> int:
-    cols = {name: _int_column(table, name) for name in EVENT_COLUMNS if name in table.column_names}
+    cols = {name: _time_column(table, name, sink) if name in EVENT_TIME_COLUMNS else _int_column(table, name)
+            for name in EVENT_COLUMNS if name in table.column_names}
     n = table.num_rows
     start = cols.get("start_ts", [None] * n)
     end = cols.get("end_ts", [None] * n)
@@ -99,8 +114,9 @@ def _read_events(table: pa.Table, sink: NeuronSink) -> int:
             fields.update(_extra(extra))
         ts_ns = as_ns(start[i])
         dur_ns = as_ns(dur[i])
-        if dur_ns is None and ts_ns is not None and as_ns(end[i]) is not None:
-            dur_ns = max(0, int(end[i]) - ts_ns)
+        end_ns = as_ns(end[i])
+        if dur_ns is None and ts_ns is not None and end_ns is not None:
+            dur_ns = max(0, end_ns - ts_ns)
         sink.add(fields, str(fields.get("name", "")), ts_ns, dur_ns, instance=str(fields.get("instance_id") or ""),
                  own_id=str(fields.get("id", "")))
     return sink.stored + sink.skipped_framework
@@ -119,7 +135,7 @@ def _series_rows(table: pa.Table, sink: NeuronSink) -> tuple[list[int | None], l
     if not time_col:
         raise BadTrace(sink.filename, "a counter table without a time column ("
                        + ", ".join(TIME_COLUMNS) + ")")
-    times = [as_ns(v) for v in _int_column(table, time_col)]
+    times = [as_ns(v) for v in _time_column(table, time_col, sink)]
     sink.bad_time += sum(t is None for t in times)
     return times, table.drop_columns([time_col]).to_pylist()
 
