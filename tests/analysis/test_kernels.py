@@ -310,13 +310,8 @@ def launching_ops(events: list[dict[str, Any]]) -> dict[Any, str]:
     return out
 
 
-ROUNDED_TS = pytest.mark.xfail(strict=True, reason="ingest turns absolute µs into ns through a float64 "
-                               "(explorer/ingest/chrome.py round(ts * 1000.0)): ~1.7e18 ns is rounded to 256 ns, "
-                               "so ops ending in the same µs stop nesting and the launching op is misread")
-
-
 @pytest.mark.shared
-@pytest.mark.parametrize("rel", [NCCL, AMD, pytest.param(ALEXNET, marks=ROUNDED_TS)])
+@pytest.mark.parametrize("rel", [NCCL, AMD, ALEXNET])
 def test_top_ops_match_the_file(rel: str, ingested: dict[str, tuple[RunStore, str]], shared_traces: Path) -> None:
     events = read_events(shared_traces / rel)
     op_of = launching_ops(events)
