@@ -111,9 +111,10 @@ def profile_span(tables: Tables) -> Window:
 
 
 def overlap_mask(start: np.ndarray, end: np.ndarray, window: Window) -> np.ndarray:
-    """Rows that lie at least partly in the window; a zero-length row counts when it starts inside."""
+    """Rows that lie at least partly in the window; a zero-length row counts when it starts inside. An empty
+    window holds nothing, not even a row across it."""
     t0, t1 = window.start_ns, window.end_ns
-    return (start < t1) & ((end > t0) | (start >= t0))
+    return (start < t1) & ((end > t0) | (start >= t0)) & (t1 > t0)
 
 
 def select(rows: pa.Table | None, window: Window, core: int | None) -> pa.Table | None:
