@@ -41,8 +41,8 @@ from explorer.analysis.device_rows import (
     table,
     times,
     union_ns,
+    window_of,
 )
-from explorer.errors import BadRequest
 
 Metrics = dict[str, int | float]
 Intervals = list[tuple[np.ndarray, np.ndarray]]
@@ -95,9 +95,7 @@ def recompute_device_summary(tables: Tables, start_ns: int | None = None, end_ns
     """The Summary metrics recomputed from raw rows (never the export's `Summary` row) by the published
     definitions; with no window, over the whole profile span."""
     span = profile_span(tables)
-    window = Window(span.start_ns if start_ns is None else start_ns, span.end_ns if end_ns is None else end_ns)
-    if window.end_ns < window.start_ns:
-        raise BadRequest(f"end_ns ({window.end_ns}) is before start_ns ({window.start_ns})")
+    window = window_of(tables, start_ns, end_ns)
     metrics: Metrics = {"total_time": window.length_ns / NS_PER_S}
     busy: Intervals = []
     instructions = select(table(tables, "Instruction"), window, core)

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.analysis.breakdown import union_segments
+from explorer.errors import BadRequest
 
 I64 = np.int64
 Tables = Mapping[str, pa.Table]
@@ -108,6 +109,15 @@ def profile_span(tables: Tables) -> Window:
             starts.append(int(start.min()))
             ends.append(int(end.max()))
     return Window(min(starts), max(ends)) if starts else Window(0, 0)
+
+
+def window_of(tables: Tables, start_ns: int | None, end_ns: int | None) -> Window:
+    """The window asked for; a missing bound is the profile's own."""
+    span = profile_span(tables)
+    window = Window(span.start_ns if start_ns is None else start_ns, span.end_ns if end_ns is None else end_ns)
+    if window.end_ns < window.start_ns:
+        raise BadRequest(f"end_ns ({window.end_ns}) is before start_ns ({window.start_ns})")
+    return window
 
 
 def overlap_mask(start: np.ndarray, end: np.ndarray, window: Window) -> np.ndarray:
