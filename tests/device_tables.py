@@ -87,7 +87,7 @@ def instructions(rows: list[Inst]) -> pa.Table:
         "start_ts": BASE_NS + r.start, "end_ts": BASE_NS + r.start + r.dur, "duration_ns": r.dur,
         "engine": r.engine, "timeline_track": r.track or r.engine, "pcore_idx": r.pcore, "opcode": r.opcode,
         "operands": "<script>x</script>", "id": i, "pc": 4 * i, "bir_id": f"bir{i}", "evt_wait_time_ns": r.wait,
-        "hlo_name": f"hlo.{r.layer}", "raw_framework_id": sum(map(ord, r.layer or "")), "layer": r.layer,
+        "hlo_name": f"hlo.{r.layer}", "raw_framework_id": None if r.layer is None else sum(map(ord, r.layer)), "layer": r.layer,
         "nki_source_location": r.nki, "hbm_read_bytes": r.hbm_read, "hbm_write_bytes": r.hbm_write,
         "spill_save_bytes": 0, "spill_reload_bytes": r.spill_reload, "raw_flops": r.flops,
         "flops_transpose": r.transpose,

@@ -21,7 +21,7 @@ from explorer.analysis.device_rows import (
     Tables,
     Window,
     active_intervals,
-    ints,
+    mapped,
     peaks,
     prorata_sum,
     select,
@@ -102,9 +102,8 @@ def _layer_points(peak: Peaks, tables: Tables, window: Window, core: int | None)
     if rows is None:
         return []
     layers = strings(rows, "layer")
-    framework = ints(rows, "raw_framework_id")
-    if framework is not None:
-        layers = np.where(layers != None, layers, framework.astype(str))  # noqa: E711
+    framework = mapped(rows, "raw_framework_id", lambda v: v)
+    layers = np.where(layers != None, layers, framework)  # noqa: E711 (element-wise on an object array)
     act_start, act_end = active_intervals(rows)
     out = []
     for label in sorted({str(v) for v in layers.tolist() if v is not None}):
