@@ -22,6 +22,7 @@ from explorer.analysis.device_rows import (
     engine_of_rows,
     ints,
     mapped,
+    overlap_mask,
     select,
     strings,
     table,
@@ -168,10 +169,8 @@ def _collective_outliers(tables: Tables, window: Window) -> list[Recommendation]
     by_group: dict[tuple[object, ...], list[int]] = {}
     for key, duration in zip(groups, durations, strict=True):
         by_group.setdefault(key, []).append(duration)
-    inside = select(rows.append_column("_row", np.arange(rows.num_rows)), window, None)
-    assert inside is not None
     out = []
-    for i in inside.column("_row").to_pylist():
+    for i in np.flatnonzero(overlap_mask(start, end, window)).tolist():
         same = by_group[groups[i]]
         median = statistics.median(same)
         if len(same) < CC_MIN_GROUP or not median:
