@@ -20,6 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from explorer.analysis.device_rows import (
     DMA_CLASSES,
@@ -29,13 +30,14 @@ from explorer.analysis.device_rows import (
     Window,
     active_intervals,
     clipped_sum_ns,
-    dma_class_of_rows,
+    dma_class_codes,
     dma_rows,
-    engine_of_rows,
+    engine_codes,
     first_row,
     ints,
     peaks,
     profile_span,
+    prorata,
     prorata_sum,
     select,
     table,
@@ -131,16 +133,16 @@ def _put_time(metrics: Metrics, key: str, ns: int, window: Window) -> None:
 def _engine_metrics(metrics: Metrics, rows: pa.Table, window: Window) -> tuple[np.ndarray, np.ndarray]:
     """Per engine: instruction count and time (plain sum) and active time (union, waits excluded).
     Returns the active intervals of all engine instructions, for the total."""
-    engines = engine_of_rows(rows)
+    engines = engine_codes(rows)
     start, end = times(rows)
     act_start, act_end = active_intervals(rows)
-    for engine in ENGINES:
-        mine = engines == engine
+    for code, engine in enumerate(ENGINES):
+        mine = engines == code
         metrics[f"{engine}_engine_instruction_count"] = int(mine.sum())
         metrics[f"{engine}_engine_instruction_time"] = clipped_sum_ns(start[mine], end[mine], window) / NS_PER_S
         _put_time(metrics, f"{engine}_engine_active_time", union_ns(act_start[mine], act_end[mine], window),
                   window)
-    known = engines != None  # noqa: E711 (element-wise on an object array)
+    known = engines >= 0
     return act_start[known], act_end[known]
 
 
@@ -149,23 +151,23 @@ def _dma_metrics(metrics: Metrics, rows: pa.Table, window: Window) -> tuple[np.n
     start, end = times(rows)
     size = ints(rows, "transfer_bytes")
     size = np.zeros(rows.num_rows, np.int64) if size is None else size
-    count, total = rows.num_rows, prorata_sum(rows, "transfer_bytes", window) or 0
+    count, total = rows.num_rows, prorata(size, start, end, window)
     metrics["dma_transfer_count"] = count
     metrics["dma_transfer_total_bytes"] = total
     if count:
         metrics["dma_transfer_average_bytes"] = int(size.sum()) / count
     if "queue_name" in rows.column_names:
-        metrics["dma_queue_count"] = len(set(rows.column("queue_name").drop_null().to_pylist()))
+        metrics["dma_queue_count"] = pc.count_distinct(rows.column("queue_name"), mode="only_valid").as_py()
     _put_time(metrics, "dma_active_time", union_ns(start, end, window), window)
-    classes = dma_class_of_rows(rows)
-    dynamic = classes != "static"
+    classes = dma_class_codes(rows)
+    dynamic = classes != DMA_CLASSES.index("static")
     if window.length_ns:
         metrics["dynamic_dma_active_time_percent"] = (
             100 * union_ns(start[dynamic], end[dynamic], window) / window.length_ns)
-    parts = {"dynamic": dynamic} | {c: classes == c for c in DMA_CLASSES}
+    parts = {"dynamic": dynamic} | {c: classes == i for i, c in enumerate(DMA_CLASSES)}
     for name, mine in parts.items():
         part_count = int(mine.sum())
-        part_size = prorata_sum(rows.filter(pa.array(mine)), "transfer_bytes", window) or 0
+        part_size = prorata(size[mine], start[mine], end[mine], window)
         if name != "dynamic":
             _put_time(metrics, f"{name}_dma_active_time", union_ns(start[mine], end[mine], window), window)
             metrics[f"{name}_dma_packet_count"] = part_count

@@ -19,9 +19,9 @@ from explorer.analysis.device_rows import (
     ENGINES,
     Tables,
     Window,
-    engine_of_rows,
+    encode,
+    engine_codes,
     ints,
-    mapped,
     overlap_mask,
     select,
     strings,
@@ -139,11 +139,11 @@ def nki_coverage(tables: Tables, window: Window, core: int | None) -> dict[str, 
         return {}
     if not rows.column("nki_source_location").drop_null().to_pylist():
         return {}
-    nki = mapped(rows, "nki_source_location", lambda v: "yes" if v else None) != None  # noqa: E711
-    engines = engine_of_rows(rows)
+    nki = encode(rows, "nki_source_location", lambda v: "nki" if v else None)[0] >= 0
+    engines = engine_codes(rows)
     out = {}
-    for engine in ENGINES:
-        mine = engines == engine
+    for code, engine in enumerate(ENGINES):
+        mine = engines == code
         if mine.any():
             out[engine] = Fraction(int((mine & nki).sum()), int(mine.sum()))
     return out

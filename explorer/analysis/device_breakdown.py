@@ -13,14 +13,15 @@ import numpy as np
 import pyarrow as pa
 
 from explorer.analysis.device_rows import (
+    ENGINES,
     Tables,
     active_intervals,
     clipped_sum_ns,
     dma_rows,
-    engine_of_rows,
+    encode,
+    engine_codes,
     ints,
-    mapped,
-    prorata_sum,
+    prorata,
     select,
     strings,
     table,
@@ -58,16 +59,19 @@ def compute_opcode_summary(tables: Tables, start_ns: int | None = None, end_ns: 
     rows = select(table(tables, "Instruction"), window, core)
     if rows is None:
         return []
-    engines, opcodes = engine_of_rows(rows), strings(rows, "opcode")
+    engines = engine_codes(rows)
+    opcodes, names = encode(rows, "opcode", lambda v: v or "")
     start, end = times(rows)
     act_start, act_end = active_intervals(rows)
-    keys = {(e, o) for e, o in zip(engines.tolist(), opcodes.tolist(), strict=True) if e is not None}
+    keys = engines.astype(np.int64) * (len(names) + 1) + opcodes
     out = []
-    for engine, opcode in keys:
-        mine = (engines == engine) & (opcodes == opcode)
+    for key in np.unique(keys[engines >= 0]).tolist():
+        mine = keys == key
+        engine, opcode = divmod(key, len(names) + 1)
         active = union_ns(act_start[mine], act_end[mine], window)
-        out.append(OpcodeRow(engine, str(opcode), int(mine.sum()), clipped_sum_ns(start[mine], end[mine], window),
-                             active, _percent(active, window.length_ns)))
+        out.append(OpcodeRow(ENGINES[engine], names[opcode], int(mine.sum()),
+                             clipped_sum_ns(start[mine], end[mine], window), active,
+                             _percent(active, window.length_ns)))
     return sorted(out, key=lambda r: (-r.active_time_ns, r.engine, r.opcode))
 
 
@@ -114,22 +118,23 @@ def compute_dma_breakdown(tables: Tables, start_ns: int | None = None, end_ns: i
     start, end = times(rows)
     size = ints(rows, "transfer_bytes")
     size = np.zeros(rows.num_rows, np.int64) if size is None else size
-    kinds, names = mapped(rows, "queue_type", lambda v: v or "unknown"), strings(rows, "queue_name")
+    kinds, labels = encode(rows, "queue_type", lambda v: v or "unknown")
+    queues, _ = encode(rows, "queue_name", lambda v: v)
     by_type = []
-    for kind in sorted(set(kinds.tolist())):
-        mine = kinds == kind
+    for code in np.unique(kinds).tolist():
+        mine = kinds == code
         active = union_ns(start[mine], end[mine], window)
         by_type.append(DmaQueueTypeRow(
-            kind, len({n for n in names[mine].tolist() if n is not None}), int(mine.sum()),
-            prorata_sum(rows.filter(pa.array(mine)), "transfer_bytes", window) or 0,
-            int(size[mine].sum()) / int(mine.sum()), active, _percent(active, window.length_ns)))
+            labels[code], len(np.unique(queues[mine & (queues >= 0)])), int(mine.sum()),
+            prorata(size[mine], start[mine], end[mine], window), int(size[mine].sum()) / int(mine.sum()),
+            active, _percent(active, window.length_ns)))
     by_type.sort(key=lambda r: (-r.transfer_bytes, r.queue_type))
     buckets = []
     for i, low in enumerate(DMA_SIZE_BOUNDS):
         high = DMA_SIZE_BOUNDS[i + 1] if i + 1 < len(DMA_SIZE_BOUNDS) else None
         mine = (size >= low) & (size < high if high is not None else True)
         buckets.append(DmaSizeBucket(low, high, high is not None and high <= SMALL_DMA_BYTES, int(mine.sum()),
-                                     prorata_sum(rows.filter(pa.array(mine)), "transfer_bytes", window) or 0,
+                                     prorata(size[mine], start[mine], end[mine], window),
                                      _percent(int(mine.sum()), rows.num_rows)))
     return DmaBreakdown(by_type, buckets, int((size < SMALL_DMA_BYTES).sum()))
 

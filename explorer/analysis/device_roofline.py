@@ -12,7 +12,6 @@ from fractions import Fraction
 from typing import Literal
 
 import numpy as np
-import pyarrow as pa
 
 from explorer.analysis.device import compute_device_summary
 from explorer.analysis.device_rows import (
@@ -21,11 +20,10 @@ from explorer.analysis.device_rows import (
     Tables,
     Window,
     active_intervals,
-    mapped,
+    encode,
     peaks,
     prorata_sum,
     select,
-    strings,
     table,
     union_ns,
     window_of,
@@ -101,15 +99,19 @@ def _layer_points(peak: Peaks, tables: Tables, window: Window, core: int | None)
     rows = select(table(tables, "Instruction"), window, core)
     if rows is None:
         return []
-    layers = strings(rows, "layer")
-    framework = mapped(rows, "raw_framework_id", lambda v: v)
-    layers = np.where(layers != None, layers, framework)  # noqa: E711 (element-wise on an object array)
+    layers, labels = encode(rows, "layer", lambda v: v)
+    framework, _ = encode(rows, "raw_framework_id", lambda v: v, labels)
+    layers = np.where(layers >= 0, layers, framework)
     act_start, act_end = active_intervals(rows)
+
+    def total(name: str, mine: np.ndarray) -> int:
+        return prorata_sum(rows, name, window, mine) or 0
+
     out = []
-    for label in sorted({str(v) for v in layers.tolist() if v is not None}):
-        mine = layers == label
-        part = rows.filter(pa.array(mine))
-        flops = (prorata_sum(part, "raw_flops", window) or 0) - (prorata_sum(part, "flops_transpose", window) or 0)
-        hbm = (prorata_sum(part, "hbm_read_bytes", window) or 0) + (prorata_sum(part, "hbm_write_bytes", window) or 0)
-        out.append(make_point(peak, "layer", label, flops, hbm, union_ns(act_start[mine], act_end[mine], window)))
+    for code in np.unique(layers[layers >= 0]).tolist():
+        mine = layers == code
+        flops = total("raw_flops", mine) - total("flops_transpose", mine)
+        hbm = total("hbm_read_bytes", mine) + total("hbm_write_bytes", mine)
+        out.append(make_point(peak, "layer", labels[code], flops, hbm,
+                              union_ns(act_start[mine], act_end[mine], window)))
     return sorted(out, key=lambda p: (-p.time_ns, p.label))

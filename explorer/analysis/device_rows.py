@@ -75,8 +75,10 @@ def ints(rows: pa.Table, name: str) -> np.ndarray | None:
     """An integer column as int64 (nulls as 0), or None when the table lacks it."""
     if name not in rows.column_names:
         return None
-    col = rows.column(name)
-    return np.asarray(pc.fill_null(col.cast(pa.int64()), 0).to_numpy(), dtype=I64)
+    col = rows.column(name).cast(pa.int64())
+    if col.null_count:
+        col = pc.fill_null(col, 0)
+    return np.asarray(col.to_numpy(), dtype=I64)
 
 
 def times(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -170,15 +172,11 @@ def active_intervals(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return start + np.clip(wait, 0, np.maximum(end - start, 0)), end
 
 
-def prorata_sum(rows: pa.Table, name: str, window: Window) -> int | None:
+def prorata(values: np.ndarray, start: np.ndarray, end: np.ndarray, window: Window) -> int:
     """The window's share of a quantity carried by interval rows (FLOPs, bytes): a row inside the window
     counts whole, a row straddling a border counts in proportion to the part of [start_ts, end_ts) inside
     (a zero-length row counts whole when it starts inside). The exact rational sum is rounded once, half
-    to even. None when the table lacks the column. `rows` must already be the rows in the window."""
-    values = ints(rows, name)
-    if values is None:
-        return None
-    start, end = times(rows)
+    to even. The rows must already be those in the window (`select`)."""
     whole = (start >= window.start_ns) & (end <= window.end_ns)
     total = int(values[whole].sum())
     cut = Fraction(0)
@@ -188,22 +186,46 @@ def prorata_sum(rows: pa.Table, name: str, window: Window) -> int | None:
     return total + round(cut)
 
 
-def mapped(rows: pa.Table, name: str, fn: Callable[[str | None], str | None]) -> np.ndarray:
-    """`fn` applied to each distinct value of a string column (once per value, not per row), as an object
-    array; None where the column is absent."""
+def prorata_sum(rows: pa.Table, name: str, window: Window, mask: np.ndarray | None = None) -> int | None:
+    """`prorata` of a column of the rows in the window (of those where `mask` is true, when given); None
+    when the table lacks the column."""
+    values = ints(rows, name)
+    if values is None:
+        return None
+    start, end = times(rows)
+    if mask is not None:
+        values, start, end = values[mask], start[mask], end[mask]
+    return prorata(values, start, end, window)
+
+
+def encode(rows: pa.Table, name: str, fn: Callable[[str | None], str | None],
+           labels: list[str] | None = None) -> tuple[np.ndarray, list[str]]:
+    """Integer codes of `fn(value)` for a column's values (`fn` runs once per distinct value, not per row):
+    codes index the returned labels (`labels` extended in place when given), -1 where `fn` gives None or
+    the column is absent. Keeps million-row grouping in integer arrays."""
+    out = labels if labels is not None else []
     if name not in rows.column_names:
-        return np.full(rows.num_rows, None, dtype=object)
-    encoded = pc.dictionary_encode(rows.column(name).cast(pa.string())).combine_chunks()
-    values = encoded.dictionary.to_pylist()
-    lookup = np.asarray([fn(v) for v in values] + [fn(None)], dtype=object)
-    return lookup[np.asarray(encoded.indices.fill_null(len(values)).to_numpy(), dtype=I64)]
+        return np.full(rows.num_rows, -1, np.int32), out
+    encoded = pc.dictionary_encode(rows.column(name).combine_chunks().cast(pa.string()))
+    index = {label: i for i, label in enumerate(out)}
+    lookup = []
+    for value in [*encoded.dictionary.to_pylist(), None]:
+        label = fn(value)
+        if label is not None and label not in index:
+            index[label] = len(out)
+            out.append(label)
+        lookup.append(-1 if label is None else index[label])
+    positions = encoded.indices.fill_null(len(encoded.dictionary)).to_numpy()
+    return np.asarray(lookup, np.int32)[np.asarray(positions, dtype=I64)], out
 
 
-def engine_of_rows(rows: pa.Table) -> np.ndarray:
-    """The normalised engine of each Instruction row (from `engine`, else `timeline_track`), None if none."""
-    engine = mapped(rows, "engine", normalise_engine)
-    track = mapped(rows, "timeline_track", normalise_engine)
-    return np.where(engine != None, engine, track)  # noqa: E711 (element-wise on an object array)
+def engine_codes(rows: pa.Table) -> np.ndarray:
+    """Index into ENGINES of each Instruction row's engine (from `engine`, else `timeline_track`), -1 when
+    neither names a compute engine."""
+    engines = list(ENGINES)
+    engine, _ = encode(rows, "engine", normalise_engine, engines)
+    track, _ = encode(rows, "timeline_track", normalise_engine, engines)
+    return np.where(engine >= 0, engine, track)
 
 
 def dma_class(queue_type: str | None) -> str:
@@ -211,9 +233,10 @@ def dma_class(queue_type: str | None) -> str:
     return DMA_QUEUE_CLASSES.get((queue_type or "").lower(), "static")
 
 
-def dma_class_of_rows(rows: pa.Table) -> np.ndarray:
-    """`static`, `software_dynamic` or `hardware_dynamic` for each DMA packet row (by `queue_type`)."""
-    return mapped(rows, "queue_type", dma_class)
+def dma_class_codes(rows: pa.Table) -> np.ndarray:
+    """Index into DMA_CLASSES of each DMA packet row (by `queue_type`)."""
+    codes, _ = encode(rows, "queue_type", dma_class, list(DMA_CLASSES))
+    return codes
 
 
 def dma_rows(tables: Tables) -> pa.Table | None:
