@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from explorer.analysis.device_advice import SUMMARY_RULES, compute_recommendations, evaluate_summary_rules
-from tests.device_tables import BASE_NS, ENGINE_OF, matmul_profile, overlaps, rmsnorm_profile
+from tests.device_tables import BASE_NS, ENGINE_OF, cc_ops, matmul_profile, overlaps, profile, rmsnorm_profile
 
 B = BASE_NS
 
@@ -88,3 +88,17 @@ def test_rules_on_a_window_use_the_windows_numbers() -> None:
     assert found["dma_average_transfer"].value == average
     whole = {r.key: r for r in compute_recommendations(tables)}
     assert whole["dma_average_transfer"].value != average
+
+
+@pytest.mark.parametrize("durations, fires", [
+    ([100, 300], False),            # a group of two has no meaningful median
+    ([100, 100, 200], False),       # exactly twice the median: not over it
+    ([100, 100, 201], True),
+    ([100, 100, 100, 201], True),
+])
+def test_collective_outliers_need_a_group_of_three(durations: list[int], fires: bool) -> None:
+    ops = [(i * 1_000, d, "AllGather", 4096) for i, d in enumerate(durations)]
+    other = [(10_000 + i * 1_000, 900, "AllGather", 8192) for i in range(3)]   # another size: its own group
+    tables = profile(20_000, [], CcOp=cc_ops(ops + other))
+    found = [r for r in compute_recommendations(tables) if r.key == "collective_outlier"]
+    assert [r.value for r in found] == ([durations[-1] / statistics.median(durations)] if fires else [])
