@@ -32,9 +32,9 @@ from explorer.analysis.device_rows import (
 
 Unit = Literal["ratio", "bytes"]
 # Collectives: a group is ops of one operation on the same element count and dtype; an op is an outlier
-# when it takes more than this many times its group's median (the schema names no factor; ours).
+# when it takes more than this many times its group's median (the schema names no factor; ours). With
+# a factor of 2 an op in a group of one or two can never be an outlier, so no minimum group size is needed.
 CC_OUTLIER_FACTOR = 2.0
-CC_MIN_GROUP = 3
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ def _nki_coverage(tables: Tables, window: Window, core: int | None) -> list[Reco
 
 def _collective_outliers(tables: Tables, window: Window) -> list[Recommendation]:
     """CcOp rows in the window against the median of their group (operation, element count, dtype) over
-    the whole profile, groups of at least CC_MIN_GROUP ops."""
+    the whole profile."""
     rows = table(tables, "CcOp")
     if rows is None:
         return []
@@ -173,7 +173,7 @@ def _collective_outliers(tables: Tables, window: Window) -> list[Recommendation]
     for i in np.flatnonzero(overlap_mask(start, end, window)).tolist():
         same = by_group[groups[i]]
         median = statistics.median(same)
-        if len(same) < CC_MIN_GROUP or not median:
+        if not median:
             continue
         found = _fired(CC_OUTLIER_RULE, Fraction(durations[i]) / Fraction(median), str(groups[i][0]),
                        int(start[i]))
