@@ -1,16 +1,8 @@
 """Summary metrics of a Neuron device profile, named exactly as the export's `Summary` fields: the export's
 own row for the whole profile, or the same metrics recomputed from the raw `Instruction`, `DmaPacket`,
-`CcOp` and `CcInstruction` rows for the whole profile, any window or one physical core, by the definitions
-in PROFILE_SCHEMA.md. Times are int64 ns until the last step; only the final values are float seconds or
-percent as the `Summary` table defines them. Formatting and the API shape are elsewhere.
-
-How a window is counted: intervals are cut to the window and merged (union) per engine, per DMA class and
-overall; an instruction's semaphore wait (`evt_wait_time_ns`, the leading part of its interval) is never
-active time. FLOPs and bytes of a row that straddles a border count pro rata by the part of
-[start_ts, end_ts) inside the window (exact rational sum, rounded once); counts and
-`dma_transfer_average_bytes` take every row that overlaps the window, whole. `total_time` is the window's
-length. Model FLOPs are not in the raw rows: a recompute takes them from the export's `Summary` for the
-whole profile on all cores, and leaves `model_flops` and `mfu_estimated_percent` out otherwise.
+`CcOp` and `CcInstruction` rows for the whole profile, any window or one physical core (PROFILE_SCHEMA.md's
+definitions; the counting rules are in `recompute_device_summary`). Times stay int64 ns until the final
+float seconds and percents; formatting and the API shape are elsewhere.
 """
 
 from __future__ import annotations
@@ -95,7 +87,17 @@ def compute_device_summary(tables: Tables, start_ns: int | None = None, end_ns: 
 def recompute_device_summary(tables: Tables, start_ns: int | None = None, end_ns: int | None = None,
                              core: int | None = None) -> DeviceSummary:
     """The Summary metrics recomputed from raw rows (never the export's `Summary` row) by the published
-    definitions; with no window, over the whole profile span."""
+    definitions; with no window, over the whole profile span (`Metadata` first..last hardware timestamp).
+
+    Counting: intervals are cut to the window and merged (union) per engine, per DMA class and overall;
+    an instruction's semaphore wait (`evt_wait_time_ns`, the leading part of its interval) is never
+    active time. FLOPs and bytes of a row that straddles a border count pro rata by the part of
+    [start_ts, end_ts) inside (exact rational sum, rounded once); counts and `dma_transfer_average_bytes`
+    take every row that overlaps the window, whole. `total_time` is the window's length. Model FLOPs are
+    not in the raw rows: they come from the export's `Summary` for the whole profile on all cores and
+    are left out (with `mfu_estimated_percent`) otherwise. Collective tables have no `pcore_idx`, so a
+    core filter keeps all their rows. Only rows overlapping the window matter: a caller may pass tables
+    already cut to them (a pushed-down read) and get the same result."""
     span = profile_span(tables)
     window = window_of(tables, start_ns, end_ns)
     metrics: Metrics = {"total_time": window.length_ns / NS_PER_S}

@@ -20,6 +20,7 @@ from explorer.analysis.device_rows import (
     dma_rows,
     encode,
     engine_codes,
+    groups,
     ints,
     prorata,
     select,
@@ -65,11 +66,10 @@ def compute_opcode_summary(tables: Tables, start_ns: int | None = None, end_ns: 
     act_start, act_end = active_intervals(rows)
     keys = engines.astype(np.int64) * (len(names) + 1) + opcodes
     out = []
-    for key in np.unique(keys[engines >= 0]).tolist():
-        mine = keys == key
+    for key, mine in groups(np.where(engines >= 0, keys, -1)):
         engine, opcode = divmod(key, len(names) + 1)
         active = union_ns(act_start[mine], act_end[mine], window)
-        out.append(OpcodeRow(ENGINES[engine], names[opcode], int(mine.sum()),
+        out.append(OpcodeRow(ENGINES[engine], names[opcode], len(mine),
                              clipped_sum_ns(start[mine], end[mine], window), active,
                              _percent(active, window.length_ns)))
     return sorted(out, key=lambda r: (-r.active_time_ns, r.engine, r.opcode))
@@ -121,12 +121,12 @@ def compute_dma_breakdown(tables: Tables, start_ns: int | None = None, end_ns: i
     kinds, labels = encode(rows, "queue_type", lambda v: v or "unknown")
     queues, _ = encode(rows, "queue_name", lambda v: v)
     by_type = []
-    for code in np.unique(kinds).tolist():
-        mine = kinds == code
+    for code, mine in groups(kinds):
         active = union_ns(start[mine], end[mine], window)
+        named = queues[mine]
         by_type.append(DmaQueueTypeRow(
-            labels[code], len(np.unique(queues[mine & (queues >= 0)])), int(mine.sum()),
-            prorata(size[mine], start[mine], end[mine], window), int(size[mine].sum()) / int(mine.sum()),
+            labels[code], len(np.unique(named[named >= 0])), len(mine),
+            prorata(size[mine], start[mine], end[mine], window), int(size[mine].sum()) / len(mine),
             active, _percent(active, window.length_ns)))
     by_type.sort(key=lambda r: (-r.transfer_bytes, r.queue_type))
     buckets = []

@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from explorer.analysis.device import compute_device_summary
+from explorer.analysis.device import DeviceSummary, compute_device_summary
 from explorer.analysis.device_rows import (
     NS_PER_S,
     Peaks,
@@ -21,10 +21,13 @@ from explorer.analysis.device_rows import (
     Window,
     active_intervals,
     encode,
+    groups,
+    ints,
     peaks,
-    prorata_sum,
+    prorata,
     select,
     table,
+    times,
     union_ns,
     window_of,
 )
@@ -79,14 +82,16 @@ def _summary_point(peak: Peaks, kind: PointKind, label: str, metrics: dict[str, 
 
 
 def compute_roofline(tables: Tables, start_ns: int | None = None, end_ns: int | None = None,
-                     core: int | None = None) -> Roofline | None:
-    """The roofs and points: the profile (its Summary), the window when one is given, and each framework op
-    in the window (its device time is the union of its instructions' active intervals). None without the
-    `Metadata` peaks."""
+                     core: int | None = None, profile: DeviceSummary | None = None) -> Roofline | None:
+    """The roofs and points: the profile (its Summary; pass `profile`, the result of
+    `compute_device_summary(tables)`, when it is at hand), the window when one is given, and each framework
+    op in the window (its device time is the union of its instructions' active intervals). None without
+    the `Metadata` peaks."""
     peak = peaks(tables)
     if peak is None:
         return None
-    points = [_summary_point(peak, "profile", "profile", compute_device_summary(tables).metrics)]
+    whole = compute_device_summary(tables) if profile is None else profile
+    points = [_summary_point(peak, "profile", "profile", whole.metrics)]
     if start_ns is not None or end_ns is not None or core is not None:
         points.append(_summary_point(peak, "window", "window",
                                      compute_device_summary(tables, start_ns, end_ns, core).metrics))
@@ -103,13 +108,16 @@ def _layer_points(peak: Peaks, tables: Tables, window: Window, core: int | None)
     framework, _ = encode(rows, "raw_framework_id", lambda v: v, labels)
     layers = np.where(layers >= 0, layers, framework)
     act_start, act_end = active_intervals(rows)
+    start, end = times(rows)
+    zero = np.zeros(rows.num_rows, np.int64)
+    columns = {name: zero if (v := ints(rows, name)) is None else v
+               for name in ("raw_flops", "flops_transpose", "hbm_read_bytes", "hbm_write_bytes")}
 
     def total(name: str, mine: np.ndarray) -> int:
-        return prorata_sum(rows, name, window, mine) or 0
+        return prorata(columns[name][mine], start[mine], end[mine], window)
 
     out = []
-    for code in np.unique(layers[layers >= 0]).tolist():
-        mine = layers == code
+    for code, mine in groups(layers):
         flops = total("raw_flops", mine) - total("flops_transpose", mine)
         hbm = total("hbm_read_bytes", mine) + total("hbm_write_bytes", mine)
         out.append(make_point(peak, "layer", labels[code], flops, hbm,

@@ -219,6 +219,16 @@ def encode(rows: pa.Table, name: str, fn: Callable[[str | None], str | None],
     return np.asarray(lookup, np.int32)[np.asarray(positions, dtype=I64)], out
 
 
+def groups(codes: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(code, row indices in row order) for each non-negative code: one stable sort, then slices, so
+    grouping a million rows costs one pass instead of one mask per group."""
+    order = np.argsort(codes, kind="stable")
+    order = order[codes[order] >= 0]
+    values, first = np.unique(codes[order], return_index=True)
+    bounds = [*first.tolist(), len(order)]
+    return [(int(v), order[bounds[i]:bounds[i + 1]]) for i, v in enumerate(values.tolist())]
+
+
 def engine_codes(rows: pa.Table) -> np.ndarray:
     """Index into ENGINES of each Instruction row's engine (from `engine`, else `timeline_track`), -1 when
     neither names a compute engine."""

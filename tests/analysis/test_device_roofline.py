@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pytest
 
+from explorer.analysis.device import DeviceSummary, compute_device_summary
 from explorer.analysis.device_roofline import compute_roofline
 from tests.device_tables import (
     BASE_NS,
@@ -149,3 +150,15 @@ def test_framework_id_groups_when_the_export_has_no_layer_column() -> None:
     ids = {str(sum(map(ord, name))) for name in ("aten::mul", "aten::pow", "aten::mean", "aten::rsqrt",
                                                   "aten::arange")}
     assert {p.label for p in roof.points if p.kind == "layer"} == ids
+
+
+def test_a_profile_summary_at_hand_is_used_for_the_profile_point() -> None:
+    tables = matmul_profile()
+    whole = compute_device_summary(tables)
+    given = compute_roofline(tables, B, B + 3_000, profile=whole)
+    assert given == compute_roofline(tables, B, B + 3_000)
+    halved = DeviceSummary(whole.start_ns, whole.end_ns, None, {**whole.metrics, "total_time": whole.metrics[
+        "total_time"] * 2}, frozenset())
+    slow = compute_roofline(tables, profile=halved)
+    assert slow is not None and given is not None
+    assert slow.points[0].time_ns == 2 * given.points[0].time_ns

@@ -178,3 +178,15 @@ def test_without_window_the_exports_own_summary_row_wins() -> None:
     assert windowed.metrics["total_time"] == 8_000 / 1e9 and windowed.from_export == frozenset()
     assert "model_flops" not in windowed.metrics and "mfu_estimated_percent" not in windowed.metrics
     assert compute_device_summary(tables, core=0).metrics["hardware_flops"] == row["hardware_flops"]
+
+
+def test_tables_cut_to_the_window_beforehand_give_the_same_summary() -> None:
+    tables = rmsnorm_profile()
+    t0, t1 = B + 3_333, B + 12_345
+    cut_tables = dict(tables)
+    for name in ("Instruction", "DmaPacket"):
+        rows = tables[name].to_pylist()
+        keep = [r for r in rows if r["start_ts"] < t1 and r["end_ts"] > t0]
+        cut_tables[name] = tables[name].from_pylist(keep, schema=tables[name].schema)
+        assert 0 < len(keep) < len(rows)
+    assert recompute_device_summary(cut_tables, t0, t1) == recompute_device_summary(tables, t0, t1)
