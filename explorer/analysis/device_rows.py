@@ -138,7 +138,7 @@ def select(rows: pa.Table | None, window: Window, core: int | None) -> pa.Table 
     if core is not None and "pcore_idx" in rows.column_names:
         pcore = rows.column("pcore_idx").to_numpy(zero_copy_only=False)
         mask &= pcore == core
-    return rows.filter(pa.array(mask))
+    return rows if mask.all() else rows.filter(pa.array(mask))
 
 
 def clip(start: np.ndarray, end: np.ndarray, window: Window) -> tuple[np.ndarray, np.ndarray]:
