@@ -41,7 +41,8 @@ class RooflinePoint:
     """One point: `flops` done in `time_ns` moving `hbm_bytes`. `intensity` (FLOP/byte) is None when no HBM
     byte moved (then it sits at the compute roof); `attainable_flops_per_s` = min(max_ops, intensity x
     bandwidth); `bound` is memory below the ridge, compute at or above it; `distance_to_roof` = attainable /
-    achieved (1.0 on the roof; None when nothing was achieved)."""
+    achieved (1.0 on the roof; None when nothing was achieved); `mfu_inst_estimated_percent` = achieved /
+    max_ops, the Summary's metric of that name for this point (None for zero time)."""
 
     kind: PointKind
     label: str
@@ -53,6 +54,7 @@ class RooflinePoint:
     attainable_flops_per_s: float
     bound: Bound
     distance_to_roof: float | None
+    mfu_inst_estimated_percent: float | None
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,8 @@ def make_point(peak: Peaks, kind: PointKind, label: str, flops: int, hbm_bytes: 
     bound: Bound = "compute" if intensity is None or intensity >= peak.ridge else "memory"
     return RooflinePoint(kind, label, flops, hbm_bytes, time_ns, None if achieved is None else float(achieved),
                          None if intensity is None else float(intensity), float(attainable), bound,
-                         float(attainable / achieved) if achieved else None)
+                         float(attainable / achieved) if achieved else None,
+                         None if achieved is None else float(100 * achieved / peak.max_ops))
 
 
 def _summary_point(peak: Peaks, kind: PointKind, label: str, metrics: dict[str, int | float]) -> RooflinePoint:

@@ -38,12 +38,13 @@ def expected_point(flops: int, hbm: int, time_ns: int) -> dict:
             "intensity": None if intensity is None else float(intensity),
             "attainable_flops_per_s": float(attainable),
             "bound": "compute" if intensity is None or intensity >= MAX_OPS / BANDWIDTH else "memory",
-            "distance_to_roof": float(attainable / achieved) if achieved else None}
+            "distance_to_roof": float(attainable / achieved) if achieved else None,
+            "mfu_inst_estimated_percent": None if achieved is None else float(100 * achieved / MAX_OPS)}
 
 
 def as_dict(point: object) -> dict:
     return {k: getattr(point, k) for k in ("flops", "hbm_bytes", "time_ns", "intensity", "attainable_flops_per_s",
-                                           "bound", "distance_to_roof")}
+                                           "bound", "distance_to_roof", "mfu_inst_estimated_percent")}
 
 
 def test_roofs_come_from_metadata() -> None:
@@ -72,6 +73,8 @@ def test_profile_point_matches_its_summary(make, bound: str) -> None:  # type: i
     want = expected_point(int(ref["hardware_flops"]) - int(ref["transpose_flops"]),
                           int(ref["hbm_read_bytes"]) + int(ref["hbm_write_bytes"]), t1 - t0)
     assert as_dict(point) == want and point.bound == bound
+    assert point.mfu_inst_estimated_percent == pytest.approx(
+        compute_device_summary(tables).metrics["mfu_inst_estimated_percent"], rel=1e-12)
 
 
 def _reference_layers(tables: dict, t0: int, t1: int, core: int | None) -> dict[str, dict]:
@@ -139,6 +142,7 @@ def test_hand_points_at_the_ridge_and_edges() -> None:
     assert points["at_ridge"].distance_to_roof == 49_152 / 7_680
     assert points["no_bytes"].intensity is None and points["no_bytes"].bound == "compute"
     assert points["no_bytes"].attainable_flops_per_s == 49_152 * 10**9
+    assert points["at_ridge"].mfu_inst_estimated_percent == 100 * 7_680 / 49_152
     assert points["no_flops"].distance_to_roof is None and points["no_flops"].bound == "memory"
 
 
