@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pyarrow as pa
 import pytest
 
 from explorer.analysis.device import compute_device_summary, recompute_device_summary
@@ -14,6 +15,7 @@ from tests.device_tables import (
     BASE_NS,
     Inst,
     Pkt,
+    cc_ops,
     matmul_profile,
     profile,
     reference_summary,
@@ -190,3 +192,18 @@ def test_tables_cut_to_the_window_beforehand_give_the_same_summary() -> None:
         cut_tables[name] = tables[name].from_pylist(keep, schema=tables[name].schema)
         assert 0 < len(keep) < len(rows)
     assert recompute_device_summary(cut_tables, t0, t1) == recompute_device_summary(tables, t0, t1)
+
+
+def test_collectives_count_in_their_own_metrics_and_in_total_activity() -> None:
+    cc_instruction = pa.Table.from_pylist([
+        {"start_ts": B + 50, "end_ts": B + 80, "duration_ns": 30, "core_idx": 0, "description": "send"},
+        {"start_ts": B + 70, "end_ts": B + 90, "duration_ns": 20, "core_idx": 1, "description": "recv"}])
+    tables = profile(100, [Inst(0, 60, "Vector")], CcOp=cc_ops([(40, 30, "AllReduce", 64)]),
+                     CcInstruction=cc_instruction)
+    m = metrics(tables)
+    assert m["cc_op_count"] == 1 and m["cc_op_active_time"] == 30 / 1e9
+    assert m["cc_cores_instruction_count"] == 2
+    assert m["cc_cores_instruction_time"] == (30 + 20) / 1e9
+    assert m["cc_cores_instruction_active_time_percent"] == 100 * (90 - 50) / 100
+    assert m["total_active_time"] == (90 - 0) / 1e9   # [0, 60) vector, [40, 70) op, [50, 90) CC cores
+    assert metrics(tables, core=1)["cc_cores_instruction_count"] == 2   # no pcore_idx: kept on every core
