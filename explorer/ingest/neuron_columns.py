@@ -1,0 +1,86 @@
+"""Column-level normalisation of Neuron device tables: time columns to exact int64 ns, engine keys to the
+schema's lower case, missing published columns added as nulls, the sort order of the big tables. The
+export's table and field names are kept; which table a file is, and the profiles, live in neuron_device.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from explorer.ingest.neuron_schema import fields_of
+from explorer.ingest.times import MAX_TS_NS, to_ns
+from explorer.model.device import SORT_KEYS
+
+Warn = Callable[[str, str, int], None]  # (code, message, count)
+
+ENGINE_TABLES = ("Instruction", "ActiveTime", "OpcodeSummary")
+# Instruction.timeline_track is optional: without it an instruction is drawn on its engine's row
+ENGINE_TRACK = {"tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd", "sync": "Sync"}
+
+
+def normalise_table(name: str, table: pa.Table, filename: str, warn: Warn) -> pa.Table:
+    """One part of a device table as stored: times int64 ns, `engine` lower case, published columns present."""
+    for spec in fields_of(name):
+        if spec.ns and spec.name in table.column_names:
+            column, bad = ns_column(table.column(spec.name), spec.name, filename, warn)
+            if bad:
+                warn("bad_device_time", f"{filename}: {name}.{spec.name} values that are not a time in ns "
+                     "(negative, out of range or not a number) were stored as null", bad)
+            table = table.set_column(table.column_names.index(spec.name), spec.name, column)
+    if name in ENGINE_TABLES and "engine" in table.column_names and pa.types.is_string(table.column("engine").type):
+        table = table.set_column(table.column_names.index("engine"), "engine", pc.utf8_lower(table.column("engine")))
+    for spec in fields_of(name):
+        if spec.name not in table.column_names:
+            table = table.append_column(spec.name, pa.nulls(table.num_rows, spec.arrow_type))
+    if name == "Instruction":
+        table = _fill_timeline_track(table)
+    return table
+
+
+def ns_column(column: pa.ChunkedArray, field: str, filename: str, warn: Warn) -> tuple[pa.Array, int]:
+    """A time column as int64 ns and the number of values that became null. Integers and timestamps are
+    exact; a floating column is read through each value's shortest decimal text, with a warning."""
+    col = column.combine_chunks()
+    nulls = col.null_count
+    if pa.types.is_timestamp(col.type):
+        col = pc.cast(pc.cast(col, pa.timestamp("ns")), pa.int64())
+    if pa.types.is_integer(col.type) and not pa.types.is_uint64(col.type):
+        ints = pc.cast(col, pa.int64())
+        ok = pc.and_(pc.greater_equal(ints, 0), pc.less(ints, MAX_TS_NS))
+        out = pc.if_else(ok, ints, pa.scalar(None, pa.int64()))
+    else:
+        if pa.types.is_floating(col.type):
+            warn("float_time_column", f"{filename}: time column {field!r} is floating-point: its values were "
+                 "read as their shortest decimal form and may be off by a few ns", 1)
+            values: list[object] = [None if v is None else Decimal(repr(v)) for v in col.to_pylist()]
+        else:  # unsigned 64-bit, decimal or text: exact, one value at a time
+            values = col.to_pylist()
+        out = pa.array([None if v is None else to_ns(v) for v in values], pa.int64())
+    return out, out.null_count - nulls
+
+
+def _fill_timeline_track(table: pa.Table) -> pa.Table:
+    track = table.column("timeline_track")
+    if track.null_count == 0:
+        return table
+    engine = table.column("engine").to_pylist()
+    filled = [t if t is not None else ENGINE_TRACK.get(str(e), str(e)) for t, e in zip(track.to_pylist(), engine,
+                                                                                        strict=True)]
+    return table.set_column(table.column_names.index("timeline_track"), "timeline_track",
+                            pa.array(filled, pa.string()))
+
+
+def sort_table(name: str, table: pa.Table) -> pa.Table:
+    """The big tables by (track, start_ts), nulls last; others as they came."""
+    keys = SORT_KEYS.get(name)
+    if not keys or table.num_rows == 0 or not all(k in table.column_names for k in keys):
+        return table
+    order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys], null_placement="at_end")
+    if bool(np.all(np.diff(order.to_numpy()) > 0)):
+        return table
+    return table.take(order)
