@@ -80,7 +80,7 @@ def sort_table(name: str, table: pa.Table) -> pa.Table:
     keys = SORT_KEYS.get(name)
     if not keys or table.num_rows == 0 or not all(k in table.column_names for k in keys):
         return table
-    order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys], null_placement="at_end")
-    if bool(np.all(np.diff(order.to_numpy()) > 0)):
+    order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys])  # nulls last by default
+    if bool(np.all(np.diff(order.to_numpy().astype(np.int64)) > 0)):
         return table
     return table.take(order)
