@@ -1,6 +1,7 @@
 """Column-level normalisation of Neuron device tables: time columns to exact int64 ns, engine keys to the
-schema's lower case, missing published columns added as nulls, the sort order of the big tables. The
-export's table and field names are kept; which table a file is, and the profiles, live in neuron_device.py.
+schema's lower case, the sort order of the big tables, and the published columns a table lacks (added on
+load, as shared null arrays, so that a million-row table does not store or hold dozens of empty columns).
+The export's table and field names are kept; which table a file is, and the profiles: neuron_device.py.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ ENGINE_TRACK = {"tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gps
 
 
 def normalise_table(name: str, table: pa.Table, filename: str, warn: Warn) -> pa.Table:
-    """One part of a device table as stored: times int64 ns, `engine` lower case, published columns present."""
+    """One part of a device table as stored: times int64 ns, `engine` lower case, the export's columns."""
     for spec in fields_of(name):
         if spec.ns and spec.name in table.column_names:
             column, bad = ns_column(table.column(spec.name), spec.name, filename, warn)
@@ -34,9 +35,6 @@ def normalise_table(name: str, table: pa.Table, filename: str, warn: Warn) -> pa
             table = table.set_column(table.column_names.index(spec.name), spec.name, column)
     if name in ENGINE_TABLES and "engine" in table.column_names and pa.types.is_string(table.column("engine").type):
         table = table.set_column(table.column_names.index("engine"), "engine", pc.utf8_lower(table.column("engine")))
-    for spec in fields_of(name):
-        if spec.name not in table.column_names:
-            table = table.append_column(spec.name, pa.nulls(table.num_rows, spec.arrow_type))
     if name == "Instruction":
         table = _fill_timeline_track(table)
     return table
@@ -65,14 +63,26 @@ def ns_column(column: pa.ChunkedArray, field: str, filename: str, warn: Warn) ->
 
 
 def _fill_timeline_track(table: pa.Table) -> pa.Table:
+    if "timeline_track" not in table.column_names:
+        table = table.append_column("timeline_track", pa.nulls(table.num_rows, pa.string()))
     track = table.column("timeline_track")
-    if track.null_count == 0:
+    if track.null_count == 0 or "engine" not in table.column_names:
         return table
     engine = table.column("engine").to_pylist()
     filled = [t if t is not None else ENGINE_TRACK.get(str(e), str(e)) for t, e in zip(track.to_pylist(), engine,
                                                                                         strict=True)]
     return table.set_column(table.column_names.index("timeline_track"), "timeline_track",
                             pa.array(filled, pa.string()))
+
+
+def with_published_columns(name: str, table: pa.Table) -> pa.Table:
+    """`table` plus, as nulls, every published column it lacks; one null array per type is shared."""
+    nulls: dict[pa.DataType, pa.Array] = {}
+    for spec in fields_of(name):
+        if spec.name not in table.column_names:
+            column = nulls.setdefault(spec.arrow_type, pa.nulls(table.num_rows, spec.arrow_type))
+            table = table.append_column(spec.name, column)
+    return table
 
 
 def sort_table(name: str, table: pa.Table) -> pa.Table:

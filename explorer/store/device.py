@@ -1,7 +1,7 @@
 """Device profiles in a run folder: `device_profiles.parquet` (one row per profile) and
-`device/<profile_id>/<Table>.parquet` with the export's own table and field names. Writing happens inside
-RunStore.save()'s work folder (atomic with the run); reading returns the published columns, empty, for a
-table the export lacked. No metrics here.
+`device/<profile_id>/<Table>.parquet` with the export's own table and field names and columns. Writing
+happens inside RunStore.save()'s work folder (atomic with the run); reading adds the published columns a
+table lacks (nulls) and gives an empty table with them for a table the export lacked. No metrics here.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from explorer.errors import DeviceProfileNotFound
+from explorer.ingest.neuron_columns import with_published_columns
 from explorer.ingest.neuron_schema import arrow_schema, table_names
 from explorer.model.device import DEVICE_PROFILES, DeviceProfile
 
@@ -51,5 +52,9 @@ def device_table_path(run_dir: Path, profile_id: str, table: str) -> Path:
 
 
 def load_device_table(run_dir: Path, profile_id: str, table: str) -> pa.Table:
+    """A stored table with every published column (those the export lacked as nulls); empty with the
+    published columns when the export lacked the table."""
     path = device_table_path(run_dir, profile_id, table)
-    return pq.read_table(path) if path.exists() else arrow_schema(table).empty_table()
+    if not path.exists():
+        return arrow_schema(table).empty_table()
+    return with_published_columns(table, pq.read_table(path))

@@ -195,6 +195,11 @@ def test_a_table_the_export_lacks_is_empty_with_the_published_columns(ingested: 
     assert error.column_names == ["description", "error_type_id", "metadata", "metadata_hex", "pcore_idx",
                                   "timestamp", "type"]
     assert error.schema.field("timestamp").type == pa.int64()
+    # a published column the export did not write comes back as nulls of its type
+    instructions = store.device_table(run_id, "matmul", "Instruction")
+    assert "compiler_opcode" not in pq.read_schema(PROFILES["matmul"] / "Instruction.parquet").names
+    assert instructions.column("compiler_opcode").null_count == instructions.num_rows > 0
+    assert instructions.schema.field("compiler_pc").type == pa.int64()
     with pytest.raises(DeviceProfileNotFound):
         store.device_table(run_id, "no-such-profile", "Instruction")
     with pytest.raises(DeviceProfileNotFound):
