@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.ingest.neuron_schema import fields_of
-from explorer.ingest.times import MAX_TS_NS, to_ns
+from explorer.ingest.times import arrow_ns_column
 from explorer.model.device import SORT_KEYS
 
 Warn = Callable[[str, str, int], None]  # (code, message, count)
@@ -41,25 +41,15 @@ def normalise_table(name: str, table: pa.Table, filename: str, warn: Warn) -> pa
 
 
 def ns_column(column: pa.ChunkedArray, field: str, filename: str, warn: Warn) -> tuple[pa.Array, int]:
-    """A time column as int64 ns and the number of values that became null. Integers and timestamps are
-    exact; a floating column is read through each value's shortest decimal text, with a warning."""
+    """A time column as int64 ns (times.py) and the number of values that became null. A floating column
+    is read through each value's shortest decimal text, with a warning."""
     col = column.combine_chunks()
-    nulls = col.null_count
-    if pa.types.is_timestamp(col.type):
-        col = pc.cast(pc.cast(col, pa.timestamp("ns")), pa.int64())
-    if pa.types.is_integer(col.type) and not pa.types.is_uint64(col.type):
-        ints = pc.cast(col, pa.int64())
-        ok = pc.and_(pc.greater_equal(ints, 0), pc.less(ints, MAX_TS_NS))
-        out = pc.if_else(ok, ints, pa.scalar(None, pa.int64()))
-    else:
-        if pa.types.is_floating(col.type):
-            warn("float_time_column", f"{filename}: time column {field!r} is floating-point: its values were "
-                 "read as their shortest decimal form and may be off by a few ns", 1)
-            values: list[object] = [None if v is None else Decimal(repr(v)) for v in col.to_pylist()]
-        else:  # unsigned 64-bit, decimal or text: exact, one value at a time
-            values = col.to_pylist()
-        out = pa.array([None if v is None else to_ns(v) for v in values], pa.int64())
-    return out, out.null_count - nulls
+    if pa.types.is_floating(col.type):
+        warn("float_time_column", f"{filename}: time column {field!r} is floating-point: its values were "
+             "read as their shortest decimal form and may be off by a few ns", 1)
+        col = pa.array([None if v is None else str(Decimal(repr(v))) for v in col.to_pylist()], pa.string())
+    out = arrow_ns_column(col)
+    return out, out.null_count - column.null_count
 
 
 def _fill_timeline_track(table: pa.Table) -> pa.Table:

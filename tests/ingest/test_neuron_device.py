@@ -10,6 +10,7 @@ import shutil
 import tarfile
 import zipfile
 from collections import defaultdict
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -352,3 +353,22 @@ def test_a_failing_device_table_leaves_no_run(store: RunStore, monkeypatch: pyte
     assert store.catalog.list()[0] == []
     assert list(store.runs_dir.iterdir()) == []
     assert [p for p in store.tmp_dir.iterdir() if p.is_dir() and not p.name.startswith("ingest-")] == []
+
+
+def test_device_time_columns_become_exact_int64_and_odd_ones_warn(store: RunStore, tmp_path: Path) -> None:
+    folder = tmp_path / "odd@latest"
+    folder.mkdir()
+    starts = [1.748779200000001e18, 1.7487792000000205e18]  # floats: read as their shortest decimal text
+    ends = ["1748779200000001123", "1748779200000020999"]  # text: exact
+    pq.write_table(pa.table({"start_ts": starts, "end_ts": ends, "duration_ns": pa.array([1123, -5], pa.int64()),
+                             "engine": ["Vector", "Scalar"], "opcode": ["A", "B"], "operands": ["", ""],
+                             "id": [1, 2], "pc": [0, 16], "bir_id": ["b1", "b2"]}), folder / "Instruction.parquet")
+    rec = ingest_paths(store, [folder])
+    stored = store.device_table(rec.id, "odd", "Instruction").to_pylist()
+    by_id = {r["id"]: r for r in stored}
+    assert [by_id[i]["start_ts"] for i in (1, 2)] == [int(Decimal(repr(v))) for v in starts]
+    assert [by_id[i]["end_ts"] for i in (1, 2)] == [int(v) for v in ends]
+    assert (by_id[1]["duration_ns"], by_id[2]["duration_ns"]) == (1123, None)  # negative: not a duration
+    assert [r["timeline_track"] for r in stored] == ["Scalar", "Vector"]  # from the engine, sorted by track
+    warnings = warnings_of(store, rec.id)
+    assert "float_time_column" in warnings and "bad_device_time" in warnings
