@@ -22,7 +22,10 @@ ROW_GROUP_ROWS = 65536  # as the run's slices: a window of one track reads few r
 
 
 def save_device_profiles(work: Path, profiles: list[DeviceProfile]) -> None:
-    """The profiles table (also when empty) and every stored table of every profile, under `work`."""
+    """The profiles table and every stored table of every profile, under `work`; nothing for a run
+    without device profiles (load_device_profiles() reads the missing file as empty)."""
+    if not profiles:
+        return
     rows = pa.Table.from_pylist([p.row() for p in profiles], schema=DEVICE_PROFILES)
     pq.write_table(rows, work / PROFILES_FILE)
     for p in profiles:
