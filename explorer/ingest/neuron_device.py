@@ -17,10 +17,10 @@ import pyarrow.compute as pc
 
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.neuron import nc_of
-from explorer.ingest.neuron_columns import normalise_table, sort_table
+from explorer.ingest.neuron_columns import Warn, normalise_table, sort_table
 from explorer.ingest.neuron_schema import EXPORT_TABLES, SCHEMA_MAJOR, fields_of, major_version
 from explorer.model.device import NO_SLICE, DeviceProfile
-from explorer.model.tables import IngestedTrace
+from explorer.model.tables import IngestedTrace, Warning_
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +213,11 @@ def link_device_profiles(profiles: list[DeviceProfile], trace: IngestedTrace) ->
             if overlap >= 0 and overlap > best_overlap:
                 best, best_overlap = int(row["slice_id"]), overlap
         p.system_slice_id = best
+    unlinked = [p.name for p in profiles if p.system_slice_id == NO_SLICE]
+    if execs and unlinked:  # after finish(): the run's warnings are a list by now
+        trace.warnings.append(Warning_("device_profile_unlinked", "device profiles that match no nc_exec_running "
+                                       "slice by NeuronCore, process and time span (shown as runs of their own): "
+                                       + ", ".join(unlinked[:10]), len(unlinked)))
 
 
 def _same_core(p: DeviceProfile, fields: dict[str, Any]) -> bool:
@@ -250,7 +255,7 @@ def _int(value: object) -> int:
     return -1
 
 
-def _warner(builder: TraceBuilder) -> Any:
+def _warner(builder: TraceBuilder) -> Warn:
     def warn(code: str, message: str, count: int) -> None:
         builder.warn(code, message, count)
     return warn

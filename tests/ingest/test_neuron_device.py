@@ -372,3 +372,18 @@ def test_device_time_columns_become_exact_int64_and_odd_ones_warn(store: RunStor
     assert [r["timeline_track"] for r in stored] == ["Scalar", "Vector"]  # from the engine, sorted by track
     warnings = warnings_of(store, rec.id)
     assert "float_time_column" in warnings and "bad_device_time" in warnings
+
+
+def test_a_profile_outside_every_execution_is_unlinked_with_a_warning(store: RunStore, tmp_path: Path) -> None:
+    export = _copy_export(tmp_path)
+    meta_path = export / "matmul@latest" / "Metadata.parquet"
+    meta = pq.read_table(meta_path)
+    far = [v + 10**12 for v in (meta.column("first_hw_timestamp")[0].as_py(), meta.column("last_hw_timestamp")[0].as_py())]
+    for name, value in zip(("first_hw_timestamp", "last_hw_timestamp"), far, strict=True):
+        meta = meta.set_column(meta.column_names.index(name), name, pa.array([value], pa.int64()))
+    pq.write_table(meta, meta_path)
+    rec = ingest_paths(store, [export])
+    links = {r["profile_id"]: r["system_slice_id"] for r in store.device_profiles(rec.id).to_pylist()}
+    assert links["matmul"] == -1 and links["rmsnorm_naive"] >= 0
+    warning = warnings_of(store, rec.id)["device_profile_unlinked"]
+    assert (warning["count"], "matmul" in warning["message"]) == (1, True)
