@@ -65,3 +65,9 @@ class QueryRejected(ExplorerError):
 
 class Unauthorized(ExplorerError):
     code = "unauthorized"
+
+
+class DeviceProfileNotFound(ExplorerError):
+    """A run has no device profile by that id, or the schema has no table by that name."""
+
+    code = "device_profile_not_found"

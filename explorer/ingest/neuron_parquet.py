@@ -1,9 +1,9 @@
 """Parser for Neuron Explorer's Parquet export (`neuron-explorer view --output-format parquet`).
 
-One Parquet file holds one table; the table is told by its columns (a declarative table below), not
-by the file name: `SystemProfileEvents`, `SystemProfileHbmUsage`, `CpuUsage`, `HostMemUsage`,
-`Warning`. Device-profile tables (Instruction, DmaPacket, ...) are kept as artifacts, not parsed.
-Time columns are int64 (or timestamps); a floating one is read through each value's shortest decimal text.
+One Parquet file holds one table, told by its file stem (`Instruction_3` is part 3 of Instruction), else by
+its columns (neuron_schema.py). System tables become slices and counters here; device-profile tables are
+handed to neuron_device.py. Time columns are int64 (or timestamps); a floating one is read through each
+value's shortest decimal text.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import PurePosixPath
 from typing import Any
 
 import msgspec
@@ -23,6 +23,13 @@ import pyarrow.parquet as pq
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.neuron import NeuronSink, as_ns
+from explorer.ingest.neuron_device import stash_profile_list, stash_table
+from explorer.ingest.neuron_schema import (
+    SYSTEM_TABLES,
+    has_required_columns,
+    recognize_columns,
+    table_of_stem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,30 +40,14 @@ EVENT_COLUMNS = ("id", "name", "start_ts", "end_ts", "duration_ns", "trace_event
 EVENT_TIME_COLUMNS = ("start_ts", "end_ts", "duration_ns")
 
 
-@dataclass(frozen=True)
-class TableKind:
-    """A Neuron Parquet table, recognized when all `required` columns and one of `any_of` exist."""
-
-    name: str
-    required: tuple[str, ...]
-    any_of: tuple[str, ...] = ()
-
-
-TABLE_KINDS: tuple[TableKind, ...] = (
-    TableKind("SystemProfileEvents", ("name", "start_ts", "trace_event_source")),
-    TableKind("SystemProfileHbmUsage", (), ("hbm_usage_bytes", "hbm_bytes", "hbm_category", "hbm_idx")),
-    TableKind("CpuUsage", (), ("cpu_util", "cpu_utilization", "util", "cpu_id")),
-    TableKind("HostMemUsage", (), ("host_mem_bytes", "host_memory_bytes", "percent_usage", "usage")),
-    TableKind("Warning", (), ("warning", "message")),
-)
-
-
-def table_kind(columns: list[str]) -> str:
-    names = set(columns)
-    for kind in TABLE_KINDS:
-        if all(c in names for c in kind.required) and (not kind.any_of or names & set(kind.any_of)):
-            return kind.name
-    return ""
+def table_kind(columns: list[str], filename: str = "") -> tuple[str, int]:
+    """(table, split part) of a file: by its stem when its columns fit that table, else by its columns."""
+    base = PurePosixPath(filename).name
+    kind, part = table_of_stem(base.removesuffix(".parquet")) if base.endswith(".parquet") else ("", 0)
+    if kind and has_required_columns(kind, columns):
+        return kind, part
+    recognized = recognize_columns(columns)
+    return (recognized.table, 0) if recognized else ("", 0)
 
 
 def parse_neuron_parquet(data: bytes, filename: str, builder: TraceBuilder,
@@ -65,11 +56,16 @@ def parse_neuron_parquet(data: bytes, filename: str, builder: TraceBuilder,
         table = pq.read_table(io.BytesIO(data))
     except (pa.ArrowException, OSError) as exc:
         raise BadTrace(filename, f"unreadable Parquet file ({exc})") from None
-    kind = table_kind(table.column_names)
+    kind, part = table_kind(table.column_names, filename)
+    if kind == "DeviceProfileList":
+        return {"format": "neuron_parquet", "table": kind, "rows": stash_profile_list(builder, filename, table)}
+    if kind and kind not in SYSTEM_TABLES:
+        stash_table(builder, filename, kind, part, table)
+        return {"format": "neuron_parquet", "table": kind, "part": part, "rows": table.num_rows}
     reader = READERS.get(kind)
     if reader is None:
-        raise BadTrace(filename, "a Parquet table that is not a Neuron system-profile table (columns: "
-                       + ", ".join(table.column_names[:12]) + "); kept as an artifact")
+        raise BadTrace(filename, "a Parquet table that is not a Neuron system-profile table nor a device-profile "
+                       "table (columns: " + ", ".join(table.column_names[:12]) + "); kept as an artifact")
     sink = NeuronSink(builder, filename, instance)
     stored = reader(table, sink)
     sink.report()
@@ -155,6 +151,23 @@ def _counters(table: pa.Table, sink: NeuronSink, series_of: Callable[[dict[str, 
     return stored
 
 
+def _read_hbm(table: pa.Table, sink: NeuronSink) -> int:
+    """The published form: `total_bytes` and one `<type>_bytes` column per usage type -> a total series
+    plus one per type that is non-zero somewhere; older exports (one row per category) as before."""
+    if "total_bytes" not in table.column_names:
+        return _counters(table, sink, _hbm_series)
+    types = [c for c in table.column_names if c.endswith("_bytes") and c != "total_bytes"
+             and pa.types.is_integer(table.column(c).type) and pc.max(pc.abs(table.column(c))).as_py()]
+
+    def series(row: dict[str, Any]) -> list[tuple[str, Any]]:
+        where = f"HBM {row.get('hbm_idx', 0)}"
+        if row.get("device_idx") is not None:
+            where = f"device {row['device_idx']} {where}"
+        return [(f"{where} total [bytes]", row.get("total_bytes"))] + [
+            (f"{where} {c.removesuffix('_bytes')} [bytes]", row.get(c)) for c in types]
+    return _counters(table, sink, series)
+
+
 def _hbm_series(row: dict[str, Any]) -> list[tuple[str, Any]]:
     category = row.get("hbm_category") or row.get("category") or "total"
     where = next((f" HBM {row[k]}" for k in ("hbm_idx", "device_idx", "nc_idx") if row.get(k) is not None), " HBM")
@@ -163,13 +176,14 @@ def _hbm_series(row: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _cpu_series(row: dict[str, Any]) -> list[tuple[str, Any]]:
-    value = next((row[k] for k in ("cpu_util", "cpu_utilization", "util") if k in row), None)
+    value = next((row[k] for k in ("util_percent", "cpu_util", "cpu_utilization", "util") if k in row), None)
     return [(f"CPU {row.get('cpu_id', 'all')} utilization [%]", value)]
 
 
 def _host_mem_series(row: dict[str, Any]) -> list[tuple[str, Any]]:
-    usage = next((row[k] for k in ("host_mem_bytes", "host_memory_bytes", "usage") if k in row), None)
-    return [("host memory [bytes]", usage), ("host memory [%]", row.get("percent_usage"))]
+    usage = next((row[k] for k in ("used_bytes", "host_mem_bytes", "host_memory_bytes", "usage") if k in row), None)
+    percent = next((row[k] for k in ("used_percent", "percent_usage") if k in row), None)
+    return [("host memory [bytes]", usage), ("host memory [%]", percent)]
 
 
 def _read_warnings(table: pa.Table, sink: NeuronSink) -> int:
@@ -182,8 +196,9 @@ def _read_warnings(table: pa.Table, sink: NeuronSink) -> int:
 
 READERS: dict[str, Callable[[pa.Table, NeuronSink], int]] = {
     "SystemProfileEvents": _read_events,
-    "SystemProfileHbmUsage": lambda t, s: _counters(t, s, _hbm_series),
+    "SystemProfileHbmUsage": _read_hbm,
     "CpuUsage": lambda t, s: _counters(t, s, _cpu_series),
     "HostMemUsage": lambda t, s: _counters(t, s, _host_mem_series),
     "Warning": _read_warnings,
+    "SystemProfileMetadata": lambda t, s: 1,  # capture bounds and HBM capacity: nothing to draw
 }

@@ -10,6 +10,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 MAX_TS_NS = 2**62  # beyond this a timestamp cannot be a real clock (and would overflow sums)
 US_DECIMAL = pa.decimal128(38, 3)  # µs with 3 decimals: the unscaled integer is the ns count
@@ -106,3 +107,18 @@ def decimal_column_ns(column: pa.Array, base_ns: int = 0) -> tuple[np.ndarray, n
         ns = np.where(ok, wide, 0).astype(np.int64)
     ok &= (ns >= 0) & (ns < MAX_TS_NS)
     return np.where(ok, ns, 0), ok
+
+
+def arrow_ns_column(column: pa.Array) -> pa.Array:
+    """An Arrow column of ns values -> int64 ns, null where unusable or out of range. Integer and timestamp
+    columns stay vectorised; decimal and text columns go value by value through to_ns. A floating column
+    is refused here (TypeError): its caller decides how to read it and warns."""
+    if pa.types.is_floating(column.type):
+        raise TypeError("a floating-point time column has no exact ns values")
+    if pa.types.is_timestamp(column.type):
+        column = column.cast(pa.timestamp("ns")).cast(pa.int64())
+    if pa.types.is_integer(column.type) and not pa.types.is_uint64(column.type):
+        ints = column.cast(pa.int64())
+        ok = pc.and_(pc.greater_equal(ints, 0), pc.less(ints, MAX_TS_NS))
+        return pc.if_else(ok, ints, pa.scalar(None, pa.int64()))
+    return pa.array([None if v is None else to_ns(v) for v in column.to_pylist()], pa.int64())

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from explorer.model.device import DeviceProfile
+
 TRACKS = pa.schema(
     [
         ("track_id", pa.int32()),
@@ -113,3 +115,4 @@ class IngestedTrace:
     tables: dict[str, pa.Table]
     warnings: list[Warning_] = field(default_factory=list)
     meta: dict[str, object] = field(default_factory=dict)  # span, devices, distributed info, formats
+    device_profiles: list[DeviceProfile] = field(default_factory=list)  # Neuron device profiles (model/device.py)

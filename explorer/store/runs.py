@@ -25,6 +25,7 @@ from explorer.errors import RunNotFound, RunNotReady
 from explorer.ingest.sources import Artifact
 from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace
 from explorer.store.catalog import Catalog, RunRecord
+from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class RunStore:
             for name, table in trace.tables.items():
                 pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
                                row_group_size=ROW_GROUP_ROWS, compression="zstd", compression_level=1)
+            save_device_profiles(work, trace.device_profiles)
             art_rows = []
             if artifacts:
                 (work / "artifacts").mkdir()
@@ -148,6 +150,28 @@ class RunStore:
             for sid in ids:
                 out[sid] = {k: v[0] for k, v in t.slice(sid - base, 1).to_pydict().items()}
         return [out[s] for s in slice_ids if s in out]
+
+    def device_profiles(self, run_id: str) -> pa.Table:
+        """The run's `device_profiles` table (explorer/model/device.py), empty when it has none."""
+        self.require_ready(run_id)
+        return load_device_profiles(self.run_dir(run_id))
+
+    def device_table(self, run_id: str, profile_id: str, table: str) -> pa.Table:
+        """One table of a device profile, by the export's table name, cached like the run's own tables;
+        the published columns, empty, when the export lacked it."""
+        key = f"device/{profile_id}/{table}"
+        with self._cache_lock:
+            cached = self._cache.get(run_id, {}).get(key)
+        if cached is not None:
+            return cached
+        self.require_ready(run_id)
+        loaded = load_device_table(self.run_dir(run_id), profile_id, table)
+        with self._cache_lock:
+            self._cache.setdefault(run_id, {})[key] = loaded
+            self._cache.move_to_end(run_id)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return loaded
 
     def run_json(self, run_id: str) -> dict[str, Any]:
         path = self.run_dir(run_id) / "run.json"

@@ -13,7 +13,8 @@ import pytest
 
 from explorer.errors import BadTrace
 from explorer.ingest.neuron import NAME_RULES, Source, source_of
-from explorer.ingest.neuron_parquet import TABLE_KINDS, table_kind
+from explorer.ingest.neuron_parquet import table_kind
+from explorer.ingest.neuron_schema import RECOGNIZERS
 from explorer.service import ingest_paths
 from explorer.store.queries import load_ops
 from explorer.store.runs import RunStore
@@ -182,8 +183,8 @@ def write_parquet(folder: Path) -> list[Path]:
 
 @pytest.mark.parametrize("kind", list(PARQUET_TABLES))
 def test_parquet_table_kind_by_columns(kind: str) -> None:
-    assert table_kind(PARQUET_TABLES[kind].column_names) == kind
-    assert kind in {k.name for k in TABLE_KINDS}
+    assert table_kind(PARQUET_TABLES[kind].column_names) == (kind, 0)
+    assert kind in {k.table for k in RECOGNIZERS}
 
 
 def test_parquet_export(store: RunStore, tmp_path: Path) -> None:
