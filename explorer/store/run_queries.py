@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from explorer.analysis.ops import compute_op_stats, compute_op_stats_by_module
+from explorer.model.op_stats import compute_op_stats, compute_op_stats_by_module
 from explorer.store.queries import (
     DEFAULT_OP_VIEW,
     check_op_view,
