@@ -11,12 +11,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.state import AppState
-from explorer.errors import ExplorerError, RunNotReady
+from explorer.errors import RunNotReady, ShareNotFound
 from explorer.store.catalog import RunRecord
-
-
-class ShareNotFound(ExplorerError):
-    code = "share_not_found"
 
 
 def get_state(request: Request) -> AppState:

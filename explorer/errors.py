@@ -1,4 +1,5 @@
-"""Typed errors of the explorer core; the API maps each `code` to one HTTP status in one place."""
+"""Typed errors of the explorer, server and client alike; api/errors.py maps each class to one HTTP status
+in one table (STATUS_BY_ERROR), and a test fails when a class here has no row there."""
 
 from __future__ import annotations
 
@@ -49,6 +50,12 @@ class EventNotFound(ExplorerError):
     code = "event_not_found"
 
 
+class ShareNotFound(ExplorerError):
+    """A share token that is unknown, revoked, or not one of the run's."""
+
+    code = "share_not_found"
+
+
 class RunNotReady(ExplorerError):
     code = "run_not_ready"
 
@@ -65,3 +72,9 @@ class QueryRejected(ExplorerError):
 
 class Unauthorized(ExplorerError):
     code = "unauthorized"
+
+
+class UploadFailed(ExplorerError):
+    """The server refused the upload, could not be reached, or the run's ingest failed (the upload client)."""
+
+    code = "upload_failed"
