@@ -5,6 +5,7 @@ and TYPE_CHECKING imports included, so a function-local import cannot hide a cyc
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,6 +132,14 @@ def test_imports_are_read_whole() -> None:
     assert imports_of("from .lanes import Lane\n", "explorer.model", is_package=True) == {"explorer.model.lanes"}
     assert module_name(ROOT / "explorer" / "model" / "__init__.py") == "explorer.model"
     assert module_name(ROOT / "explorer" / "store" / "runs.py") == "explorer.store.runs"
+
+
+def test_contributing_states_the_same_layers() -> None:
+    """CONTRIBUTING.md's layer table lists the layers of LAYERS, in order, with the same modules."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    rows = [line.split("|")[1:3] for line in text.splitlines() if line.startswith("| ") and "`" in line]
+    stated = [(name.strip(), tuple(re.findall(r"`([a-z_.]+)`", units))) for name, units in rows]
+    assert stated == [(layer.name, layer.units) for layer in LAYERS]
 
 
 FORBIDDEN = {
