@@ -47,6 +47,8 @@ def test_every_error_class_has_its_own_code() -> None:
     classes = project_error_classes()
     assert sorted(cls.__name__ for cls in classes if "code" not in vars(cls)) == []
     assert len({cls.code for cls in classes}) == len(classes)
+    with pytest.raises(TypeError):
+        type("NoCode", (ExplorerError,), {"__module__": __name__})
 
 
 def test_errors_live_beside_each_other() -> None:
@@ -59,7 +61,7 @@ def test_status_of_reads_the_table() -> None:
 
 
 def test_a_class_without_a_row_gets_its_ancestors_status_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    unlisted = type("Unlisted", (BadRequest,), {"code": "unlisted", "__module__": __name__})
+    unlisted = type("Unlisted", (BadRequest,), {"__module__": __name__}, code="unlisted")
     with caplog.at_level(logging.ERROR, logger="api.errors"):
         assert status_of(unlisted("no row")) == STATUS_BY_ERROR[BadRequest]
     assert "Unlisted" in caplog.text and "STATUS_BY_ERROR" in caplog.text
