@@ -1,6 +1,6 @@
 """Console entry point: the core CLI (explorer.cli) plus the commands that need the web server.
 
-Kept in api/ so that explorer/ never imports api/ (see STYLE.md: dependencies point one way).
+Kept in api/ so that explorer/ never imports api/ (CONTRIBUTING.md, "Layers": dependencies point one way).
 """
 
 from __future__ import annotations

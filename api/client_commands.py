@@ -58,7 +58,8 @@ def demo(ctx: click.Context, device: str | None, no_compile: bool, compile_timeo
     Naive (six PyTorch ops), fused torch.rms_norm and torch.compile of the naive one, each traced with
     torch.profiler on the accelerator present (CPU otherwise). Needs the [torch] extra.
     """
-    from explorer.demo import ACTIVE_STEPS, run_demo, summarize
+    from explorer.demo import run_demo, summarize
+    from explorer.model.demo import ACTIVE_STEPS
     from explorer.store.runs import RunStore
 
     settings = _settings(data_dir=data_dir, host=host, port=port)

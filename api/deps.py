@@ -1,4 +1,4 @@
-"""Dependencies that resolve what a handler needs before its body runs (STYLE habit 3).
+"""Dependencies that resolve what a handler needs before its body runs (CONTRIBUTING.md, habit 3).
 
 `RunDep` is a ready run (404 unknown, 409 not ready); `AnyRunDep` a run in any state;
 `ShareRunDep` maps a share token to its run (for the share page and `/api/s/{token}`).
@@ -11,12 +11,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.state import AppState
-from explorer.errors import ExplorerError, RunNotReady
+from explorer.errors import RunNotReady, ShareNotFound
 from explorer.store.catalog import RunRecord
-
-
-class ShareNotFound(ExplorerError):
-    code = "share_not_found"
 
 
 def get_state(request: Request) -> AppState:

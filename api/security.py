@@ -17,7 +17,8 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
-from api.errors import error_response
+from api.errors import explorer_error_response
+from explorer.errors import Unauthorized
 from explorer.store.catalog import Catalog
 
 Scope = MutableMapping[str, Any]
@@ -60,9 +61,9 @@ class AccessMiddleware:
                 if query.get("token") and cookies.get(TOKEN_COOKIE) != given:
                     set_cookies.append(_cookie(TOKEN_COOKIE, given))
             elif not self._share_allows(scope["method"], path, headers.get(SHARE_HEADER) or cookies.get(SHARE_COOKIE)):
-                response = error_response("unauthorized", "this server requires a token: send `Authorization: "
-                                          "Bearer <token>`, or open the link with ?token=<token>", None, 401,
-                                          headers={"WWW-Authenticate": "Bearer"})
+                response = explorer_error_response(Unauthorized(
+                    "this server requires a token: send `Authorization: Bearer <token>`, or open the link with "
+                    "?token=<token>"), headers={"WWW-Authenticate": "Bearer"})
                 await response(scope, receive, send)
                 return
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from explorer.analysis.compare import headline_metric
+from explorer.model.lanes import Lane
 
 LANE_COLORS = {
     "framework": "#4e79a7",
@@ -58,7 +59,7 @@ def _layout(title: str, height: int, **extra: Any) -> dict[str, Any]:
 
 def make_lane_breakdown_figure(breakdown: Mapping[str, Any]) -> dict[str, Any]:
     """Busy vs idle time per lane (stacked horizontal bars), from the breakdown analysis."""
-    lanes = [row for row in breakdown.get("lanes", []) if row.get("lane") != "counter"]
+    lanes = [row for row in breakdown.get("lanes", []) if row.get("lane") != Lane.COUNTER]
     names = [str(r["lane"]) for r in lanes]
     unit, scale = time_unit(max((r["busy_ns"] + r["idle_ns"] for r in lanes), default=0))
     busy = [r["busy_ns"] / scale for r in lanes]

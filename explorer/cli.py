@@ -19,6 +19,7 @@ from rich.table import Table
 from explorer import __version__
 from explorer.config import Settings
 from explorer.errors import ExplorerError
+from explorer.model.lanes import Lane
 from explorer.store.runs import RunStore
 
 console = Console(stderr=True)
@@ -92,6 +93,9 @@ def run_row(rec: Any) -> dict[str, Any]:
     }
 
 
+RUNS_TABLE_LANES = (Lane.FRAMEWORK, Lane.RUNTIME, Lane.HARDWARE)  # the `runs` table's slice counts
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON")
 @data_dir_option
@@ -103,11 +107,11 @@ def runs(as_json: bool, data_dir: Path | None) -> None:
     if as_json:
         out.print_json(json.dumps(rows))
         return
-    table = Table("id", "name", "status", "span", "framework", "runtime", "hardware", "total")
+    table = Table("id", "name", "status", "span", *RUNS_TABLE_LANES, "total")
     for r in rows:
         lanes = r["slices_per_lane"]
         table.add_row(r["id"], r["name"], r["status"], fmt_ns(r["span_ns"]), *(
-            f"{lanes.get(k, 0):,}" for k in ("framework", "runtime", "hardware")), f"{r['slices']:,}")
+            f"{lanes.get(k, 0):,}" for k in RUNS_TABLE_LANES), f"{r['slices']:,}")
     out.print(table)
 
 

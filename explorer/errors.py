@@ -1,14 +1,20 @@
-"""Typed errors of the explorer core; the API maps each `code` to one HTTP status in one place."""
+"""Typed errors of the explorer, server and client alike; api/errors.py maps each class to one HTTP status
+in one table (STATUS_BY_ERROR), and a test fails when a class here has no row there."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class ExplorerError(Exception):
-    """Base class: a user-facing message plus a stable machine code and optional detail."""
+    """Base class: a user-facing message plus a stable machine code and optional detail. A subclass names
+    its own code (`class X(ExplorerError, code="x")`); one without a code is an error at import."""
 
-    code = "error"
+    code: ClassVar[str] = "error"
+
+    def __init_subclass__(cls, code: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.code = code
 
     def __init__(self, message: str, detail: Any = None) -> None:
         super().__init__(message)
@@ -16,10 +22,8 @@ class ExplorerError(Exception):
         self.detail = detail
 
 
-class BadTrace(ExplorerError):
+class BadTrace(ExplorerError, code="bad_trace"):
     """An input file cannot be read as any supported trace format."""
-
-    code = "bad_trace"
 
     def __init__(self, filename: str, problem: str, detail: Any = None) -> None:
         super().__init__(f"{filename}: {problem}", detail)
@@ -27,47 +31,49 @@ class BadTrace(ExplorerError):
         self.problem = problem
 
 
-class UnsafeArchive(BadTrace):
+class UnsafeArchive(BadTrace, code="unsafe_archive"):
     """An archive member would escape the extraction folder, is a link, or is too large."""
 
-    code = "unsafe_archive"
+
+class TooLarge(ExplorerError, code="too_large"):
+    """An upload is larger than the server's limit (Settings.max_upload_bytes)."""
 
 
-class TooLarge(ExplorerError):
-    code = "too_large"
-
-
-class RunNotFound(ExplorerError):
-    code = "run_not_found"
+class RunNotFound(ExplorerError, code="run_not_found"):
+    """No run has this id."""
 
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run with id {run_id!r}")
         self.run_id = run_id
 
 
-class EventNotFound(ExplorerError):
-    code = "event_not_found"
+class EventNotFound(ExplorerError, code="event_not_found"):
+    """The run has no slice with this id."""
 
 
-class RunNotReady(ExplorerError):
-    code = "run_not_ready"
+class ShareNotFound(ExplorerError, code="share_not_found"):
+    """A share token that is unknown, revoked, or not one of the run's."""
 
 
-class BadRequest(ExplorerError):
-    code = "bad_request"
+class RunNotReady(ExplorerError, code="run_not_ready"):
+    """The run is still queued or ingesting, or its ingest failed."""
 
 
-class QueryRejected(ExplorerError):
+class BadRequest(ExplorerError, code="bad_request"):
+    """A parameter is out of range or names something that does not exist (a column, a view, a run)."""
+
+
+class QueryRejected(ExplorerError, code="query_rejected"):
     """A SQL query was refused (writes, file/network access) or failed."""
 
-    code = "query_rejected"
+
+class Unauthorized(ExplorerError, code="unauthorized"):
+    """The server requires a token and the request carries none that matches."""
 
 
-class Unauthorized(ExplorerError):
-    code = "unauthorized"
+class UploadFailed(ExplorerError, code="upload_failed"):
+    """The server refused the upload, could not be reached, or the run's ingest failed (the upload client)."""
 
 
-class DeviceProfileNotFound(ExplorerError):
+class DeviceProfileNotFound(ExplorerError, code="device_profile_not_found"):
     """A run has no device profile by that id, or the schema has no table by that name."""
-
-    code = "device_profile_not_found"

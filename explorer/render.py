@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from explorer.charts import time_unit
 from explorer.config import PROJECT_ROOT
-from explorer.demo import demo_note
+from explorer.model.demo import demo_note
 
 PLOTLY_JS = "vendor/plotly.min.js"
 # Classic scripts (not ES modules) so the offline report can inline them as they are.

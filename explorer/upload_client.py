@@ -19,19 +19,13 @@ from typing import Any
 
 import httpx
 
-from explorer.errors import ExplorerError
+from explorer.errors import UploadFailed
 
 CHUNK = 1 << 20
 TERMINAL = ("ready", "failed")
 
 BytesProgress = Callable[[int, int], None]     # (sent, total)
 IngestProgress = Callable[[float, str], None]  # (fraction, what)
-
-
-class UploadFailed(ExplorerError):
-    """The server refused the upload, could not be reached, or the run's ingest failed."""
-
-    code = "upload_failed"
 
 
 @dataclass(frozen=True)
@@ -205,5 +199,5 @@ def _wait_ready(client: httpx.Client, result: UploadResult, on_ingest: IngestPro
         time.sleep(poll_s)
 
 
-__all__ = ["MultipartBody", "UploadFailed", "UploadPart", "UploadResult", "normalize_server",
+__all__ = ["MultipartBody", "UploadPart", "UploadResult", "normalize_server",
            "prepare_parts", "upload_run"]

@@ -18,7 +18,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.demo import ACTIVE_STEPS, DEMO_TAG, NAIVE_OPS_PER_STEP, RUN_NAMES, demo_note
+from explorer.demo import NAIVE_OPS_PER_STEP
+from explorer.model.demo import ACTIVE_STEPS, DEMO_TAG, RUN_NAMES, demo_note
 from explorer.store.queries import load_ops
 from explorer.store.runs import RunStore
 from tests.support import cli

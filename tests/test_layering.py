@@ -1,29 +1,152 @@
-"""Dependencies point one way (STYLE.md): explorer/ never imports api/; model imports nothing above it."""
+"""Dependencies point one way (CONTRIBUTING.md, "Layers"): every module of explorer/ and api/ sits in one
+layer and imports only its own layer and the layers below it. Imports are read from the source (ast), lazy
+and TYPE_CHECKING imports included, so a function-local import cannot hide a cycle."""
 
 from __future__ import annotations
 
 import ast
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("explorer", "api")
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    units: tuple[str, ...]  # explorer's direct children (module or subpackage), "explorer" itself, or "api"
+    independent: bool = False  # its units may not import one another
+
+
+# Lowest first: model <- ingest, store, analysis <- charts <- render <- pages <- cli <- api.
+LAYERS: tuple[Layer, ...] = (
+    Layer("base", ("explorer", "explorer.errors", "explorer.config")),
+    Layer("model", ("explorer.model",)),
+    Layer("core", ("explorer.ingest", "explorer.store", "explorer.analysis"), independent=True),
+    Layer("charts", ("explorer.charts",)),
+    Layer("render", ("explorer.render",)),
+    Layer("pages", ("explorer.pages", "explorer.report", "explorer.kernel_page")),
+    Layer("cli", ("explorer.service", "explorer.demo", "explorer.upload_client", "explorer.cli")),
+    Layer("api", ("api",)),
+)
+RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer.units}
+INDEPENDENT = {unit for layer in LAYERS if layer.independent for unit in layer.units}
+
+
+def unit_of(module: str) -> str:
+    """The layering unit of a dotted module name: "api" for all of api/, else explorer's direct child."""
+    parts = module.split(".")
+    return "api" if parts[0] == "api" else ".".join(parts[:2])
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    return imports_of(path.read_text(), module_name(path), path.name == "__init__.py")
+
+
+def imports_of(source: str, module: str, is_package: bool) -> set[str]:
+    """Every module `source` imports, as absolute names (relative imports resolved against `module`)."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            names.add(".".join([*base, *([node.module] if node.module else [])]))
+    return names
+
+
+def layering_problem(importer: str, imported: str) -> str | None:
+    """Why `importer` may not import `imported` (both dotted module names), or None when it may."""
+    if imported.split(".")[0] not in PACKAGES:
+        return None
+    mine, theirs = unit_of(importer), unit_of(imported)
+    for unit in (mine, theirs):
+        if unit not in RANK:
+            return f"{unit} is in no layer: add it to LAYERS here and to CONTRIBUTING.md"
+    if RANK[theirs] > RANK[mine]:
+        return f"{mine} may not import the layer above it ({theirs})"
+    if RANK[theirs] == RANK[mine] and mine != theirs and mine in INDEPENDENT:
+        return f"{mine} may not import its sibling {theirs}"
+    return None
+
+
+def source_files() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def test_every_module_is_in_a_layer() -> None:
+    assert [module_name(p) for p in source_files() if unit_of(module_name(p)) not in RANK] == []
+
+
+@pytest.mark.parametrize("layer", [layer.name for layer in LAYERS])
+def test_each_layer_imports_only_itself_and_below(layer: str) -> None:
+    units = next(lay.units for lay in LAYERS if lay.name == layer)
+    offenders = []
+    for path in source_files():
+        importer = module_name(path)
+        if unit_of(importer) not in units:
+            continue
+        for imported in sorted(imported_modules(path)):
+            problem = layering_problem(importer, imported)
+            if problem:
+                offenders.append(f"{path.relative_to(ROOT)} imports {imported}: {problem}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize(("importer", "imported", "allowed"), [
+    ("explorer.store.runs", "explorer.analysis.kernels", False),  # siblings of the core layer
+    ("explorer.ingest.builder", "explorer.store.runs", False),
+    ("explorer.analysis.lod", "explorer.ingest.times", False),
+    ("explorer.model.lanes", "explorer.analysis.chain", False),  # upwards
+    ("explorer.render", "explorer.demo", False),
+    ("explorer.charts", "explorer.render", False),
+    ("explorer.cli", "api.app", False),
+    ("explorer.model.tables", "explorer.theme", False),  # a module in no layer
+    ("explorer.analysis.lod", "explorer.analysis.lod_pyramid", True),  # within a package
+    ("explorer.store.runs", "explorer.model.op_stats", True),
+    ("explorer.model.op_stats", "explorer.errors", True),
+    ("explorer.pages", "explorer.kernel_page", True),  # one layer, not independent
+    ("explorer.report", "explorer.store.queries", True),
+    ("api.routes.pages", "explorer.pages", True),
+    ("explorer.ingest.chrome", "numpy", True),
+])
+def test_layering_rule(importer: str, imported: str, allowed: bool) -> None:
+    assert (layering_problem(importer, imported) is None) == allowed
+
+
+def test_imports_are_read_whole() -> None:
+    source = ("from . import runs\nfrom ..model.lanes import Lane\nimport numpy as np\n"
+              "def f():\n    from explorer.analysis.ops import x\n")
+    assert imports_of(source, "explorer.store.queries", is_package=False) == {
+        "explorer.store", "explorer.model.lanes", "numpy", "explorer.analysis.ops"}
+    assert imports_of("from .lanes import Lane\n", "explorer.model", is_package=True) == {"explorer.model.lanes"}
+    assert module_name(ROOT / "explorer" / "model" / "__init__.py") == "explorer.model"
+    assert module_name(ROOT / "explorer" / "store" / "runs.py") == "explorer.store.runs"
+
+
+def test_contributing_states_the_same_layers() -> None:
+    """CONTRIBUTING.md's layer table lists the layers of LAYERS, in order, with the same modules."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    rows = [line.split("|")[1:3] for line in text.splitlines() if line.startswith("| ") and "`" in line]
+    stated = [(name.strip(), tuple(re.findall(r"`([a-z_.]+)`", units))) for name, units in rows]
+    assert stated == [(layer.name, layer.units) for layer in LAYERS]
+
+
 FORBIDDEN = {
     "explorer": {"api"},
     "explorer/model": {"api", "explorer.ingest", "explorer.store", "explorer.analysis", "explorer.cli"},
     "explorer/analysis": {"api", "explorer.store", "explorer.ingest", "explorer.cli"},
 }
-
-
-def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))

@@ -1,5 +1,5 @@
 """HTML pages: each handler builds one typed context (explorer.report) and renders it; the same data
-is what the page's JSON twin returns. No SQL, no plotly, no formatting here (STYLE habits 2, 3, 8)."""
+is what the page's JSON twin returns. No SQL, no plotly, no formatting here (CONTRIBUTING.md, habits 2, 3, 8)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,9 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from api.deps import AnyRunDep, ShareNotFound, ShareRunDep, StateDep
+from api.deps import AnyRunDep, ShareRunDep, StateDep
 from api.views import run_json, share_json
+from explorer.errors import ShareNotFound
 
 router = APIRouter(tags=["share"])
 

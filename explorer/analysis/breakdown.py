@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.model.lanes import Lane
+
 I64 = np.int64
 TOP_GAPS = 20
 
@@ -65,9 +67,9 @@ def _lane_rows(lane: np.ndarray, lanes_of: np.ndarray, devtime: np.ndarray, ts: 
     """Busy/idle per lane. The hardware lane counts executions only; `excluded_slices` says how many
     of its slices (annotations) were left out."""
     lanes = []
-    for name in sorted({str(v) for v in lanes_of if v != "counter"}):
+    for name in sorted({str(v) for v in lanes_of if v != Lane.COUNTER}):
         in_lane = lane == name
-        mask = in_lane & devtime if name == "hardware" else in_lane
+        mask = in_lane & devtime if name == Lane.HARDWARE else in_lane
         if not in_lane.any():
             continue
         a, b = union_segments(ts[mask], end[mask])
@@ -82,7 +84,7 @@ def _devices_and_gaps(slices: pa.Table, tracks: pa.Table, flows: pa.Table, ts: n
                       span: int) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
     """Per device busy time, and every gap between its executions as columns (start, end, dur,
     device, before, after, cause)."""
-    hw = tracks.filter(pc.equal(tracks.column("lane"), "hardware"))
+    hw = tracks.filter(pc.equal(tracks.column("lane"), Lane.HARDWARE))
     devtime = slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool)
     tr = slices.column("track_id").to_numpy()
     context = _HostContext(slices, flows)

@@ -15,6 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.model.lanes import FlowKind, Lane
+
 MAX_LINKS = 64
 MAX_CHILDREN = 10
 MAX_PARENTS = 64
@@ -53,15 +55,15 @@ def compute_chain(slices: pa.Table, flows: pa.Table, sid: int, origin_ns: int) -
     f_to = flows.column("to_slice").to_numpy()
     kind = flows.column("kind")
     execute, fwdbwd, generic = (pc.equal(kind, k).to_numpy(zero_copy_only=False).astype(bool)
-                                for k in ("execute", "fwdbwd", "generic"))
+                                for k in (FlowKind.EXECUTE, FlowKind.FWDBWD, FlowKind.GENERIC))
     op_id = slices.column("op_id").to_numpy()
     lane = _lane_of(slices, sid)
     is_op = bool(slices.column("is_op")[sid].as_py())
     links: list[tuple[int, str]] = []
-    if lane == "framework":
+    if lane == Lane.FRAMEWORK:
         ops = [sid] if is_op else []
         runtime = _runtime_under(slices, op_id, sid) if is_op else []
-    elif lane == "runtime":
+    elif lane == Lane.RUNTIME:
         ops = [int(op_id[sid])] if op_id[sid] >= 0 else []
         runtime = [sid]
     else:
@@ -74,7 +76,7 @@ def compute_chain(slices: pa.Table, flows: pa.Table, sid: int, origin_ns: int) -
         links.append((op, "op"))
     for call in runtime[:MAX_LINKS]:
         links.append((call, "launch"))
-        if lane == "hardware":
+        if lane == Lane.HARDWARE:
             links.append((sid, "execute"))
             continue
         links += [(int(b), "execute") for b in f_to[(f_from == call) & execute][:MAX_LINKS]]
@@ -93,7 +95,7 @@ def _runtime_under(slices: pa.Table, op_id: np.ndarray, op: int) -> list[int]:
     ts = slices.column("ts_ns").to_numpy()
     dur = slices.column("dur_ns").to_numpy()
     start, end = int(ts[op]), int(ts[op] + dur[op])
-    runtime = pc.equal(slices.column("lane"), "runtime").to_numpy(zero_copy_only=False).astype(bool)
+    runtime = pc.equal(slices.column("lane"), Lane.RUNTIME).to_numpy(zero_copy_only=False).astype(bool)
     cand = np.flatnonzero(runtime & (op_id >= 0) & (ts >= start) & (ts <= end)).tolist()
     inside = []
     for c in cand:

@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.analysis.ops import op_key_name
 from explorer.errors import BadRequest
+from explorer.model.op_stats import op_key_name
 
 TOP_OPS_PER_KERNEL = 3
 PERCENTILES = (50, 95)

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from explorer.analysis.lod import TimelineIndex
 from explorer.errors import BadRequest
+from explorer.model.lanes import Lane
 
 MAX_QUERY_CHARS = 500
 
@@ -47,7 +48,7 @@ def compute_search(ix: TimelineIndex, q: str, regex: bool = False, limit: int = 
         pos = pos[part]
     pos = pos[np.lexsort((ix.slice_id[pos], ix.ts[pos]))]
     tracks = ix.slice_track[ix.slice_id[pos]].tolist()
-    matches = [{"slice_id": sid, "name": ix.names[code], "lane": ix.track_lane.get(tid, "other"),
+    matches = [{"slice_id": sid, "name": ix.names[code], "lane": ix.track_lane.get(tid, Lane.OTHER),
                 "track_id": tid, "ts": ts, "dur": dur}
                for sid, code, tid, ts, dur in zip(ix.slice_id[pos].tolist(), ix.name[pos].tolist(), tracks,
                                                   ix.ts[pos].tolist(), ix.dur[pos].tolist(), strict=True)]

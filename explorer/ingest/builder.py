@@ -14,8 +14,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.analysis.nesting import compute_nesting, count_same_track_ancestors
-from explorer.analysis.ops import compute_op_stats
 from explorer.ingest.columns import (
     KINDS,
     FlowPoints,
@@ -32,6 +30,8 @@ from explorer.model.lanes import (
     Lane,
     rule_for,
 )
+from explorer.model.nesting import compute_nesting, count_same_track_ancestors
+from explorer.model.op_stats import compute_op_stats
 from explorer.model.tables import (
     COUNTERS,
     FLOWS,

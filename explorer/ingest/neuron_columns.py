@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.ingest.neuron_schema import fields_of
 from explorer.ingest.times import arrow_ns_column
 from explorer.model.device import SORT_KEYS
+from explorer.model.neuron_schema import fields_of
 
 Warn = Callable[[str, str, int], None]  # (code, message, count)
 
@@ -63,16 +63,6 @@ def _fill_timeline_track(table: pa.Table) -> pa.Table:
                                                                                         strict=True)]
     return table.set_column(table.column_names.index("timeline_track"), "timeline_track",
                             pa.array(filled, pa.string()))
-
-
-def with_published_columns(name: str, table: pa.Table) -> pa.Table:
-    """`table` plus, as nulls, every published column it lacks; one null array per type is shared."""
-    nulls: dict[pa.DataType, pa.Array] = {}
-    for spec in fields_of(name):
-        if spec.name not in table.column_names:
-            column = nulls.setdefault(spec.arrow_type, pa.nulls(table.num_rows, spec.arrow_type))
-            table = table.append_column(spec.name, column)
-    return table
 
 
 def sort_table(name: str, table: pa.Table) -> pa.Table:

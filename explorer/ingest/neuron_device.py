@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.neuron import nc_of
 from explorer.ingest.neuron_columns import Warn, normalise_table, sort_table
-from explorer.ingest.neuron_schema import EXPORT_TABLES, SCHEMA_MAJOR, fields_of, major_version
 from explorer.model.device import NO_SLICE, DeviceProfile
+from explorer.model.neuron_schema import EXPORT_TABLES, SCHEMA_MAJOR, fields_of, major_version
 from explorer.model.tables import IngestedTrace, Warning_
 
 log = logging.getLogger(__name__)

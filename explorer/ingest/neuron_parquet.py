@@ -24,7 +24,7 @@ from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.neuron import NeuronSink, as_ns
 from explorer.ingest.neuron_device import stash_profile_list, stash_table
-from explorer.ingest.neuron_schema import (
+from explorer.model.neuron_schema import (
     SYSTEM_TABLES,
     has_required_columns,
     recognize_columns,

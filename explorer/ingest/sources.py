@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO
 
 from explorer.errors import BadTrace, UnsafeArchive
+from explorer.model.artifacts import Artifact
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -60,16 +61,6 @@ class Member:
 
     def __repr__(self) -> str:
         return f"Member({self.name!r}, {self.size} bytes)"
-
-
-@dataclass
-class Artifact:
-    """A file the user gave us, kept with the run as it came."""
-
-    path: Path
-    name: str
-    size: int
-    sha256: str
 
 
 @dataclass

@@ -12,9 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from explorer.errors import DeviceProfileNotFound
-from explorer.ingest.neuron_columns import with_published_columns
-from explorer.ingest.neuron_schema import arrow_schema, table_names
 from explorer.model.device import DEVICE_PROFILES, DeviceProfile
+from explorer.model.neuron_schema import arrow_schema, table_names, with_published_columns
 
 DEVICE_DIR = "device"
 PROFILES_FILE = "device_profiles.parquet"

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from explorer.analysis.ops import MODULE_FRAME_PREFIX, compute_op_stats, compute_op_stats_by_module
 from explorer.errors import BadRequest
+from explorer.model.op_stats import MODULE_FRAME_PREFIX, compute_op_stats, compute_op_stats_by_module
 from explorer.store.catalog import RunRecord
 from explorer.store.runs import CACHED_SLICE_COLUMNS, RunStore
 

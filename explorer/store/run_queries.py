@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from explorer.analysis.ops import compute_op_stats, compute_op_stats_by_module
+from explorer.model.lanes import Lane
+from explorer.model.op_stats import compute_op_stats, compute_op_stats_by_module
 from explorer.store.queries import (
     DEFAULT_OP_VIEW,
     check_op_view,
@@ -53,7 +54,7 @@ def _restricted(slices: pa.Table, inside: np.ndarray, by_shape: bool, by_module:
     is_op = slices.column("is_op").to_numpy(zero_copy_only=False).astype(bool)
     outside_op = is_op & ~inside
     lane = np.asarray(slices.column("lane").to_numpy(zero_copy_only=False), dtype=object)
-    lane = np.where(outside_op, "runtime", lane)
+    lane = np.where(outside_op, Lane.RUNTIME.value, lane)
     table = slices.set_column(slices.schema.get_field_index("is_op"), "is_op", pa.array(is_op & inside))
     table = table.set_column(table.schema.get_field_index("lane"), "lane", pa.array(lane, pa.string()))
     if by_module:

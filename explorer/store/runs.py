@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from explorer.analysis.ops import device_time_summary
 from explorer.errors import RunNotFound, RunNotReady
-from explorer.ingest.sources import Artifact
+from explorer.model.artifacts import Artifact
+from explorer.model.op_stats import device_time_summary
 from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace
 from explorer.store.catalog import Catalog, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles

@@ -14,7 +14,7 @@ import pytest
 from explorer.errors import BadTrace
 from explorer.ingest.neuron import NAME_RULES, Source, source_of
 from explorer.ingest.neuron_parquet import table_kind
-from explorer.ingest.neuron_schema import RECOGNIZERS
+from explorer.model.neuron_schema import RECOGNIZERS
 from explorer.service import ingest_paths
 from explorer.store.queries import load_ops
 from explorer.store.runs import RunStore

@@ -407,3 +407,13 @@ def has_required_columns(table: str, columns: list[str]) -> bool:
 def major_version(version: str) -> int | None:
     head = version.strip().lstrip("vV").split(".", 1)[0]
     return int(head) if head.isdigit() else None
+
+
+def with_published_columns(name: str, table: pa.Table) -> pa.Table:
+    """`table` plus, as nulls, every published column it lacks; one null array per type is shared."""
+    nulls: dict[pa.DataType, pa.Array] = {}
+    for spec in fields_of(name):
+        if spec.name not in table.column_names:
+            column = nulls.setdefault(spec.arrow_type, pa.nulls(table.num_rows, spec.arrow_type))
+            table = table.append_column(spec.name, column)
+    return table

@@ -5,6 +5,8 @@ is an op's time minus its children's; device time is the device executions an op
 (directly) or total (with its descendants'). Where torch differs, on purpose: device total counts each
 execution once per row even under recursive frames (f -> g -> f), while CPU total stays key_averages()'
 sum over calls. Names torch hides are hidden here too. Views, sorting and formatting live elsewhere.
+It sits in model because ingest precomputes the op_stats tables, the store recomputes them for module
+views and older runs, and analysis reads them: all three layers above may import it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.analysis.nesting import nearest_ancestor_where
+from explorer.model.lanes import Lane
+from explorer.model.nesting import nearest_ancestor_where
 from explorer.model.tables import OP_STATS, OP_STATS_BY_MODULE
 
 # torch.autograd.profiler_util._filter_name: utility ops that key_averages() leaves out
@@ -80,7 +83,7 @@ def compute_op_events(slices: pa.Table) -> OpEvents:
     is_op = slices.column("is_op").to_numpy(zero_copy_only=False)
     hidden = np.isin(name, list(HIDDEN_OP_NAMES))
     is_op = is_op & ~hidden
-    node = is_op | ((lane == "runtime") & ~hidden)
+    node = is_op | ((lane == Lane.RUNTIME) & ~hidden)
     tparent = nearest_ancestor_where(slices.column("parent_id").to_numpy(), node)
     dur = slices.column("dur_ns").to_numpy()
 

@@ -1,7 +1,8 @@
 """Slice nesting per thread: parents, sub-rows for partial overlaps, ancestor queries.
 
 Works on numpy columns. Properly nested threads (the common case) are nested with array
-operations; only threads with partial overlaps take the sequential stack pass.
+operations; only threads with partial overlaps take the sequential stack pass. It sits in model because
+ingest builds the tree and the store and analysis walk it; none of those layers may import another.
 """
 
 from __future__ import annotations
