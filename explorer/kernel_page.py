@@ -1,5 +1,5 @@
 """The kernel view's data: a stored run's kernel table, its JSON object (`/api/runs/{id}/kernels`) and
-the page context type. The page is built in explorer.report (build_kernels_page), which imports this;
+the page context type. The page is built in explorer.pages (build_kernels_page), which imports this;
 nothing here renders or formats.
 """
 
@@ -19,6 +19,7 @@ from explorer.analysis.kernels import (
     sort_kernel_rows,
 )
 from explorer.errors import BadRequest
+from explorer.model.shapes import KernelCategory, KernelRow, KernelsResult, RunJson
 from explorer.store.runs import RunStore
 
 KERNEL_CATEGORIES = tuple(dict.fromkeys(rule.category for rule in CATEGORY_RULES))
@@ -28,10 +29,10 @@ KERNEL_CATEGORIES = tuple(dict.fromkeys(rule.category for rule in CATEGORY_RULES
 class KernelsPage:
     """`/runs/{id}/kernels?sort=&q=&category=&limit=`; twin `/api/runs/{id}/kernels` with the same query."""
 
-    run: dict[str, Any]
-    rows: list[dict[str, Any]]
+    run: RunJson
+    rows: list[KernelRow]
     device_total_ns: int
-    categories: list[dict[str, Any]]  # the whole run's breakdown, whatever the filter
+    categories: list[KernelCategory]  # the whole run's breakdown, whatever the filter
     sort: str
     q: str
     category: str
@@ -65,7 +66,7 @@ def compute_run_kernels(store: RunStore, run_id: str) -> KernelTable:
 
 
 def kernels_json(kernels: KernelTable, sort: str = "-total_ns", q: str = "", category: str = "",
-                 limit: int | None = None) -> dict[str, Any]:
+                 limit: int | None = None) -> KernelsResult:
     """The `/api/runs/{id}/kernels` object; the kernels page holds the same rows."""
     if category and category not in KERNEL_CATEGORIES:
         raise BadRequest(f"no kernel category {category!r}; categories: {', '.join(KERNEL_CATEGORIES)}")
