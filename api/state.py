@@ -13,9 +13,8 @@ from api.upload import IngestWorker
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
 from explorer.config import Settings
-from explorer.kernel_page import compute_run_kernels
 from explorer.model.shapes import Breakdown
-from explorer.pages import compute_run_breakdown
+from explorer.pages import compute_run_breakdown, compute_run_kernels
 from explorer.store.memo import RunMemo
 from explorer.store.runs import RunStore
 

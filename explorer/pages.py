@@ -11,9 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+import pyarrow.parquet as pq
+
 from explorer.analysis.breakdown import compute_breakdown
 from explorer.analysis.compare import RunOps, compute_compare, kernel_table
-from explorer.analysis.kernels import KernelTable
+from explorer.analysis.kernels import (
+    CATEGORY_RULES,
+    KernelTable,
+    compute_kernel_table,
+    sort_descending,
+    sort_kernel_rows,
+)
 from explorer.charts import (
     make_compare_figure,
     make_kernel_category_figure,
@@ -22,11 +30,13 @@ from explorer.charts import (
     make_top_ops_figure,
 )
 from explorer.errors import BadRequest
-from explorer.kernel_page import KernelsPage, compute_run_kernels, kernels_json
 from explorer.model.shapes import (
     Breakdown,
     CompareResult,
     Headline,
+    KernelCategory,
+    KernelRow,
+    KernelsResult,
     OpRow,
     OpsResult,
     RunJson,
@@ -51,6 +61,7 @@ from explorer.store.queries import (
 from explorer.store.run_queries import load_ops_in_range
 from explorer.store.runs import RunStore
 
+KERNEL_CATEGORIES = tuple(dict.fromkeys(rule.category for rule in CATEGORY_RULES))
 TOP_OPS = 15
 MAX_COMPARE_RUNS = 8
 RUNS_PAGE_LIMIT = 1000
@@ -106,8 +117,30 @@ class OverviewPage:
         return float(hw[0]["busy_pct"]) if hw else None
 
 
+class SortLinks:
+    """The sort links of a table page; `sort_descending` is its table's rule for a bare column."""
+
+    sort: str
+
+    def sort_descending(self, sort: str) -> bool:
+        raise NotImplementedError
+
+    def query(self, **override: Any) -> str:
+        raise NotImplementedError
+
+    @property
+    def descending(self) -> bool:
+        return self.sort_descending(self.sort)
+
+    def sort_link(self, column: str) -> str:
+        """Query string sorting by `column`: numbers first descending, text ascending; the sorted
+        column flips."""
+        desc = not self.descending if self.sort.lstrip("-+") == column else self.sort_descending(column)
+        return "?" + self.query(sort=("-" if desc else "+") + column)
+
+
 @dataclass
-class OpsPage:
+class OpsPage(SortLinks):
     """`/runs/{id}/ops?sort=&q=&by_shape=&limit=`; twin `/api/runs/{id}/ops` with the same query."""
 
     run: RunJson
@@ -128,15 +161,8 @@ class OpsPage:
         """Query string of the same table in another view (filter, grouping and sort kept)."""
         return "?" + self.query(view=view)
 
-    @property
-    def descending(self) -> bool:
-        return op_sort_descending(self.sort)
-
-    def sort_link(self, column: str) -> str:
-        """Query string sorting by `column`: numbers first descending, text ascending; the sorted
-        column flips."""
-        desc = not self.descending if self.sort.lstrip("-+") == column else op_sort_descending(column)
-        return "?" + self.query(sort=("-" if desc else "+") + column)
+    def sort_descending(self, sort: str) -> bool:
+        return op_sort_descending(sort)
 
     def query(self, **override: Any) -> str:
         params: dict[str, Any] = {"sort": self.sort, "q": self.q, "by_shape": int(self.by_shape)}
@@ -147,6 +173,30 @@ class OpsPage:
         if params["view"] == DEFAULT_OP_VIEW:  # the default view's links read as before views existed
             del params["view"]
         return urlencode({k: v for k, v in params.items() if v not in ("", None, 0) or k == "sort"})
+
+
+@dataclass
+class KernelsPage(SortLinks):
+    """`/runs/{id}/kernels?sort=&q=&category=&limit=`; twin `/api/runs/{id}/kernels` with the same query."""
+
+    run: RunJson
+    rows: list[KernelRow]
+    device_total_ns: int
+    categories: list[KernelCategory]  # the whole run's breakdown, whatever the filter
+    sort: str
+    q: str
+    category: str
+    limit: int | None
+    figures: dict[str, dict[str, Any]]
+    twin: str = ""
+
+    def sort_descending(self, sort: str) -> bool:
+        return sort_descending(sort)
+
+    def query(self, **override: Any) -> str:
+        params: dict[str, Any] = {"sort": self.sort, "q": self.q, "category": self.category, "limit": self.limit}
+        params.update(override)
+        return urlencode({k: v for k, v in params.items() if v not in ("", None) or k == "sort"})
 
 
 @dataclass
@@ -307,6 +357,24 @@ def build_tracks(store: RunStore, run_id: str) -> Tracks:
 
 
 # ---- kernels ----------------------------------------------------------------------------------
+
+def compute_run_kernels(store: RunStore, run_id: str) -> KernelTable:
+    """The kernel table of a stored run: the cached slice columns plus the args of its device
+    executions, read from Parquet (only those rows' args)."""
+    store.require_ready(run_id)
+    args = pq.read_table(store.table_path(run_id, "slices"), columns=["args"],
+                         filters=[("device_time", "=", True)]).column("args")
+    return compute_kernel_table(store.table(run_id, "slices"), args)
+
+
+def kernels_json(kernels: KernelTable, sort: str = "-total_ns", q: str = "", category: str = "",
+                 limit: int | None = None) -> KernelsResult:
+    """The `/api/runs/{id}/kernels` object; the kernels page holds the same rows."""
+    if category and category not in KERNEL_CATEGORIES:
+        raise BadRequest(f"no kernel category {category!r}; categories: {', '.join(KERNEL_CATEGORIES)}")
+    return {"rows": sort_kernel_rows(kernels.table, sort, limit, q, category),
+            "device_total_ns": kernels.device_total_ns, "categories": kernels.categories}
+
 
 def build_kernels_page(store: RunStore, run_id: str, sort: str = "-total_ns", q: str = "", category: str = "",
                        limit: int | None = None, kernels: KernelTable | None = None) -> KernelsPage:

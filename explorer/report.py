@@ -21,9 +21,9 @@ from explorer import __version__
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
 from explorer.config import PROJECT_ROOT
-from explorer.kernel_page import KernelsPage
 from explorer.model.shapes import RunJson
 from explorer.pages import (
+    KernelsPage,
     OpsPage,
     OverviewPage,
     build_kernels_page,

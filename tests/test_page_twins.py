@@ -14,12 +14,18 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-import explorer.kernel_page
 import explorer.pages
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
-from explorer.kernel_page import KernelsPage
-from explorer.pages import ComparePage, NotReadyPage, OpsPage, OverviewPage, RunsPage, TimelinePage
+from explorer.pages import (
+    ComparePage,
+    KernelsPage,
+    NotReadyPage,
+    OpsPage,
+    OverviewPage,
+    RunsPage,
+    TimelinePage,
+)
 from explorer.service import ingest_paths
 from tests.kernel_trace import write_kernel_trace
 
@@ -126,7 +132,7 @@ def test_every_page_context_equals_its_json_twin(served: tuple[TestClient, dict[
 
 def test_the_table_covers_every_page_type(served: tuple[TestClient, dict[str, str], dict[str, Path]]) -> None:
     client, runs, _ = served
-    page_types = {cls for module in (explorer.pages, explorer.kernel_page) for cls in vars(module).values()
+    page_types = {cls for cls in vars(explorer.pages).values()
                   if dataclasses.is_dataclass(cls) and "twin" in {f.name for f in dataclasses.fields(cls)}}
     seen = {type(page_and_twin(client, path.format(**runs))[0]) for path in PAGES}
     pending = client.app.state.explorer.store.catalog.create("pending")  # type: ignore[attr-defined]

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import RunDep, StateDep
-from explorer.kernel_page import kernels_json
 from explorer.model.shapes import KernelsResult
+from explorer.pages import kernels_json
 
 router = APIRouter(tags=["analysis"])
 
