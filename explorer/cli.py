@@ -137,11 +137,9 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
     except ExplorerError as exc:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
-    if not by_shape:
-        for r in rows:
-            r.pop("input_shapes", None)
-    if as_json:
-        out.print_json(json.dumps(rows))
+    if as_json:  # without by_shape the per-name table's input_shapes is always "": not shown
+        out.print_json(json.dumps(rows if by_shape else [{k: v for k, v in r.items() if k != "input_shapes"}
+                                                          for r in rows]))
         return
     table = Table(*(["module"] if by_module else []), "name", *(["input shapes"] if by_shape else []), "calls",
                   "CPU total", "self CPU", "CPU avg", "device total", "self device", "device %")

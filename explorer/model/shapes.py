@@ -9,7 +9,7 @@ forbidden, so a field added to a result without its shape fails the route's vali
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired
 
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
@@ -86,10 +86,10 @@ class Tracks(TypedDict):
 # ---- op table -----------------------------------------------------------------------------------
 
 @with_config(STRICT)
-class OpRow(TypedDict, total=False):
+class OpRow(TypedDict):
     """One op table row (explorer.model.tables.OP_STATS); `module` only when grouped by nn.Module."""
 
-    module: str
+    module: NotRequired[str]
     name: str
     input_shapes: str
     kind: str
