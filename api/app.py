@@ -30,12 +30,12 @@ PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    store = RunStore(settings.data_dir)
+    store = RunStore(settings.data_dir, settings.cache_runs, settings.op_table_cache)
     interrupted = store.recover()
     if interrupted:
         log.warning("%d ingests were interrupted by the last shutdown; marked failed", interrupted)
     state = AppState(settings, store, IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes),
-                     RunMemo())
+                     RunMemo(settings.derived_cache_entries))
     state.worker.on_ready = state.warm
 
     @asynccontextmanager

@@ -53,4 +53,4 @@ ShareRunDep = Annotated[RunRecord, Depends(get_share_run)]
 
 def origin_ns(run: RunRecord) -> int:
     """The run's time origin: every timeline-facing time is relative to it (docs/API.md "Times")."""
-    return int(run.summary.get("start_ns", 0))
+    return run.summary.start_ns

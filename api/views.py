@@ -1,17 +1,16 @@
 """JSON shapes of catalog records (runs, shares) as docs/API.md defines them; no computation.
 
-A run's shape is defined once, in explorer.report (pages and the offline report use it too)."""
+A run's shape is defined once, in explorer.pages (pages and the offline report use it too)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from explorer.report import run_json, run_links
+from api.schemas import ShareJson
+from explorer.pages import run_json, run_links
 from explorer.store.catalog import ShareRecord
 
 __all__ = ["run_json", "run_links", "share_json"]
 
 
-def share_json(share: ShareRecord) -> dict[str, Any]:
+def share_json(share: ShareRecord) -> ShareJson:
     return {"token": share.token, "run_id": share.run_id, "url": f"/s/{share.token}",
             "created_at": share.created_at, "revoked": share.revoked}

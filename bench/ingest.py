@@ -30,7 +30,7 @@ store = RunStore(Path(sys.argv[2]))
 t = time.perf_counter()
 rec = ingest_paths(store, [Path(sys.argv[1])], "bench")
 dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "slices": rec.summary["slices"], "flows": rec.summary["flows"],
+print(json.dumps({"seconds": dt, "slices": rec.summary.slices, "flows": rec.summary.flows,
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 """
 

@@ -84,7 +84,7 @@ def prepare(data_dir: Path, events: int) -> str:
         print(f"generated {events:,} events ({size / 1e6:.0f} MB) in {time.perf_counter() - t:.1f} s", flush=True)
         t = time.perf_counter()
         rec = ingest_paths(store, [trace], name)
-        print(f"ingested in {time.perf_counter() - t:.1f} s: {rec.summary['slices']:,} slices", flush=True)
+        print(f"ingested in {time.perf_counter() - t:.1f} s: {rec.summary.slices:,} slices", flush=True)
     store.catalog.close()
     return rec.id
 

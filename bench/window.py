@@ -53,7 +53,7 @@ def ensure_run(data_dir: Path, n_events: int) -> str:
         print(f"  wrote {trace.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - started:.1f} s", flush=True)
         started = time.perf_counter()
         rec = ingest_paths(store, [trace], name)
-        print(f"  ingested {rec.summary['slices']:,} slices in {time.perf_counter() - started:.1f} s", flush=True)
+        print(f"  ingested {rec.summary.slices:,} slices in {time.perf_counter() - started:.1f} s", flush=True)
     return rec.id
 
 

@@ -20,6 +20,7 @@ from explorer import __version__
 from explorer.config import Settings
 from explorer.errors import ExplorerError
 from explorer.model.lanes import Lane
+from explorer.store.catalog import RunRecord
 from explorer.store.runs import RunStore
 
 console = Console(stderr=True)
@@ -38,7 +39,7 @@ def fmt_ns(ns: int | float) -> str:
 
 def _store(data_dir: Path | None) -> RunStore:
     settings = Settings() if data_dir is None else Settings(data_dir=data_dir)
-    return RunStore(settings.data_dir)
+    return RunStore(settings.data_dir, settings.cache_runs, settings.op_table_cache)
 
 
 data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), default=None,
@@ -77,19 +78,18 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], dat
     if tags:
         store.catalog.set_tags(rec.id, list(tags))
     s = rec.summary
-    console.print(f"ingested {s['slices']:,} slices on {s['tracks']} tracks, span {fmt_ns(s['span_ns'])}, "
-                  f"{s['warning_count']} warnings", highlight=False)
-    for w in s["warnings"][:10]:
-        console.print(f"  warning: {w['count']} x {w['message']}", highlight=False, markup=False)
+    console.print(f"ingested {s.slices:,} slices on {s.tracks} tracks, span {fmt_ns(s.span_ns)}, "
+                  f"{s.warning_count} warnings", highlight=False)
+    for w in s.warnings[:10]:
+        console.print(f"  warning: {w.count} x {w.message}", highlight=False, markup=False)
     out.print(rec.id, highlight=False)
 
 
-def run_row(rec: Any) -> dict[str, Any]:
+def run_row(rec: RunRecord) -> dict[str, Any]:
     s = rec.summary
     return {
         "id": rec.id, "name": rec.name, "status": rec.status, "message": rec.message, "tags": rec.tags,
-        "span_ns": s.get("span_ns", 0), "slices": s.get("slices", 0),
-        "slices_per_lane": s.get("slices_per_lane", {}), "created_at": rec.created_at,
+        "span_ns": s.span_ns, "slices": s.slices, "slices_per_lane": s.slices_per_lane, "created_at": rec.created_at,
     }
 
 
@@ -141,11 +141,9 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
     except ExplorerError as exc:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
-    if not by_shape:
-        for r in rows:
-            r.pop("input_shapes", None)
-    if as_json:
-        out.print_json(json.dumps(rows))
+    if as_json:  # without by_shape the per-name table's input_shapes is always "": not shown
+        out.print_json(json.dumps(rows if by_shape else [{k: v for k, v in r.items() if k != "input_shapes"}
+                                                          for r in rows]))
         return
     table = Table(*(["module"] if by_module else []), "name", *(["input shapes"] if by_shape else []), "calls",
                   "CPU total", "self CPU", "CPU avg", "device total", "self device", "device %")

@@ -23,5 +23,10 @@ class Settings(BaseSettings):
     ingest_workers: int = Field(1, description="Concurrent background ingests")
     sql_timeout_s: float = Field(10.0, description="Time limit of one SQL query")
     sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")
+    cache_runs: int = Field(4, description="Runs whose tables (slices without args, tracks, ...) stay in memory")
+    derived_cache_entries: int = Field(
+        16, description="Per-run derived values kept in memory (timeline index, breakdown, kernel table), all runs")
+    op_table_cache: int = Field(
+        8, description="Op tables computed on load (grouped by nn.Module, or of runs stored before op views)")
     templates_dir: Path = Field(PROJECT_ROOT / "templates", description="Jinja templates")
     static_dir: Path = Field(PROJECT_ROOT / "static", description="Static assets (JS, CSS, vendored plotly)")

@@ -214,7 +214,7 @@ def run_demo(store: RunStore, *, device: str | None = None, shape: tuple[int, ..
             rec = ingest_paths(store, [trace], name, progress=ingest_progress)
             store.catalog.set_tags(rec.id, [DEMO_TAG, dev.split(":")[0]])
             result.run_ids.append(rec.id)
-            say(f"{name}: run {rec.id}, {rec.summary.get('slices', 0):,} events")
+            say(f"{name}: run {rec.id}, {rec.summary.slices:,} events")
     report(1.0, "done")
     return result
 
@@ -237,7 +237,7 @@ def summarize(store: RunStore, result: DemoResult) -> list[VariantSummary]:
     rows: list[VariantSummary] = []
     for run_id in result.run_ids:
         rec = store.get(run_id)
-        device_ns = int(rec.summary.get("device", {}).get("device_total_ns", 0))
+        device_ns = rec.summary.device_total_ns
         if device_ns > 0:
             total, clock = device_ns, "device"
         else:

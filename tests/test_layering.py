@@ -29,7 +29,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("core", ("explorer.ingest", "explorer.store", "explorer.analysis"), independent=True),
     Layer("charts", ("explorer.charts",)),
     Layer("render", ("explorer.render",)),
-    Layer("pages", ("explorer.pages", "explorer.report", "explorer.kernel_page")),
+    Layer("pages", ("explorer.pages", "explorer.report")),
     Layer("cli", ("explorer.service", "explorer.demo", "explorer.upload_client", "explorer.cli")),
     Layer("api", ("api",)),
 )
@@ -115,7 +115,7 @@ def test_each_layer_imports_only_itself_and_below(layer: str) -> None:
     ("explorer.analysis.lod", "explorer.analysis.lod_pyramid", True),  # within a package
     ("explorer.store.runs", "explorer.model.op_stats", True),
     ("explorer.model.op_stats", "explorer.errors", True),
-    ("explorer.pages", "explorer.kernel_page", True),  # one layer, not independent
+    ("explorer.pages", "explorer.report", True),  # one layer, not independent
     ("explorer.report", "explorer.store.queries", True),
     ("api.routes.pages", "explorer.pages", True),
     ("explorer.ingest.chrome", "numpy", True),

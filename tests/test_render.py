@@ -15,17 +15,9 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
+from explorer.pages import ComparePage, NotReadyPage, OpsPage, OverviewPage, RunsPage, TimelinePage
 from explorer.render import fmt_dur, fmt_ns, inline_plotly, json_for_script, make_environment
-from explorer.report import (
-    ComparePage,
-    NotReadyPage,
-    OpsPage,
-    OverviewPage,
-    RunsPage,
-    TimelinePage,
-    build_report,
-    render_report,
-)
+from explorer.report import build_report, render_report
 from explorer.service import ingest_paths
 
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')

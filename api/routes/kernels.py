@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from api.deps import RunDep, StateDep
-from explorer.kernel_page import kernels_json
+from explorer.model.shapes import KernelsResult
+from explorer.pages import kernels_json
 
 router = APIRouter(tags=["analysis"])
 
@@ -15,7 +16,7 @@ router = APIRouter(tags=["analysis"])
 @router.get("/api/runs/{run_id}/kernels")
 def kernels(run: RunDep, state: StateDep, sort: str = "-total_ns",
             limit: Annotated[int | None, Query(ge=0, le=100000)] = None, q: str = "",
-            category: str = "") -> dict[str, Any]:
+            category: str = "") -> KernelsResult:
     """Kernels (and memcpy / memset / other device executions) by name: calls, total/avg/min/max and
     nearest-rank p50/p95 ns, % of device time, top launching ops, launch config; plus time per category."""
     return kernels_json(state.kernels(run.id), sort=sort, q=q, category=category, limit=limit)

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
+from api.schemas import Health, Version
 from explorer import __version__
 
 router = APIRouter(prefix="/-", tags=["meta"])
 
 
 @router.get("/health")
-def health() -> dict[str, Any]:
+def health() -> Health:
     return {"status": "ok"}
 
 
 @router.get("/version")
-def version() -> dict[str, Any]:
+def version() -> Version:
     return {"version": __version__, "api": 1}

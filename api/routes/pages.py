@@ -1,4 +1,4 @@
-"""HTML pages: each handler builds one typed context (explorer.report) and renders it; the same data
+"""HTML pages: each handler builds one typed context (explorer.pages) and renders it; the same data
 is what the page's JSON twin returns. No SQL, no plotly, no formatting here (CONTRIBUTING.md, habits 2, 3, 8)."""
 
 from __future__ import annotations
@@ -15,19 +15,18 @@ from fastapi.templating import Jinja2Templates
 from api.deps import AnyRunDep, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns
 from api.routes.runs import parse_csv
 from api.state import AppState
-from explorer.render import APP_SCRIPTS, make_environment
-from explorer.report import (
+from explorer.pages import (
     NotReadyPage,
     build_compare_page,
     build_kernels_page,
     build_ops_page,
     build_overview,
-    build_report,
     build_runs_page,
     build_timeline_page,
-    render_report,
     run_json,
 )
+from explorer.render import APP_SCRIPTS, make_environment
+from explorer.report import build_report, render_report
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from api.deps import AnyRunDep, RunDep, StateDep, origin_ns
+from api.deps import AnyRunDep, RunDep, StateDep
+from api.schemas import UploadAccepted
 from api.upload import receive_upload, upload_name
 from api.views import run_json
 from explorer.errors import BadRequest, RunNotReady
+from explorer.model.shapes import RunJson, RunList, Tracks
+from explorer.pages import build_tracks, compute_run_list
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 
@@ -26,7 +29,7 @@ class RunPatch(BaseModel):
 
 
 @router.post("", status_code=202, openapi_extra=UPLOAD_BODY)
-async def upload_run(request: Request, state: StateDep, response: Response) -> dict[str, Any]:
+async def upload_run(request: Request, state: StateDep, response: Response) -> UploadAccepted:
     """Upload trace files (or an archive) as one run; ingest runs in the background."""
     upload = await receive_upload(request, state.store.tmp_dir, state.settings.max_upload_bytes)
     existing = state.store.catalog.find_by_sha(upload.sha256)
@@ -47,18 +50,17 @@ async def upload_run(request: Request, state: StateDep, response: Response) -> d
 @router.get("")
 def list_runs(state: StateDep, name: str | None = None, tag: str | None = None, status: str | None = None,
               limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-              offset: Annotated[int, Query(ge=0)] = 0) -> dict[str, Any]:
-    records, total = state.store.catalog.list(name=name, tag=tag, status=status, limit=limit, offset=offset)
-    return {"runs": [run_json(r) for r in records], "total": total, "limit": limit, "offset": offset}
+              offset: Annotated[int, Query(ge=0)] = 0) -> RunList:
+    return compute_run_list(state.store, name=name, tag=tag, status=status, limit=limit, offset=offset)
 
 
 @router.get("/{run_id}")
-def get_run(run: AnyRunDep) -> dict[str, Any]:
+def get_run(run: AnyRunDep) -> RunJson:
     return run_json(run)
 
 
 @router.patch("/{run_id}")
-def patch_run(run: AnyRunDep, patch: RunPatch, state: StateDep) -> dict[str, Any]:
+def patch_run(run: AnyRunDep, patch: RunPatch, state: StateDep) -> RunJson:
     if patch.name is not None:
         state.store.catalog.update(run.id, name=patch.name.strip() or run.name)
     if patch.tags is not None:
@@ -76,9 +78,9 @@ def delete_run(run: AnyRunDep, state: StateDep) -> Response:
 
 
 @router.get("/{run_id}/tracks")
-def tracks(run: RunDep, state: StateDep) -> dict[str, Any]:
-    table = state.store.table(run.id, "tracks").drop_columns(["sort_key"])
-    return {"origin_ns": origin_ns(run), "tracks": table.to_pylist()}
+def tracks(run: RunDep, state: StateDep) -> Tracks:
+    """Every track with all its columns; the timeline orders a lane's tracks by `sort_key`."""
+    return build_tracks(state.store, run.id)
 
 
 def parse_csv(value: str | None, what: str) -> list[str] | None:

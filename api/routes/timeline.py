@@ -14,6 +14,7 @@ from explorer.analysis.chain import build_event_detail
 from explorer.analysis.lod import compute_window
 from explorer.analysis.search import compute_search
 from explorer.errors import EventNotFound
+from explorer.model.shapes import EventDetail, SearchResult, TimelineWindow
 from explorer.store.run_queries import load_slice_column
 
 router = APIRouter(prefix="/api/runs/{run_id}", tags=["timeline"])
@@ -25,12 +26,12 @@ def _window_error(field: str, msg: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("query", field), "msg": msg, "type": "value_error"}])
 
 
-@router.get("/timeline", response_class=FastJSONResponse)
+@router.get("/timeline", response_class=FastJSONResponse, response_model=TimelineWindow)
 def timeline(run: RunDep, state: StateDep, start_ns: int | None = None, end_ns: int | None = None,
              width_px: Annotated[int, Query(ge=1, le=MAX_WIDTH_PX)] = 2000, tracks: str | None = None,
              lanes: str | None = None) -> FastJSONResponse:
     """Level-of-detail window (relative ns): wide slices, per-pixel merged ones, counters, flows."""
-    span = int(run.summary.get("span_ns", 0))
+    span = run.summary.span_ns
     start = 0 if start_ns is None else start_ns
     end = max(span, 1) if end_ns is None else end_ns
     if end <= start:
@@ -52,7 +53,7 @@ def _track_selection(track_lane: dict[int, str], tracks: str | None, lanes: str 
     return [t for t in chosen if not lane_set or track_lane.get(t) in lane_set]
 
 
-@router.get("/events/{slice_id}")
+@router.get("/events/{slice_id}", response_class=FastJSONResponse, response_model=EventDetail)
 def event(run: RunDep, state: StateDep, slice_id: int) -> FastJSONResponse:
     """All fields and args of one slice, its parents, children and linked chain across lanes."""
     rows = state.store.slice_rows(run.id, [slice_id])
@@ -62,7 +63,7 @@ def event(run: RunDep, state: StateDep, slice_id: int) -> FastJSONResponse:
     return fast_json(build_event_detail(slices, flows, rows[0], origin_ns(run)))
 
 
-@router.get("/search")
+@router.get("/search", response_class=FastJSONResponse, response_model=SearchResult)
 def search(run: RunDep, state: StateDep, q: Annotated[str, Query(min_length=1, max_length=500)],
            regex: bool = False, args: bool = False,
            limit: Annotated[int, Query(ge=0, le=10000)] = 100) -> FastJSONResponse:

@@ -10,13 +10,12 @@ Pure functions over a run's cached columns; no I/O.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.model.lanes import Lane
+from explorer.model.shapes import Breakdown, DeviceBusy, Gap, LaneBusy
 
 I64 = np.int64
 TOP_GAPS = 20
@@ -37,7 +36,7 @@ def union_segments(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def compute_breakdown(slices: pa.Table, tracks: pa.Table, flows: pa.Table, start_ns: int, end_ns: int,
-                      top: int = TOP_GAPS) -> dict[str, Any]:
+                      top: int = TOP_GAPS) -> Breakdown:
     """Busy/idle per lane and device plus device gaps; gap times are relative to `start_ns`."""
     span = max(end_ns - start_ns, 1)
     track_ids = tracks.column("track_id").to_numpy()
@@ -53,7 +52,7 @@ def compute_breakdown(slices: pa.Table, tracks: pa.Table, flows: pa.Table, start
     devices, gaps = _devices_and_gaps(slices, tracks, flows, ts, end, span)
     largest = np.argsort(-gaps["dur"], kind="stable")[:top]
     names = slices.column("name")
-    rows = [{"start": int(gaps["start"][i]) - start_ns, "end": int(gaps["end"][i]) - start_ns,
+    rows: list[Gap] = [{"start": int(gaps["start"][i]) - start_ns, "end": int(gaps["end"][i]) - start_ns,
              "dur_ns": int(gaps["dur"][i]), "device": str(gaps["device"][i]),
              "before": {"slice_id": int(gaps["before"][i]), "name": names[int(gaps["before"][i])].as_py()},
              "after": {"slice_id": int(gaps["after"][i]), "name": names[int(gaps["after"][i])].as_py()},
@@ -63,10 +62,10 @@ def compute_breakdown(slices: pa.Table, tracks: pa.Table, flows: pa.Table, start
 
 
 def _lane_rows(lane: np.ndarray, lanes_of: np.ndarray, devtime: np.ndarray, ts: np.ndarray, end: np.ndarray,
-               span: int) -> list[dict[str, Any]]:
+               span: int) -> list[LaneBusy]:
     """Busy/idle per lane. The hardware lane counts executions only; `excluded_slices` says how many
     of its slices (annotations) were left out."""
-    lanes = []
+    lanes: list[LaneBusy] = []
     for name in sorted({str(v) for v in lanes_of if v != Lane.COUNTER}):
         in_lane = lane == name
         mask = in_lane & devtime if name == Lane.HARDWARE else in_lane
@@ -81,14 +80,14 @@ def _lane_rows(lane: np.ndarray, lanes_of: np.ndarray, devtime: np.ndarray, ts: 
 
 
 def _devices_and_gaps(slices: pa.Table, tracks: pa.Table, flows: pa.Table, ts: np.ndarray, end: np.ndarray,
-                      span: int) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+                      span: int) -> tuple[list[DeviceBusy], dict[str, np.ndarray]]:
     """Per device busy time, and every gap between its executions as columns (start, end, dur,
     device, before, after, cause)."""
     hw = tracks.filter(pc.equal(tracks.column("lane"), Lane.HARDWARE))
     devtime = slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool)
     tr = slices.column("track_id").to_numpy()
     context = _HostContext(slices, flows)
-    devices: list[dict[str, Any]] = []
+    devices: list[DeviceBusy] = []
     parts: list[dict[str, np.ndarray]] = []
     groups: dict[str, list[int]] = {}
     for tid, dev, label in zip(hw.column("track_id").to_pylist(), hw.column("device").to_pylist(),

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.errors import BadRequest
+from explorer.model.shapes import CompareResult, CompareSide, DiffRow, Headline, KernelCompare, KernelTotals
 
 BASELINE_TAGS = ("baseline", "before")
 OP_FIELDS = ("calls", "device_total_ns", "self_device_ns", "cpu_total_ns", "self_cpu_ns")
@@ -73,7 +74,7 @@ def headline_metric(runs: Sequence[Mapping[str, Any]]) -> str:
     return "device_total_ns" if any(r.get("device_total_ns") for r in runs) else "cpu_total_ns"
 
 
-def compute_headline(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def compute_headline(runs: Sequence[Mapping[str, Any]]) -> Headline:
     """Total of the compare metric per run (baseline first), its delta and % change against the baseline.
     The page and /api/compare both show this one object."""
     metric = headline_metric(runs)
@@ -102,11 +103,11 @@ def _row_status(statuses: Sequence[str]) -> str:
 
 
 def diff_rows(ids: Sequence[str], tables: Sequence[Mapping[str, Mapping[str, int]]], fields: Sequence[str],
-              pct_field: str) -> list[dict[str, Any]]:
+              pct_field: str) -> list[DiffRow]:
     """Rows per name over `tables` (name -> field -> int, baseline first): each run's values (None where
     the name is absent), and per non-baseline run its status and the delta of every field against the
     baseline (an absent side counts as 0), with the % change of `pct_field`. Unsorted."""
-    rows = []
+    rows: list[DiffRow] = []
     for name in sorted({n for t in tables for n in t}):
         per_run = [dict(t[name]) if name in t else None for t in tables]
         base = per_run[0]
@@ -121,9 +122,9 @@ def diff_rows(ids: Sequence[str], tables: Sequence[Mapping[str, Mapping[str, int
     return rows
 
 
-def sort_by_largest_delta(rows: list[dict[str, Any]], field: str) -> list[dict[str, Any]]:
+def sort_by_largest_delta(rows: list[DiffRow], field: str) -> list[DiffRow]:
     """Largest |Δ field| over the non-baseline runs first; ties by the largest value in any run, then name."""
-    def key(row: dict[str, Any]) -> tuple[int, int, str]:
+    def key(row: DiffRow) -> tuple[int, int, str]:
         delta = max((abs(int(v[field])) for v in row["vs_baseline"]), default=0)
         size = max((int(p[field]) for p in row["per_run"] if p), default=0)
         return (-delta, -size, row["name"])
@@ -135,7 +136,7 @@ def _op_dicts(ops: pa.Table) -> dict[str, dict[str, int]]:
     return {r["name"]: {k: int(r[k]) for k in OP_FIELDS} for r in ops.select(["name", *OP_FIELDS]).to_pylist()}
 
 
-def compute_compare(runs: list[RunOps], baseline: str | None = None) -> dict[str, Any]:
+def compute_compare(runs: list[RunOps], baseline: str | None = None) -> CompareResult:
     """Ops and kernels of `runs` (in link order) against the baseline `choose_baseline` picks; the result
     lists the baseline first. Rows are sorted by the largest |Δ self device| (|Δ self CPU| host-only)."""
     choice = choose_baseline([r.id for r in runs], [r.tags for r in runs], baseline)
@@ -143,7 +144,7 @@ def compute_compare(runs: list[RunOps], baseline: str | None = None) -> dict[str
     ids = [r.id for r in ordered]
     tables = [_op_dicts(r.ops) for r in ordered]
     # a run's CPU time is the sum of self CPU: op totals nest (an op's total includes its children's)
-    sides = [{"id": r.id, "name": r.name, "tags": list(r.tags), "device_total_ns": int(r.device_total_ns),
+    sides: list[CompareSide] = [{"id": r.id, "name": r.name, "tags": list(r.tags), "device_total_ns": int(r.device_total_ns),
               "cpu_total_ns": sum(p["self_cpu_ns"] for p in t.values())} for r, t in zip(ordered, tables, strict=True)]
     headline = compute_headline(sides)
     device = headline["metric"] == "device_total_ns"
@@ -168,14 +169,14 @@ def kernel_table(slices: pa.Table) -> pa.Table:
                      "total_ns": g.column("dur_ns_sum").cast(pa.int64())}, schema=KERNEL_TABLE)
 
 
-def compute_kernel_compare(ids: Sequence[str], kernels: Sequence[pa.Table | None]) -> dict[str, Any]:
+def compute_kernel_compare(ids: Sequence[str], kernels: Sequence[pa.Table | None]) -> KernelCompare:
     """Kernels per name across runs (baseline first): calls and total_ns per run, status and Δ per
     non-baseline run, sorted by the largest |Δ total_ns|."""
     tables: list[dict[str, dict[str, int]]] = []
     for table in kernels:
         rows = [] if table is None else table.select(["name", *KERNEL_FIELDS]).to_pylist()
         tables.append({r["name"]: {k: int(r[k]) for k in KERNEL_FIELDS} for r in rows})
-    totals = [{"id": rid, "calls": sum(p["calls"] for p in t.values()),
+    totals: list[KernelTotals] = [{"id": rid, "calls": sum(p["calls"] for p in t.values()),
                "total_ns": sum(p["total_ns"] for p in t.values())}
               for rid, t in zip(ids, tables, strict=True)]
     rows = diff_rows(ids, tables, KERNEL_FIELDS, "total_ns")

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from explorer.errors import BadRequest
 from explorer.model.op_stats import op_key_name
+from explorer.model.shapes import KernelCategory, KernelRow
 
 TOP_OPS_PER_KERNEL = 3
 PERCENTILES = (50, 95)
@@ -88,7 +89,7 @@ class KernelTable:
 
     table: pa.Table
     device_total_ns: int
-    categories: list[dict[str, Any]]
+    categories: list[KernelCategory]
 
 
 def categorize(names: pa.Array, cats: pa.Array) -> pa.Array:
@@ -247,9 +248,9 @@ def _int_list(text: str | None) -> list[int] | None:
     return [int(v) for v in json.loads(text)]
 
 
-def _categories(table: pa.Table, device_total: int) -> list[dict[str, Any]]:
+def _categories(table: pa.Table, device_total: int) -> list[KernelCategory]:
     g = table.group_by("category", use_threads=False).aggregate([("calls", "sum"), ("total_ns", "sum")])
-    rows = [{"category": c, "calls": int(n), "total_ns": int(t),
+    rows: list[KernelCategory] = [{"category": c, "calls": int(n), "total_ns": int(t),
              "device_pct": 100.0 * int(t) / device_total if device_total else 0.0}
             for c, n, t in zip(g.column("category").to_pylist(), g.column("calls_sum").to_pylist(),
                                g.column("total_ns_sum").to_pylist(), strict=True)]
@@ -257,7 +258,7 @@ def _categories(table: pa.Table, device_total: int) -> list[dict[str, Any]]:
 
 
 def sort_kernel_rows(table: pa.Table, sort: str = "-total_ns", limit: int | None = None, q: str = "",
-                     category: str = "") -> list[dict[str, Any]]:
+                     category: str = "") -> list[KernelRow]:
     """Filter (name substring, any case; exact category), sort (`-col` descending, `+col` ascending,
     a bare column descending unless it is text) and cut the kernel table into rows."""
     key = sort.lstrip("-+")
@@ -270,7 +271,7 @@ def sort_kernel_rows(table: pa.Table, sort: str = "-total_ns", limit: int | None
     table = table.sort_by([(key, "descending" if sort_descending(sort) else "ascending"), ("name", "ascending")])
     if limit is not None:
         table = table.slice(0, max(0, limit))
-    rows: list[dict[str, Any]] = table.to_pylist()
+    rows: list[KernelRow] = table.to_pylist()
     return rows
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.errors import RunNotFound
+from explorer.model.summary import RunSummary, load_summary
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -60,7 +61,7 @@ class RunRecord:
     updated_at: float
     sha256: str
     source: str
-    summary: dict[str, Any]
+    summary: RunSummary
     tags: list[str] = field(default_factory=list)
 
 
@@ -114,7 +115,7 @@ class Catalog:
 
     def update(self, run_id: str, **fields: Any) -> None:
         allowed = {"name", "status", "progress", "message", "sha256", "source", "summary"}
-        sets = {k: (json.dumps(v) if k == "summary" else v) for k, v in fields.items() if k in allowed}
+        sets = {k: (_summary_json(v) if k == "summary" else v) for k, v in fields.items() if k in allowed}
         if not sets:
             return
         sets["updated_at"] = time.time()
@@ -204,6 +205,11 @@ class Catalog:
             return cur.rowcount > 0
 
     def _record(self, row: tuple[Any, ...]) -> RunRecord:
-        rec = RunRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], json.loads(row[9]))
+        rec = RunRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+                        load_summary(row[9]))
         rec.tags = [t for (t,) in self._db.execute("SELECT tag FROM tags WHERE run_id = ? ORDER BY tag", (rec.id,))]
         return rec
+
+
+def _summary_json(summary: RunSummary | dict[str, Any]) -> str:
+    return json.dumps(summary.stored() if isinstance(summary, RunSummary) else summary)

@@ -3,16 +3,13 @@ in its views (operators, python frames, all of key_averages()), with the one def
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from explorer.errors import BadRequest
 from explorer.model.op_stats import MODULE_FRAME_PREFIX, compute_op_stats, compute_op_stats_by_module
+from explorer.model.shapes import OpRow
 from explorer.store.catalog import RunRecord
 from explorer.store.runs import CACHED_SLICE_COLUMNS, RunStore
 
@@ -22,17 +19,22 @@ OP_TIME_COLUMNS = ("cpu_total_ns", "self_cpu_ns", "cpu_avg_ns", "device_total_ns
 # view -> the row kind it keeps (None: every row, exactly key_averages())
 OP_VIEWS: dict[str, str | None] = {"operators": "operator", "python": "python", "all": None}
 DEFAULT_OP_VIEW = "operators"
-_DERIVED_CACHE = 8
 
 
 def run_device_total_ns(rec: RunRecord) -> int:
     """All device execution time of a run (0 for a host-only profile)."""
-    return int(rec.summary.get("device", {}).get("device_total_ns", 0))
+    return rec.summary.device_total_ns
 
 
 def default_op_sort(device_total_ns: int) -> str:
     """The op table's default order: where device time goes when there is any, else where CPU time goes."""
     return "-self_device_ns" if device_total_ns > 0 else "-self_cpu_ns"
+
+
+def op_sort_descending(sort: str) -> bool:
+    """The op table's one sort-direction rule: `-col` descending, `+col` ascending, a bare column
+    descending unless it is `name`."""
+    return sort.startswith("-") or (sort.lstrip("-+") != "name" and not sort.startswith("+"))
 
 
 def check_op_view(view: str) -> str:
@@ -43,7 +45,7 @@ def check_op_view(view: str) -> str:
 
 def load_ops(store: RunStore, run_id: str, sort: str | None = None, limit: int | None = None,
              by_shape: bool = False, name_filter: str = "", view: str = DEFAULT_OP_VIEW,
-             by_module: bool = False) -> list[dict[str, Any]]:
+             by_module: bool = False) -> list[OpRow]:
     """Op table rows of one view. `sort` is a column, `-column` for descending (numbers sort descending
     by default); None is default_op_sort's rule."""
     rec = store.require_ready(run_id)
@@ -80,30 +82,20 @@ def load_op_slices(store: RunStore, run_id: str) -> pa.Table:
     return pq.read_table(store.table_path(run_id, "slices"), columns=[*CACHED_SLICE_COLUMNS, "shapes"])
 
 
-_derived_lock = threading.Lock()
-_derived_tables: OrderedDict[tuple[str, str, bool], pa.Table] = OrderedDict()
-
-
 def _derived(store: RunStore, run_id: str, what: tuple[str, bool]) -> pa.Table:
-    key = (str(store.run_dir(run_id).resolve()), *what)
-    with _derived_lock:
-        if key in _derived_tables:
-            _derived_tables.move_to_end(key)
-            return _derived_tables[key]
-    slices = load_op_slices(store, run_id)
+    """An op table computed on load, kept in the store's memo (size: Settings.op_table_cache)."""
     kind, by_shape = what
-    if kind == "module":
-        table = compute_op_stats_by_module(slices, by_shape=by_shape)
-    else:
-        table = compute_op_stats(slices)[1 if by_shape else 0]
-    with _derived_lock:
-        _derived_tables[key] = table
-        while len(_derived_tables) > _DERIVED_CACHE:
-            _derived_tables.popitem(last=False)
-    return table
+
+    def build() -> pa.Table:
+        slices = load_op_slices(store, run_id)
+        if kind == "module":
+            return compute_op_stats_by_module(slices, by_shape=by_shape)
+        return compute_op_stats(slices)[1 if by_shape else 0]
+
+    return store.derived.get(run_id, f"op_table:{kind}:{int(by_shape)}", build)
 
 
-def sort_op_rows(table: pa.Table, sort: str, limit: int | None = None, name_filter: str = "") -> list[dict[str, Any]]:
+def sort_op_rows(table: pa.Table, sort: str, limit: int | None = None, name_filter: str = "") -> list[OpRow]:
     """Filter (substring of the name, any case), sort and cut an op table into rows."""
     if name_filter:
         table = table.filter(pc.match_substring(table.column("name"), name_filter, ignore_case=True))
@@ -111,9 +103,8 @@ def sort_op_rows(table: pa.Table, sort: str, limit: int | None = None, name_filt
     columns = (*OP_COLUMNS, "module") if "module" in table.column_names else OP_COLUMNS
     if key not in columns:
         raise BadRequest(f"cannot sort by {sort!r}; columns: {', '.join(columns)}")
-    descending = sort.startswith("-") or (key != "name" and not sort.startswith("+"))
-    table = table.sort_by([(key, "descending" if descending else "ascending"), ("name", "ascending")])
+    table = table.sort_by([(key, "descending" if op_sort_descending(sort) else "ascending"), ("name", "ascending")])
     if limit is not None:
         table = table.slice(0, max(0, limit))
-    rows: list[dict[str, Any]] = table.to_pylist()
+    rows: list[OpRow] = table.to_pylist()
     return rows

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from explorer.model.lanes import Lane
 from explorer.model.op_stats import compute_op_stats, compute_op_stats_by_module
+from explorer.model.shapes import OpRow
 from explorer.store.queries import (
     DEFAULT_OP_VIEW,
     check_op_view,
@@ -32,7 +31,7 @@ def load_slice_column(store: RunStore, run_id: str, column: str) -> pa.ChunkedAr
 
 def load_ops_in_range(store: RunStore, run_id: str, start_ns: int, end_ns: int, sort: str | None = None,
                       limit: int | None = None, by_shape: bool = False, name_filter: str = "",
-                      view: str = DEFAULT_OP_VIEW, by_module: bool = False) -> list[dict[str, Any]]:
+                      view: str = DEFAULT_OP_VIEW, by_module: bool = False) -> list[OpRow]:
     """Op table (one view, as load_ops) over the ops that start in [start_ns, end_ns) (absolute ns). Ops
     outside the range stay in the tree (so self times and device roll-ups are right) but are not counted."""
     rec = store.require_ready(run_id)

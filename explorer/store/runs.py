@@ -23,9 +23,11 @@ import pyarrow.parquet as pq
 from explorer.errors import RunNotFound, RunNotReady
 from explorer.model.artifacts import Artifact
 from explorer.model.op_stats import device_time_summary
+from explorer.model.summary import RunSummary
 from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace
 from explorer.store.catalog import Catalog, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
+from explorer.store.memo import RunMemo
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,9 @@ CACHED_SLICE_COLUMNS = ["slice_id", "track_id", "ts_ns", "dur_ns", "depth", "par
 class RunStore:
     """Catalog + run folders under one data directory."""
 
-    def __init__(self, data_dir: Path, cache_runs: int = 4) -> None:
+    def __init__(self, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8) -> None:
+        """`cache_runs`: runs whose tables stay in memory; `op_table_cache`: op tables computed on load
+        (grouped by module, or of runs stored before op tables had a kind) kept in `derived`."""
         self.data_dir = data_dir
         self.runs_dir = data_dir / "runs"
         self.tmp_dir = data_dir / "tmp"
@@ -48,6 +52,7 @@ class RunStore:
         self._cache: OrderedDict[str, dict[str, pa.Table]] = OrderedDict()
         self._cache_size = cache_runs
         self._cache_lock = threading.Lock()
+        self.derived = RunMemo(op_table_cache)
 
     def recover(self) -> int:
         """After a crash: runs left queued/ingesting become failed, temp folders are removed."""
@@ -71,8 +76,7 @@ class RunStore:
             raise RunNotReady(f"run {run_id} is {rec.status}" + (f": {rec.message}" if rec.message else ""))
         return rec
 
-    def save(self, run_id: str, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool = True) -> dict[
-            str, Any]:
+    def save(self, run_id: str, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool = True) -> RunSummary:
         """Write a run atomically and mark it ready. Returns the summary stored in the catalog."""
         work = self.tmp_dir / run_id
         shutil.rmtree(work, ignore_errors=True)
@@ -91,7 +95,7 @@ class RunStore:
                     shutil.copyfile(art.path, work / "artifacts" / stored)
                 art_rows.append({"name": art.name, "stored_as": stored, "size": art.size, "sha256": art.sha256})
             summary = build_summary(trace, art_rows)
-            (work / "run.json").write_text(json.dumps({"summary": summary, "meta": _jsonable(trace.meta)}))
+            (work / "run.json").write_text(json.dumps({"summary": summary.stored(), "meta": _jsonable(trace.meta)}))
             for f in work.rglob("*"):
                 if f.is_file():
                     with f.open("rb") as fh:
@@ -107,6 +111,7 @@ class RunStore:
         self.catalog.get(run_id)
         with self._cache_lock:
             self._cache.pop(run_id, None)
+        self.derived.forget(run_id)
         shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
         shutil.rmtree(self.tmp_dir / run_id, ignore_errors=True)
         self.catalog.delete(run_id)
@@ -181,29 +186,24 @@ class RunStore:
         return data
 
 
-def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> dict[str, Any]:
+def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> RunSummary:
     slices = trace.tables["slices"]
     per_lane = {str(r["values"]): int(r["counts"]) for r in pc.value_counts(slices.column("lane")).to_pylist()} \
         if slices.num_rows else {}
-    per_lane = dict(sorted(per_lane.items()))
-    start = int(trace.meta.get("start_ns", 0))  # type: ignore[call-overload]
-    end = int(trace.meta.get("end_ns", 0))  # type: ignore[call-overload]
-    return {
-        "start_ns": start,
-        "end_ns": end,
-        "span_ns": end - start,
-        "slices": slices.num_rows,
-        "slices_per_lane": per_lane,
-        "tracks": trace.tables["tracks"].num_rows,
-        "flows": trace.tables["flows"].num_rows,
-        "counters": trace.tables["counters"].num_rows,
-        "instants": trace.tables["instants"].num_rows,
-        "warnings": [asdict(w) for w in trace.warnings],
-        "warning_count": sum(w.count for w in trace.warnings),
-        "artifacts": artifacts,
-        "device": device_time_summary(slices),
-        "files": trace.meta.get("files", []),
-    }
+    start, end = _meta_int(trace.meta, "start_ns"), _meta_int(trace.meta, "end_ns")
+    return RunSummary.model_validate({
+        "start_ns": start, "end_ns": end, "span_ns": end - start, "slices": slices.num_rows,
+        "slices_per_lane": dict(sorted(per_lane.items())), "tracks": trace.tables["tracks"].num_rows,
+        "flows": trace.tables["flows"].num_rows, "counters": trace.tables["counters"].num_rows,
+        "instants": trace.tables["instants"].num_rows, "warnings": [asdict(w) for w in trace.warnings],
+        "warning_count": sum(w.count for w in trace.warnings), "artifacts": artifacts,
+        "device": device_time_summary(slices), "files": _jsonable(trace.meta.get("files", [])),
+    })
+
+
+def _meta_int(meta: dict[str, object], key: str) -> int:
+    value = meta.get(key, 0)
+    return value if isinstance(value, int) else int(str(value))
 
 
 def _safe_filename(name: str) -> str:

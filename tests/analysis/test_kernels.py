@@ -364,10 +364,10 @@ def test_hardware_busy_excludes_gpu_annotations(ingested: dict[str, tuple[RunSto
     store, run_id = ingested[ANNOTATED]
     s = store.get(run_id).summary
     t = store.table
-    bd = compute_breakdown(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "flows"), s["start_ns"], s["end_ns"])
+    bd = compute_breakdown(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "flows"), s.start_ns, s.end_ns)
     hw = next(r for r in bd["lanes"] if r["lane"] == "hardware")
     assert hw["busy_ns"] == union_ns(execs)
     assert (hw["slices"], hw["excluded_slices"]) == (len(execs), len(notes))
-    assert hw["busy_pct"] == pytest.approx(100 * union_ns(execs) / (s["end_ns"] - s["start_ns"]))
+    assert hw["busy_pct"] == pytest.approx(100 * union_ns(execs) / (s.end_ns - s.start_ns))
     (device,) = bd["devices"]  # one GPU: the lane and the device now tell the same story
     assert device["busy_ns"] == hw["busy_ns"]

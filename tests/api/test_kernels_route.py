@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.kernel_page import KernelsPage
+from explorer.pages import KernelsPage
 from explorer.report import build_report
 from explorer.service import ingest_paths
 from tests.api.conftest import assert_error

@@ -310,4 +310,4 @@ def test_upload_a_folder_as_one_run(page: Any, server: Any, traces: Any, tmp_pat
     assert "2 files" in page.inner_text("#uploads .upload:nth-child(1)")
     run_id = page.get_attribute("#uploads .upload:nth-child(1)", "data-run")
     run = server.state.store.get(run_id)
-    assert run.summary["slices"] == 2 * 12 and len(run.summary["artifacts"]) == 2
+    assert run.summary.slices == 2 * 12 and len(run.summary.artifacts) == 2

@@ -57,7 +57,7 @@ def test_ready_run_has_every_table_and_delete_removes_all(store: RunStore, tmp_p
     assert {p.name for p in folder.glob("*.parquet")} == {
         "tracks.parquet", "slices.parquet", "flows.parquet", "counters.parquet", "instants.parquet",
         "op_stats.parquet", "op_stats_by_shape.parquet"}
-    assert [a["name"] for a in rec.summary["artifacts"]] == ["t.json"]
+    assert [a.name for a in rec.summary.artifacts] == ["t.json"]
     assert (folder / "artifacts").is_dir() and (folder / "run.json").is_file()
     store.delete(rec.id)
     assert not folder.exists() and store.catalog.list()[0] == []

@@ -1,0 +1,378 @@
+"""The JSON shapes the analysis returns and the API serves: op rows, kernel rows, breakdown, compare
+result, tracks, timeline window. Each page context holds these same objects (its JSON twin's data).
+
+TypedDicts rather than model classes: the analysis builds these rows in bulk from Arrow tables
+(`to_pylist()`), so a typed dict costs nothing at run time, mypy checks every key, and pydantic (which
+FastAPI uses for `response_model=`) reads them to document each shape in /openapi.json. Extra keys are
+forbidden, so a field added to a result without its shape fails the route's validation and its test.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired
+
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
+
+from explorer.model.summary import SummaryJson
+
+STRICT = ConfigDict(extra="forbid")
+
+
+# ---- runs ---------------------------------------------------------------------------------------
+
+@with_config(STRICT)
+class RunLinks(TypedDict):
+    self: str
+    page: str
+    tracks: str
+    timeline: str
+    ops: str
+    breakdown: str
+    search: str
+    sql: str
+
+
+@with_config(STRICT)
+class RunJson(TypedDict):
+    """A run as GET /api/runs/{id} returns it (docs/API.md `Run`); `summary` is RunSummary's JSON."""
+
+    id: str
+    name: str
+    status: str
+    progress: float
+    message: str
+    tags: list[str]
+    created_at: float
+    sha256: str
+    source: str
+    summary: SummaryJson
+    links: RunLinks
+
+
+@with_config(STRICT)
+class RunList(TypedDict):
+    runs: list[RunJson]
+    total: int
+    limit: int
+    offset: int
+
+
+@with_config(STRICT)
+class TrackRow(TypedDict):
+    """One row of a run's tracks table (explorer.model.tables.TRACKS)."""
+
+    track_id: int
+    lane: str
+    kind: str
+    instance: str
+    process: str
+    thread: str
+    label: str
+    device: str
+    sort_key: int
+    max_depth: int
+    count: int
+
+
+@with_config(STRICT)
+class Tracks(TypedDict):
+    """GET /api/runs/{id}/tracks: every track, in the tracks table's order, and the run's time origin."""
+
+    origin_ns: int
+    tracks: list[TrackRow]
+
+
+# ---- op table -----------------------------------------------------------------------------------
+
+@with_config(STRICT)
+class OpRow(TypedDict):
+    """One op table row (explorer.model.tables.OP_STATS); `module` only when grouped by nn.Module."""
+
+    module: NotRequired[str]
+    name: str
+    input_shapes: str
+    kind: str
+    calls: int
+    cpu_total_ns: int
+    self_cpu_ns: int
+    cpu_avg_ns: int
+    device_total_ns: int
+    self_device_ns: int
+    device_pct: float
+
+
+@with_config(STRICT)
+class OpsResult(TypedDict):
+    """GET /api/runs/{id}/ops: the rows of one view in one order, and what the order and view were."""
+
+    rows: list[OpRow]
+    device_total_ns: int
+    view: str
+    sort: str
+    has_modules: bool
+
+
+# ---- kernels ------------------------------------------------------------------------------------
+
+@with_config(STRICT)
+class TopOp(TypedDict):
+    name: str
+    total_ns: int
+
+
+@with_config(STRICT)
+class LaunchConfig(TypedDict):
+    """The most common launch config of a kernel name (explorer.analysis.kernels.LAUNCH)."""
+
+    grid: list[int] | None
+    block: list[int] | None
+    registers_per_thread: int | None
+    shared_memory: int | None
+    est_occupancy_pct: float | None
+    configs: int | None
+    config_calls: int | None
+    kernel_flop: int | None
+    kernel_num_gb: float | None
+    flop_per_s: float | None
+    gb_per_s: float | None
+    bytes: int | None
+
+
+@with_config(STRICT)
+class KernelRow(TypedDict):
+    """One kernel table row (explorer.analysis.kernels.KERNELS): device executions of one name."""
+
+    name: str
+    category: str
+    calls: int
+    total_ns: int
+    avg_ns: int
+    min_ns: int
+    max_ns: int
+    p50_ns: int
+    p95_ns: int
+    device_pct: float
+    top_ops: list[TopOp]
+    launch: LaunchConfig | None
+
+
+@with_config(STRICT)
+class KernelCategory(TypedDict):
+    category: str
+    calls: int
+    total_ns: int
+    device_pct: float
+
+
+@with_config(STRICT)
+class KernelsResult(TypedDict):
+    """GET /api/runs/{id}/kernels: rows (filtered, sorted, cut) and the whole run's categories."""
+
+    rows: list[KernelRow]
+    device_total_ns: int
+    categories: list[KernelCategory]
+
+
+# ---- breakdown ----------------------------------------------------------------------------------
+
+@with_config(STRICT)
+class LaneBusy(TypedDict):
+    lane: str
+    busy_ns: int
+    idle_ns: int
+    busy_pct: float
+    slices: int
+    excluded_slices: int
+
+
+@with_config(STRICT)
+class DeviceBusy(TypedDict):
+    device: str
+    track_id: int
+    busy_ns: int
+    busy_pct: float
+    executions: int
+
+
+@with_config(STRICT)
+class SliceRef(TypedDict):
+    slice_id: int
+    name: str | None
+
+
+@with_config(STRICT)
+class Gap(TypedDict):
+    """A gap between two device executions, relative ns, with a guess at its cause."""
+
+    start: int
+    end: int
+    dur_ns: int
+    device: str
+    before: SliceRef
+    after: SliceRef
+    cause: str
+
+
+@with_config(STRICT)
+class Gaps(TypedDict):
+    count: int
+    total_ns: int
+    largest: list[Gap]
+
+
+@with_config(STRICT)
+class Breakdown(TypedDict):
+    """GET /api/runs/{id}/breakdown: busy/idle per lane and per device, and the device gaps."""
+
+    lanes: list[LaneBusy]
+    devices: list[DeviceBusy]
+    gaps: Gaps
+
+
+# ---- compare ------------------------------------------------------------------------------------
+
+@with_config(STRICT)
+class CompareBaseline(TypedDict):
+    id: str
+    reason: str
+    tag: str
+
+
+@with_config(STRICT)
+class CompareSide(TypedDict):
+    id: str
+    name: str
+    tags: list[str]
+    device_total_ns: int
+    cpu_total_ns: int
+
+
+@with_config(STRICT)
+class Headline(TypedDict):
+    """The compare metric's total per run (baseline first), its delta and % change against the baseline."""
+
+    baseline: str | None
+    metric: str
+    totals_ns: list[int]
+    deltas_ns: list[int]
+    pct_change: list[float | None]
+
+
+@with_config(STRICT)
+class DiffRow(TypedDict):
+    """One name across the compared runs: per run its values (None: absent), per other run the delta."""
+
+    name: str
+    status: str
+    per_run: list[dict[str, int] | None]
+    vs_baseline: list[dict[str, Any]]
+
+
+@with_config(STRICT)
+class KernelTotals(TypedDict):
+    id: str
+    calls: int
+    total_ns: int
+
+
+@with_config(STRICT)
+class KernelCompare(TypedDict):
+    runs: list[KernelTotals]
+    rows: list[DiffRow]
+
+
+@with_config(STRICT)
+class CompareResult(TypedDict):
+    """GET /api/compare: the runs op by op and kernel by kernel against the baseline (listed first)."""
+
+    baseline: CompareBaseline
+    runs: list[CompareSide]
+    headline: Headline
+    sort: str
+    rows: list[DiffRow]
+    kernels: KernelCompare
+
+
+# ---- timeline -----------------------------------------------------------------------------------
+
+@with_config(STRICT)
+class TrackWindow(TypedDict, total=False):
+    """One track in a window: columns (relative ns) of its wide slices and per-pixel merged ones, or
+    its counter samples, or its instants, by `kind`."""
+
+    track_id: int
+    kind: str
+    slices: dict[str, list[int]]
+    merged: dict[str, list[int]]
+    counter: dict[str, list[float]]
+    instants: dict[str, list[Any]]
+
+
+# an arrow between two slices: ids, endpoints (slice ids, tracks, relative ns) and kind; `from` is a
+# keyword, hence the functional form
+WindowFlow = TypedDict("WindowFlow", {"id": int, "from": int, "to": int, "kind": str, "from_track": int,
+                                      "to_track": int, "from_ts": int, "to_ts": int})
+WindowFlow.__pydantic_config__ = STRICT  # type: ignore[attr-defined]
+
+
+@with_config(STRICT)
+class TimelineWindow(TypedDict):
+    """GET /api/runs/{id}/timeline: a level-of-detail window; names are indexes into `names`."""
+
+    origin_ns: int
+    start_ns: int
+    end_ns: int
+    width_px: int
+    ns_per_px: float
+    names: list[str]
+    tracks: list[TrackWindow]
+    flows: list[WindowFlow]
+    flows_truncated: bool
+
+
+# ---- events, search, SQL ----------------------------------------------------------------------
+
+@with_config(STRICT)
+class ChildrenSummary(TypedDict):
+    count: int
+    top: list[dict[str, Any]]
+
+
+@with_config(STRICT)
+class EventDetail(TypedDict):
+    """GET /api/runs/{id}/events/{slice_id}: the slice (args parsed), its parents, children and the
+    linked chain across lanes (relative ns in `ts_rel_ns`)."""
+
+    event: dict[str, Any]
+    parents: list[dict[str, Any]]
+    children: ChildrenSummary
+    chain: list[dict[str, Any]]
+
+
+@with_config(STRICT)
+class SearchMatch(TypedDict):
+    slice_id: int
+    name: str
+    lane: str
+    track_id: int
+    ts: int
+    dur: int
+
+
+@with_config(STRICT)
+class SearchResult(TypedDict):
+    """GET /api/runs/{id}/search: how many slices match over the whole run, the first ones in time order."""
+
+    count: int
+    matches: list[SearchMatch]
+
+
+@with_config(STRICT)
+class SqlResult(TypedDict):
+    """POST /api/runs/{id}/sql: the result's columns and rows, cut at the row limit (`truncated`)."""
+
+    columns: list[str]
+    rows: list[list[Any]]
+    truncated: bool
+    elapsed_ms: float

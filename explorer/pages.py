@@ -1,0 +1,391 @@
+"""Page data, computed once and rendered twice: each `build_*_page` returns the typed context of one
+HTML page, holding the very object its JSON twin returns (datasette's `View.data()`); each `compute_*`
+is that object, shared by the page and its API route. Shapes: explorer.model.shapes.
+
+Nothing here knows about HTTP or formats a number; the offline report (explorer.report) builds on these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import pyarrow.parquet as pq
+
+from explorer.analysis.breakdown import compute_breakdown
+from explorer.analysis.compare import RunOps, compute_compare, kernel_table
+from explorer.analysis.kernels import (
+    CATEGORY_RULES,
+    KernelTable,
+    compute_kernel_table,
+    sort_descending,
+    sort_kernel_rows,
+)
+from explorer.charts import (
+    make_compare_figure,
+    make_kernel_category_figure,
+    make_lane_breakdown_figure,
+    make_top_kernels_figure,
+    make_top_ops_figure,
+)
+from explorer.errors import BadRequest
+from explorer.model.lanes import Lane
+from explorer.model.shapes import (
+    Breakdown,
+    CompareResult,
+    Headline,
+    KernelCategory,
+    KernelRow,
+    KernelsResult,
+    OpRow,
+    OpsResult,
+    RunJson,
+    RunLinks,
+    RunList,
+    Tracks,
+)
+from explorer.store.catalog import RunRecord
+from explorer.store.queries import (
+    DEFAULT_OP_VIEW,
+    OP_TIME_COLUMNS,
+    OP_VIEWS,
+    check_op_view,
+    default_op_sort,
+    has_module_frames,
+    load_ops,
+    op_sort_descending,
+    op_table,
+    run_device_total_ns,
+    select_op_view,
+)
+from explorer.store.run_queries import load_ops_in_range
+from explorer.store.runs import RunStore
+
+KERNEL_CATEGORIES = tuple(dict.fromkeys(rule.category for rule in CATEGORY_RULES))
+TOP_OPS = 15
+MAX_COMPARE_RUNS = 8
+RUNS_PAGE_LIMIT = 1000
+
+
+def run_links(run_id: str) -> RunLinks:
+    api = f"/api/runs/{run_id}"
+    return {"self": api, "page": f"/runs/{run_id}", "tracks": f"{api}/tracks", "timeline": f"{api}/timeline",
+            "ops": f"{api}/ops", "breakdown": f"{api}/breakdown", "search": f"{api}/search", "sql": f"{api}/sql"}
+
+
+def run_json(rec: RunRecord) -> RunJson:
+    """A run as the API's `Run` object (docs/API.md; tests pin it equal to GET /api/runs/{id})."""
+    return {"id": rec.id, "name": rec.name, "status": rec.status, "progress": rec.progress,
+            "message": rec.message, "tags": rec.tags, "created_at": rec.created_at, "sha256": rec.sha256,
+            "source": rec.source, "summary": rec.summary.stored(), "links": run_links(rec.id)}
+
+
+@dataclass
+class RunsPage:
+    """`/` and its twin `/api/runs`."""
+
+    runs: list[RunJson]
+    total: int
+    twin: str = "/api/runs"
+
+
+@dataclass
+class NotReadyPage:
+    """Any run page of a run still ingesting, or failed; twin `/api/runs/{id}`."""
+
+    run: RunJson
+    twin: str = ""
+
+
+@dataclass
+class OverviewPage:
+    """`/runs/{id}`; twins `/api/runs/{id}` and `/api/runs/{id}/breakdown`."""
+
+    run: RunJson
+    breakdown: Breakdown
+    top_device: list[OpRow]
+    top_cpu: list[OpRow]
+    figures: dict[str, dict[str, Any]]
+    twin: str = ""
+
+    @property
+    def device_busy_pct(self) -> float | None:
+        devices = self.breakdown["devices"]
+        if devices:
+            return max(float(d["busy_pct"]) for d in devices)
+        hw = [r for r in self.breakdown["lanes"] if r["lane"] == Lane.HARDWARE]
+        return float(hw[0]["busy_pct"]) if hw else None
+
+
+class SortLinks:
+    """The sort links of a table page; `sort_descending` is its table's rule for a bare column."""
+
+    sort: str
+
+    def sort_descending(self, sort: str) -> bool:
+        raise NotImplementedError
+
+    def query(self, **override: Any) -> str:
+        raise NotImplementedError
+
+    @property
+    def descending(self) -> bool:
+        return self.sort_descending(self.sort)
+
+    def sort_link(self, column: str) -> str:
+        """Query string sorting by `column`: numbers first descending, text ascending; the sorted
+        column flips."""
+        desc = not self.descending if self.sort.lstrip("-+") == column else self.sort_descending(column)
+        return "?" + self.query(sort=("-" if desc else "+") + column)
+
+
+@dataclass
+class OpsPage(SortLinks):
+    """`/runs/{id}/ops?sort=&q=&by_shape=&limit=`; twin `/api/runs/{id}/ops` with the same query."""
+
+    run: RunJson
+    rows: list[OpRow]
+    device_total_ns: int
+    sort: str
+    q: str
+    by_shape: bool
+    limit: int | None
+    figure: dict[str, Any]
+    view: str = DEFAULT_OP_VIEW
+    by_module: bool = False
+    has_modules: bool = False  # the run has nn.Module frames (with_modules): grouping by module is offered
+    twin: str = ""
+    views: tuple[str, ...] = tuple(OP_VIEWS)
+
+    def view_link(self, view: str) -> str:
+        """Query string of the same table in another view (filter, grouping and sort kept)."""
+        return "?" + self.query(view=view)
+
+    def sort_descending(self, sort: str) -> bool:
+        return op_sort_descending(sort)
+
+    def query(self, **override: Any) -> str:
+        params: dict[str, Any] = {"sort": self.sort, "q": self.q, "by_shape": int(self.by_shape)}
+        if self.limit is not None:
+            params["limit"] = self.limit
+        params |= {"view": self.view, "by_module": int(self.by_module)}
+        params.update(override)
+        if params["view"] == DEFAULT_OP_VIEW:  # the default view's links read as before views existed
+            del params["view"]
+        return urlencode({k: v for k, v in params.items() if v not in ("", None, 0) or k == "sort"})
+
+
+@dataclass
+class KernelsPage(SortLinks):
+    """`/runs/{id}/kernels?sort=&q=&category=&limit=`; twin `/api/runs/{id}/kernels` with the same query."""
+
+    run: RunJson
+    rows: list[KernelRow]
+    device_total_ns: int
+    categories: list[KernelCategory]  # the whole run's breakdown, whatever the filter
+    sort: str
+    q: str
+    category: str
+    limit: int | None
+    figures: dict[str, dict[str, Any]]
+    twin: str = ""
+
+    def sort_descending(self, sort: str) -> bool:
+        return sort_descending(sort)
+
+    def query(self, **override: Any) -> str:
+        params: dict[str, Any] = {"sort": self.sort, "q": self.q, "category": self.category, "limit": self.limit}
+        params.update(override)
+        return urlencode({k: v for k, v in params.items() if v not in ("", None) or k == "sort"})
+
+
+@dataclass
+class TimelinePage:
+    """`/runs/{id}/timeline`; the canvas pulls `/api/runs/{id}/timeline` windows itself."""
+
+    run: RunJson
+    span_ns: int
+    twin: str = ""
+
+
+@dataclass
+class ComparePage:
+    """`/compare?runs=a,b,c&baseline=a`; twin `/api/compare` with the same query. `compare` lists the
+    baseline run first (explorer.analysis.compare.choose_baseline says which and why)."""
+
+    compare: CompareResult
+    figure: dict[str, Any]
+    twin: str = ""
+
+    @property
+    def metric(self) -> str:
+        return str(self.compare["headline"]["metric"])
+
+    @property
+    def headline(self) -> Headline:
+        """compute_headline's object, the one /api/compare carries."""
+        return self.compare["headline"]
+
+    def baseline_link(self, run_id: str) -> str:
+        """This comparison with `run_id` as the baseline (first, and chosen in the link)."""
+        ids = [r["id"] for r in self.compare["runs"]]
+        return "/compare?" + compare_query([run_id, *(i for i in ids if i != run_id)], run_id)
+
+
+# ---- builders: one per page; `compute_*` is the JSON twin's object ------------------------------
+
+def compute_run_list(store: RunStore, name: str | None = None, tag: str | None = None, status: str | None = None,
+                     limit: int = 50, offset: int = 0) -> RunList:
+    """The `/api/runs` object: runs newest first, filtered by name substring, tag and status."""
+    records, total = store.catalog.list(name=name, tag=tag, status=status, limit=limit, offset=offset)
+    return {"runs": [run_json(r) for r in records], "total": total, "limit": limit, "offset": offset}
+
+
+def build_runs_page(store: RunStore, name: str = "", tag: str = "") -> RunsPage:
+    data = compute_run_list(store, name=name or None, tag=tag or None, limit=RUNS_PAGE_LIMIT)
+    q = urlencode({k: v for k, v in (("name", name), ("tag", tag)) if v})
+    return RunsPage(data["runs"], data["total"], "/api/runs" + (f"?{q}" if q else ""))
+
+
+def compute_run_breakdown(store: RunStore, run_id: str) -> Breakdown:
+    s = store.require_ready(run_id).summary
+    t = store.table
+    return compute_breakdown(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "flows"), s.start_ns, s.end_ns)
+
+
+def build_overview(store: RunStore, run_id: str, breakdown: Breakdown | None = None) -> OverviewPage:
+    rec = store.require_ready(run_id)
+    bd = breakdown if breakdown is not None else compute_run_breakdown(store, run_id)
+    top_device, top_cpu = overview_top_ops(store, run_id)
+    figures = {"lanes": make_lane_breakdown_figure(bd),
+               "top_device": make_top_ops_figure(top_device, "self_device_ns"),
+               "top_cpu": make_top_ops_figure(top_cpu, "self_cpu_ns")}
+    if not top_device:  # a host-only profile: inclusive CPU time says more than an empty device chart
+        figures["top_device"] = make_top_ops_figure(load_ops(store, run_id, sort="-cpu_total_ns", limit=TOP_OPS),
+                                                    "cpu_total_ns", title="No device time: top ops by CPU total")
+    return OverviewPage(run_json(rec), bd, top_device, top_cpu, figures, f"/api/runs/{run_id}")
+
+
+def overview_top_ops(store: RunStore, run_id: str) -> tuple[list[OpRow], list[OpRow]]:
+    """The overview's two charts, both of the operators view: top by self device time (ops with some),
+    and top by self CPU time."""
+    by_device = load_ops(store, run_id, sort="-self_device_ns", limit=TOP_OPS, view="operators")
+    return ([r for r in by_device if r["self_device_ns"] > 0],
+            load_ops(store, run_id, sort="-self_cpu_ns", limit=TOP_OPS, view="operators"))
+
+
+def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q: str = "", by_shape: bool = False,
+                    limit: int | None = None, view: str = DEFAULT_OP_VIEW, by_module: bool = False,
+                    start_ns: int | None = None, end_ns: int | None = None) -> OpsResult:
+    """The `/api/runs/{id}/ops` object: one view's rows in `sort` order (default_op_sort's rule when None);
+    start_ns/end_ns (relative) keep the ops that start in that range."""
+    device_total = run_device_total_ns(rec)
+    sort = sort or default_op_sort(device_total)
+    check_op_view(view)
+    if start_ns is None and end_ns is None:
+        rows = load_ops(store, rec.id, sort=sort, limit=limit, by_shape=by_shape, name_filter=q, view=view,
+                        by_module=by_module)
+    else:
+        origin = rec.summary.start_ns
+        start = origin + (start_ns or 0)
+        end = origin + (end_ns if end_ns is not None else rec.summary.span_ns + 1)
+        rows = load_ops_in_range(store, rec.id, start, end, sort=sort, limit=limit, by_shape=by_shape,
+                                 name_filter=q, view=view, by_module=by_module)
+    return {"rows": rows, "device_total_ns": device_total, "view": view, "sort": sort,
+            "has_modules": has_module_frames(store, rec.id)}
+
+
+def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str = "", by_shape: bool = False,
+                   limit: int | None = None, view: str = DEFAULT_OP_VIEW, by_module: bool = False) -> OpsPage:
+    """Grouping by module is offered (and honoured) only for runs that have nn.Module frames."""
+    rec = store.require_ready(run_id)
+    has_modules = has_module_frames(store, run_id)
+    data = compute_run_ops(store, rec, sort, q, by_shape, limit, view, by_module and has_modules)
+    page = OpsPage(run_json(rec), data["rows"], data["device_total_ns"], data["sort"], q, by_shape, limit,
+                   make_top_ops_figure(data["rows"], ops_chart_metric(data["sort"], data["device_total_ns"])),
+                   data["view"], by_module and has_modules, data["has_modules"])
+    page.twin = f"/api/runs/{run_id}/ops?{page.query()}"
+    return page
+
+
+def ops_chart_metric(sort: str, device_total_ns: int) -> str:
+    """The ops page's chart follows the table: its sort column when that is a time, else the default's."""
+    key = sort.lstrip("-+")
+    return key if key in OP_TIME_COLUMNS else default_op_sort(device_total_ns).lstrip("-")
+
+
+def build_timeline_page(store: RunStore, run_id: str) -> TimelinePage:
+    rec = store.require_ready(run_id)
+    span = rec.summary.span_ns
+    return TimelinePage(run_json(rec), span,
+                        f"/api/runs/{run_id}/timeline?start_ns=0&end_ns={max(span, 1)}&width_px=2000")
+
+
+def compare_query(run_ids: list[str], baseline: str | None = None) -> str:
+    """The query string of a compare page and its twin: `runs=a,b` plus `baseline=` when one is chosen."""
+    params = {"runs": ",".join(run_ids), **({"baseline": baseline} if baseline else {})}
+    return urlencode(params, safe=",")
+
+
+def compute_run_compare(store: RunStore, run_ids: list[str], baseline: str | None = None) -> CompareResult:
+    """The `/api/compare` object for stored runs: ops from the op table's operators view, kernels from
+    the slices table."""
+    if not 2 <= len(run_ids) <= MAX_COMPARE_RUNS:
+        raise BadRequest(f"compare takes 2 to {MAX_COMPARE_RUNS} run ids, comma-separated: /compare?runs=a,b")
+    if len(set(run_ids)) != len(run_ids):
+        raise BadRequest("a run appears twice in the comparison")
+    sides = []
+    for rid in run_ids:
+        rec = store.require_ready(rid)
+        # the operators view: python frames (with_stack) would bury the ops under recursive frames
+        sides.append(RunOps(rec.id, rec.name, select_op_view(op_table(store, rid), DEFAULT_OP_VIEW),
+                            run_device_total_ns(rec), tuple(rec.tags), kernel_table(store.table(rid, "slices"))))
+    return compute_compare(sides, baseline)
+
+
+def build_compare_page(store: RunStore, run_ids: list[str], baseline: str | None = None) -> ComparePage:
+    data = compute_run_compare(store, run_ids, baseline)
+    return ComparePage(data, make_compare_figure(data), "/api/compare?" + compare_query(run_ids, baseline))
+
+
+def build_tracks(store: RunStore, run_id: str) -> Tracks:
+    """The `/api/runs/{id}/tracks` object: every column of the tracks table (sort_key included: the
+    timeline orders tracks by it within a lane)."""
+    rec = store.require_ready(run_id)
+    rows: Any = store.table(run_id, "tracks").to_pylist()
+    return {"origin_ns": rec.summary.start_ns, "tracks": rows}
+
+
+# ---- kernels ----------------------------------------------------------------------------------
+
+def compute_run_kernels(store: RunStore, run_id: str) -> KernelTable:
+    """The kernel table of a stored run: the cached slice columns plus the args of its device
+    executions, read from Parquet (only those rows' args)."""
+    store.require_ready(run_id)
+    args = pq.read_table(store.table_path(run_id, "slices"), columns=["args"],
+                         filters=[("device_time", "=", True)]).column("args")
+    return compute_kernel_table(store.table(run_id, "slices"), args)
+
+
+def kernels_json(kernels: KernelTable, sort: str = "-total_ns", q: str = "", category: str = "",
+                 limit: int | None = None) -> KernelsResult:
+    """The `/api/runs/{id}/kernels` object; the kernels page holds the same rows."""
+    if category and category not in KERNEL_CATEGORIES:
+        raise BadRequest(f"no kernel category {category!r}; categories: {', '.join(KERNEL_CATEGORIES)}")
+    return {"rows": sort_kernel_rows(kernels.table, sort, limit, q, category),
+            "device_total_ns": kernels.device_total_ns, "categories": kernels.categories}
+
+
+def build_kernels_page(store: RunStore, run_id: str, sort: str = "-total_ns", q: str = "", category: str = "",
+                       limit: int | None = None, kernels: KernelTable | None = None) -> KernelsPage:
+    """A server passes its cached `kernels`; without them they are computed here."""
+    rec = store.require_ready(run_id)
+    data = kernels_json(kernels or compute_run_kernels(store, run_id), sort, q, category, limit)
+    figures = {"top": make_top_kernels_figure(data["rows"]), "categories": make_kernel_category_figure(data["categories"])}
+    page = KernelsPage(run_json(rec), data["rows"], data["device_total_ns"], data["categories"], sort, q, category,
+                       limit, figures)
+    page.twin = f"/api/runs/{run_id}/kernels?{page.query()}"
+    return page
+
+

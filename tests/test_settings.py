@@ -1,0 +1,37 @@
+"""One settings object, passed in: cache sizes and SQL limits are Settings fields with help text, they
+reach the store and the app's caches, and nothing outside explorer/config.py reads the environment."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from explorer.config import PROJECT_ROOT, Settings
+
+CACHE_AND_LIMITS = ("cache_runs", "derived_cache_entries", "op_table_cache", "sql_timeout_s", "sql_max_rows")
+
+
+def test_every_setting_has_help_text() -> None:
+    for name, field in Settings.model_fields.items():
+        assert field.description, name
+    assert set(CACHE_AND_LIMITS) <= set(Settings.model_fields)
+
+
+def test_cache_sizes_reach_the_caches(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", cache_runs=1, derived_cache_entries=2, op_table_cache=3)
+    with TestClient(create_app(settings)) as client:
+        state = client.app.state.explorer  # type: ignore[attr-defined]
+        assert (state.store._cache_size, state.memo._max, state.store.derived._max) == (1, 2, 3)
+
+
+def test_nothing_else_reads_the_environment() -> None:
+    readers = []
+    for folder in ("explorer", "api"):
+        for path in (PROJECT_ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "putenv"):
+                    readers.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}")
+    assert readers == []
