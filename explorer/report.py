@@ -24,6 +24,7 @@ from explorer.analysis.breakdown import compute_breakdown
 from explorer.analysis.compare import RunOps, compute_compare, kernel_table
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
+from explorer.analysis.op_events import compute_op_event_rows
 from explorer.charts import (
     make_compare_figure,
     make_kernel_category_figure,
@@ -44,6 +45,7 @@ from explorer.store.queries import (
     check_op_view,
     default_op_sort,
     has_module_frames,
+    load_op_slices,
     load_ops,
     op_table,
     run_device_total_ns,
@@ -54,6 +56,7 @@ from explorer.store.runs import RunStore
 
 SNAPSHOT_WIDTH_PX = 4000
 SNAPSHOT_ARGS_BYTES = 2_000_000  # args text embedded in a report, at most
+SNAPSHOT_RULE_ROWS = 200_000  # slices (for search) and op events (for range op tables) embedded, at most
 TOP_OPS = 15
 TEXT_COLUMNS = ("name", "input_shapes")
 MAX_COMPARE_RUNS = 8
@@ -317,7 +320,25 @@ def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_
     window = compute_window(ix, 0, span, width_px)
     ids = [i for tr in window["tracks"] for i in (tr.get("slices") or {}).get("id", [])]
     return {"span_ns": span, "tracks": build_tracks(store, run_id), "window": window,
-            "details": snapshot_details(store, run_id, ids)}
+            "details": snapshot_details(store, run_id, ids), **snapshot_rules(store, run_id, ix)}
+
+
+def snapshot_rules(store: RunStore, run_id: str, ix: TimelineIndex,
+                   max_rows: int = SNAPSHOT_RULE_ROWS) -> dict[str, Any]:
+    """What the offline timeline needs to answer search and range op tables by the server's rules:
+    the slices the server searches (analysis.search) and the op events load_ops_in_range sums, with
+    the op table's default sort. Either is None when the run has more than `max_rows` of them."""
+    rec = store.require_ready(run_id)
+    search = None
+    if len(ix.slice_id) <= max_rows:
+        search = {"names": ix.names, "id": ix.slice_id.tolist(), "name": ix.name.tolist(), "ts": ix.ts.tolist(),
+                  "dur": ix.dur.tolist(), "track": ix.slice_track[ix.slice_id].tolist()}
+    slices = load_op_slices(store, run_id)
+    ops = None
+    if slices.num_rows <= max_rows:
+        ops = {**compute_op_event_rows(slices, int(rec.summary["start_ns"])),
+               "sort": default_op_sort(run_device_total_ns(rec))}
+    return {"search": search, "ops": ops}
 
 
 def snapshot_details(store: RunStore, run_id: str, slice_ids: list[int],

@@ -25,7 +25,7 @@ TIMELINE_SCRIPTS = ("timescale.js", "tracks.js", "overlays.js", "panels.js", "ti
 
 
 def test_python_charts_use_the_table() -> None:
-    assert charts.LANE_COLORS == TABLE["lanes"]
+    assert TABLE["lanes"] == charts.LANE_COLORS
     assert set(TABLE["lanes"]) == {"framework", "runtime", "hardware", "counter", "other"}
 
 
