@@ -327,7 +327,7 @@ def snapshot_rules(store: RunStore, run_id: str, ix: TimelineIndex,
                    max_rows: int = SNAPSHOT_RULE_ROWS) -> dict[str, Any]:
     """What the offline timeline needs to answer search and range op tables by the server's rules:
     the slices the server searches (analysis.search) and the op events load_ops_in_range sums, with
-    the op table's default sort. Either is None when the run has more than `max_rows` of them."""
+    the op table's default sort and its views. Either is None when the run has more than `max_rows` of them."""
     rec = store.require_ready(run_id)
     search = None
     if len(ix.slice_id) <= max_rows:
@@ -337,7 +337,7 @@ def snapshot_rules(store: RunStore, run_id: str, ix: TimelineIndex,
     ops = None
     if slices.num_rows <= max_rows:
         ops = {**compute_op_event_rows(slices, int(rec.summary["start_ns"])),
-               "sort": default_op_sort(run_device_total_ns(rec))}
+               "sort": default_op_sort(run_device_total_ns(rec)), "views": OP_VIEWS, "default_view": DEFAULT_OP_VIEW}
     return {"search": search, "ops": ops}
 
 

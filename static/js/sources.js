@@ -21,8 +21,9 @@
       return TE.api(this.prefix + "/search?limit=" + SEARCH_LIMIT + "&q=" + encodeURIComponent(q) + (o.regex ? "&regex=1" : "") +
         (o.args ? "&args=1" : ""));
     }
-    ops(start, end) {
-      return TE.api(this.prefix + "/ops?limit=" + OPS_LIMIT + "&start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end));
+    ops(start, end, view) {
+      return TE.api(this.prefix + "/ops?limit=" + OPS_LIMIT + "&start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end) +
+        (view ? "&view=" + encodeURIComponent(view) : ""));
     }
   }
 
@@ -100,9 +101,10 @@
       return Promise.resolve({ count: pos.length, matches: matches });
     }
     lanes() { return new Map(this.snap.tracks.tracks.map((t) => [t.track_id, t.lane])); }
-    /** The server's range op table (load_ops_in_range, operators view, default sort) from the op events
-        embedded in the report: ops starting in [start, end) are counted; a launch counts once per row. */
-    ops(start, end) {
+    /** The server's range op table (load_ops_in_range, default sort and view; `view` names another
+        of the server's views) from the op events embedded in the report: ops starting in [start, end) are counted; a
+        launch counts once per row. */
+    ops(start, end, view) {
       const o = this.snap.ops;
       if (!o) return Promise.reject(new Error("this run is too large for offline range op tables; open it on the server"));
       const a = Math.floor(start), b = Math.ceil(end), n = o.id.length;
@@ -119,7 +121,9 @@
         if (up < 0) r.device_total_ns += o.device_total[i];  // an enclosing same-name op in range has it already
       }
       const key = o.sort.replace(/^[-+]/, "");
-      const rows = Array.from(by.values()).filter((r) => r.python_calls < r.calls)
+      const v = view || o.default_view, kind = o.views[v];  // the server's view table: view -> row kind kept
+      if (kind === undefined) return Promise.reject(new Error("unknown op view " + v));
+      const rows = Array.from(by.values()).filter((r) => kind === null || kind === (r.python_calls === r.calls ? "python" : "operator"))
         .sort((x, y) => (y[key] - x[key]) || (x.name < y.name ? -1 : x.name > y.name ? 1 : 0)).slice(0, OPS_LIMIT);
       for (const r of rows) { r.cpu_avg_ns = Math.floor(r.cpu_total_ns / r.calls); delete r.python_calls; }
       return Promise.resolve({ rows: rows, sort: o.sort, offline: true });
