@@ -21,6 +21,7 @@ from markupsafe import Markup
 
 from explorer import __version__
 from explorer.analysis.breakdown import compute_breakdown
+from explorer.analysis.chain import compute_chain
 from explorer.analysis.compare import RunOps, compute_compare, kernel_table
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
@@ -56,6 +57,7 @@ from explorer.store.runs import RunStore
 
 SNAPSHOT_WIDTH_PX = 4000
 SNAPSHOT_ARGS_BYTES = 2_000_000  # args text embedded in a report, at most
+SNAPSHOT_CHAIN_SLICES = 3000  # drawn slices whose linked chains a report embeds, at most
 SNAPSHOT_RULE_ROWS = 200_000  # slices (for search) and op events (for range op tables) embedded, at most
 TOP_OPS = 15
 TEXT_COLUMNS = ("name", "input_shapes")
@@ -320,7 +322,23 @@ def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_
     window = compute_window(ix, 0, span, width_px)
     ids = [i for tr in window["tracks"] for i in (tr.get("slices") or {}).get("id", [])]
     return {"span_ns": span, "tracks": build_tracks(store, run_id), "window": window,
-            "details": snapshot_details(store, run_id, ids), **snapshot_rules(store, run_id, ix)}
+            "details": snapshot_details(store, run_id, ids), **snapshot_rules(store, run_id, ix),
+            "chains": snapshot_chains(store, run_id, ids, origin)}
+
+
+def snapshot_chains(store: RunStore, run_id: str, slice_ids: list[int], origin_ns: int,
+                    max_slices: int = SNAPSHOT_CHAIN_SLICES) -> dict[str, list[dict[str, Any]]] | None:
+    """The server's linked chain (analysis.chain.compute_chain) of each drawn slice that has one longer
+    than itself; None when more than `max_slices` slices are drawn (the offline panel says so)."""
+    if len(slice_ids) > max_slices:
+        return None
+    slices, flows = store.table(run_id, "slices"), store.table(run_id, "flows")
+    chains = {}
+    for sid in sorted(set(slice_ids)):
+        chain = compute_chain(slices, flows, sid, origin_ns)
+        if len(chain) > 1:
+            chains[str(sid)] = chain
+    return chains
 
 
 def snapshot_rules(store: RunStore, run_id: str, ix: TimelineIndex,

@@ -48,6 +48,7 @@
         kv([["duration", TE.fmtNs(e.dur_ns)], ["start", TE.fmtNs(e.ts_rel_ns) + " after run start"], ["category", e.cat],
           ["track", trackLabel(e.track_id)], ["depth", e.depth], ["correlation", e.correlation], ["external id", e.external_id],
           ["slice id", e.slice_id]]));
+      if (d.offline && d.chainOmitted) side.append(el("p", { class: "muted" }, "Offline report: this run draws too many events for their linked chains to fit in the report."));
       if (d.offline && d.argsOmitted) side.append(el("p", { class: "muted" }, "Offline report: this event's args did not fit in the report; open the run on the server for them."));
       const args = e.args || {};
       if (Object.keys(args).length) {

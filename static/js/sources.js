@@ -51,34 +51,23 @@
     event(id) {
       const me = this._brief(id);
       if (!me) return Promise.reject(new Error("details of this event are not in the report"));
-      const chain = [Object.assign({ relation: "self", gap_ns: null }, me)];
-      const flows = this.snap.window.flows || [];
-      for (let cur = id, guard = 0; guard < 8; guard++) {  // upstream
-        const f = flows.find((x) => x.to === cur);
-        const b = f && this._brief(f.from);
-        if (!b) break;
-        chain.unshift(Object.assign({ relation: f.kind }, b)); cur = f.from;
-      }
-      for (let cur = id, guard = 0; guard < 8; guard++) {  // downstream
-        const f = flows.find((x) => x.from === cur);
-        const b = f && this._brief(f.to);
-        if (!b) break;
-        chain.push(Object.assign({ relation: f.kind }, b)); cur = f.to;
-      }
-      for (let i = 0; i < chain.length; i++) chain[i].gap_ns = i ? chain[i].ts_rel_ns - chain[i - 1].ts_rel_ns : null;
+      // the server's chain, embedded per drawn slice (report.snapshot_chains); a slice without one links nothing
+      const chains = this.snap.chains;
+      const chain = (chains && chains[String(id)]) || [Object.assign({ relation: "self", gap_ns: null }, me)];
       // the report embeds each drawn slice's parent and (within a size budget) its args
       const det = this.snap.details || { parent: {}, args: {}, args_complete: false };
       const parents = [];
       for (let p = det.parent[String(id)], guard = 0; p !== undefined && guard < 64; p = det.parent[String(p)], guard++) {
         const b = this._brief(p);
         if (!b) break;
-        parents.unshift(b);
+        parents.push(b);  // nearest first, as the server lists them
       }
       const argsText = det.args[String(id)];
       let args = {};
       try { args = argsText ? JSON.parse(argsText) : {}; } catch (err) { args = { args: argsText }; }
       return Promise.resolve({ event: Object.assign({ args: args, cat: "" }, me), parents: parents,
-        children: { count: 0, top: [] }, chain: chain, offline: true, argsOmitted: !argsText && !det.args_complete });
+        children: { count: 0, top: [] }, chain: chain, offline: true, argsOmitted: !argsText && !det.args_complete,
+        chainOmitted: !chains });
     }
     /** The server's search rule (analysis/search.py) over the slices it searches, embedded in the report:
         names only (args are not in the report), substring ignoring case or a case-sensitive regex; the

@@ -81,3 +81,17 @@ def test_page_colours_are_the_theme_table(page: Any, server: Any) -> None:
     css = page.evaluate("""(lanes) => lanes.map((l) =>
         getComputedStyle(document.documentElement).getPropertyValue('--' + l).trim())""", list(table["lanes"]))
     assert css == list(table["lanes"].values())
+
+
+def test_offline_chains_and_parents_are_the_servers(report_page: Any, server: Any) -> None:
+    rid = server.runs["synth"]
+    ids = report_page.evaluate("() => TE.timelineApi.sliceIds()")
+    linked = 0
+    for sid in ids[:: max(1, len(ids) // 60)]:
+        want = api(server, f"/api/runs/{rid}/events/{sid}")
+        got = report_page.evaluate("(id) => TE.timelineApi.source.event(id)", sid)
+        assert got["chain"] == want["chain"], sid
+        drawn = [p["slice_id"] for p in want["parents"] if p["slice_id"] in set(ids)]
+        assert [p["slice_id"] for p in got["parents"]] == drawn[: len(got["parents"])], sid
+        linked += len(want["chain"]) > 1
+    assert linked > 5  # the sample holds linked chains, not only lone slices
