@@ -21,11 +21,9 @@ from markupsafe import Markup
 
 from explorer import __version__
 from explorer.analysis.breakdown import compute_breakdown
-from explorer.analysis.chain import compute_chain
 from explorer.analysis.compare import RunOps, compute_compare, kernel_table
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
-from explorer.analysis.op_events import compute_op_event_rows
 from explorer.charts import (
     make_compare_figure,
     make_kernel_category_figure,
@@ -37,6 +35,7 @@ from explorer.config import PROJECT_ROOT
 from explorer.errors import BadRequest
 from explorer.kernel_page import KernelsPage, compute_run_kernels, kernels_json
 from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
+from explorer.snapshot import snapshot_chains, snapshot_rules
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import (
     DEFAULT_OP_VIEW,
@@ -46,7 +45,6 @@ from explorer.store.queries import (
     check_op_view,
     default_op_sort,
     has_module_frames,
-    load_op_slices,
     load_ops,
     op_table,
     run_device_total_ns,
@@ -57,8 +55,6 @@ from explorer.store.runs import RunStore
 
 SNAPSHOT_WIDTH_PX = 4000
 SNAPSHOT_ARGS_BYTES = 2_000_000  # args text embedded in a report, at most
-SNAPSHOT_CHAIN_SLICES = 3000  # drawn slices whose linked chains a report embeds, at most
-SNAPSHOT_RULE_ROWS = 200_000  # slices (for search) and op events (for range op tables) embedded, at most
 TOP_OPS = 15
 TEXT_COLUMNS = ("name", "input_shapes")
 MAX_COMPARE_RUNS = 8
@@ -324,39 +320,6 @@ def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_
     return {"span_ns": span, "tracks": build_tracks(store, run_id), "window": window,
             "details": snapshot_details(store, run_id, ids), **snapshot_rules(store, run_id, ix),
             "chains": snapshot_chains(store, run_id, ids, origin)}
-
-
-def snapshot_chains(store: RunStore, run_id: str, slice_ids: list[int], origin_ns: int,
-                    max_slices: int = SNAPSHOT_CHAIN_SLICES) -> dict[str, list[dict[str, Any]]] | None:
-    """The server's linked chain (analysis.chain.compute_chain) of each drawn slice that has one longer
-    than itself; None when more than `max_slices` slices are drawn (the offline panel says so)."""
-    if len(slice_ids) > max_slices:
-        return None
-    slices, flows = store.table(run_id, "slices"), store.table(run_id, "flows")
-    chains = {}
-    for sid in sorted(set(slice_ids)):
-        chain = compute_chain(slices, flows, sid, origin_ns)
-        if len(chain) > 1:
-            chains[str(sid)] = chain
-    return chains
-
-
-def snapshot_rules(store: RunStore, run_id: str, ix: TimelineIndex,
-                   max_rows: int = SNAPSHOT_RULE_ROWS) -> dict[str, Any]:
-    """What the offline timeline needs to answer search and range op tables by the server's rules:
-    the slices the server searches (analysis.search) and the op events load_ops_in_range sums, with
-    the op table's default sort and its views. Either is None when the run has more than `max_rows` of them."""
-    rec = store.require_ready(run_id)
-    search = None
-    if len(ix.slice_id) <= max_rows:
-        search = {"names": ix.names, "id": ix.slice_id.tolist(), "name": ix.name.tolist(), "ts": ix.ts.tolist(),
-                  "dur": ix.dur.tolist(), "track": ix.slice_track[ix.slice_id].tolist()}
-    slices = load_op_slices(store, run_id)
-    ops = None
-    if slices.num_rows <= max_rows:
-        ops = {**compute_op_event_rows(slices, int(rec.summary["start_ns"])),
-               "sort": default_op_sort(run_device_total_ns(rec)), "views": OP_VIEWS, "default_view": DEFAULT_OP_VIEW}
-    return {"search": search, "ops": ops}
 
 
 def snapshot_details(store: RunStore, run_id: str, slice_ids: list[int],
