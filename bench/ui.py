@@ -32,8 +32,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 
 STEPS_JS = """async (steps) => {
-  const tl = window.__timeline;
-  const box = tl.canvas.getBoundingClientRect();
+  const tl = TE.timelineApi;
   const plan = [];
   for (let i = 0; i < steps; i++) {
     const k = i % 10;
@@ -43,9 +42,8 @@ STEPS_JS = """async (steps) => {
   const t0 = last;
   for (const [kind, v] of plan) {
     await new Promise((resolve) => requestAnimationFrame(() => {
-      if (kind === "zoom") tl.zoomAt(v, 230 + tl.plotW * 0.6); else tl.pan((tl.end - tl.start) * v);
+      if (kind === "zoom") tl.zoomAt(v, tl.gutter + tl.plotWidth() * 0.6); else tl.pan(tl.view().span * v);
       const a = performance.now();
-      tl.drawPending = false;
       tl.drawNow();  // draw in this frame, from whatever window is cached
       drawMs += performance.now() - a;
       resolve();
@@ -56,7 +54,7 @@ STEPS_JS = """async (steps) => {
   }
   const elapsed = performance.now() - t0;
   return {fps: steps / (elapsed / 1000), elapsed_ms: elapsed, worst_frame_ms: worst, mean_draw_ms: drawMs / steps,
-          fetches: Number(tl.container.dataset.fetches || 0)};
+          fetches: tl.fetches()};
 }"""
 
 

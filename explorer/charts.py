@@ -12,14 +12,8 @@ from typing import Any
 
 from explorer.analysis.compare import headline_metric
 from explorer.model.lanes import Lane
+from explorer.theme import LANE_COLORS
 
-LANE_COLORS = {
-    "framework": "#4e79a7",
-    "runtime": "#f28e2b",
-    "hardware": "#59a14f",
-    "counter": "#b07aa1",
-    "other": "#9c9c9c",
-}
 RUN_COLORS = ("#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#76b7b2", "#b07aa1")
 FONT = {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "size": 12, "color": "#24292f"}
 MAX_LABEL = 48
@@ -68,7 +62,7 @@ def make_lane_breakdown_figure(breakdown: Mapping[str, Any]) -> dict[str, Any]:
     data = [
         {"type": "bar", "orientation": "h", "name": "busy", "y": names, "x": busy, "text": pct,
          "textposition": "inside", "insidetextanchor": "start",
-         "marker": {"color": [LANE_COLORS.get(n, "#9c9c9c") for n in names]},
+         "marker": {"color": [LANE_COLORS.get(n, LANE_COLORS["other"]) for n in names]},
          "hovertemplate": "%{y}: %{x:,.1f} " + unit + " busy<extra></extra>"},
         {"type": "bar", "orientation": "h", "name": "idle", "y": names, "x": idle,
          "marker": {"color": "#e6e8eb"}, "hovertemplate": "%{y}: %{x:,.1f} " + unit + " idle<extra></extra>"},

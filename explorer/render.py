@@ -18,10 +18,12 @@ from markupsafe import Markup
 from explorer.charts import time_unit
 from explorer.config import PROJECT_ROOT
 from explorer.model.demo import demo_note
+from explorer.theme import THEME, theme_css
 
 PLOTLY_JS = "vendor/plotly.min.js"
 # Classic scripts (not ES modules) so the offline report can inline them as they are.
-APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/sources.js", "js/timeline.js", "js/panels.js", "js/pages.js")
+APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/sources.js", "js/timescale.js", "js/tracks.js", "js/overlays.js",
+               "js/panels.js", "js/timeline_input.js", "js/timeline.js", "js/timeline_api.js", "js/pages.js")
 APP_STYLES = ("css/app.css",)
 
 
@@ -91,6 +93,7 @@ def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
     )
     env.filters.update(ns=fmt_ns, us=fmt_us, dur=fmt_dur, thousands=fmt_int, pct=fmt_pct, when=fmt_time, script_json=json_for_script)
     env.globals["demo_note"] = demo_note  # the "what you are looking at" note of the demo's compare page
+    env.globals.update(theme=THEME, theme_css=theme_css)  # the one colour table, for CSS and the scripts
     return env
 
 

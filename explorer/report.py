@@ -32,6 +32,7 @@ from explorer.pages import (
     build_tracks,
 )
 from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
+from explorer.snapshot import snapshot_chains, snapshot_rules
 from explorer.store.run_queries import load_slice_column
 from explorer.store.runs import RunStore
 
@@ -69,7 +70,8 @@ def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_
     window = compute_window(ix, 0, span, width_px)
     ids = [i for tr in window["tracks"] for i in (tr.get("slices") or {}).get("id", [])]
     return {"span_ns": span, "tracks": build_tracks(store, run_id), "window": window,
-            "details": snapshot_details(store, run_id, ids)}
+            "details": snapshot_details(store, run_id, ids), **snapshot_rules(store, run_id, ix),
+            "chains": snapshot_chains(store, run_id, ids, origin)}
 
 
 def snapshot_details(store: RunStore, run_id: str, slice_ids: list[int],

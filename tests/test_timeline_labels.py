@@ -1,4 +1,4 @@
-"""The timeline's label cutter (static/js/timeline.js TE.shortName), run under Node with a case table:
+"""The timeline's label cutter (static/js/tracks.js TE.shortName), run under Node with a case table:
 C++ kernel names lose argument list, template arguments and return type before the namespace."""
 
 from __future__ import annotations
@@ -48,6 +48,6 @@ def test_short_names() -> None:
               "const names = JSON.parse(process.argv[2]);"
               "console.log(JSON.stringify(names.map(window.TE.shortName)));")
     names = [name for name, _ in CASES]
-    out = subprocess.run(["node", "-e", script, str(PROJECT_ROOT / "static" / "js" / "timeline.js"), json.dumps(names)],
+    out = subprocess.run(["node", "-e", script, str(PROJECT_ROOT / "static" / "js" / "tracks.js"), json.dumps(names)],
                          capture_output=True, text=True, check=True, timeout=30)
     assert json.loads(out.stdout) == [short for _, short in CASES]

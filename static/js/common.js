@@ -77,7 +77,12 @@
     colorCache.set(name, c);
     return c;
   };
-  TE.LANE_COLORS = { framework: "#4e79a7", runtime: "#f28e2b", hardware: "#59a14f", counter: "#b07aa1", other: "#9c9c9c" };
+  /** The one colour table (static/theme.json), embedded in every page by base.html. */
+  TE.THEME = TE.readJSON("te-theme");
+  if (!TE.THEME) throw new Error("the page lacks its colour table (#te-theme)");
+  TE.LANE_COLORS = TE.THEME.lanes;
+  /** A lane's colour; lanes outside the table take `other`'s. */
+  TE.laneColor = (lane) => TE.LANE_COLORS[lane] || TE.LANE_COLORS.other;
 
   /** The body column each header cell stands for, honouring colspan and rowspan (a two-row header's
       group cells span several columns): Map(th -> column index); cells spanning columns map to null. */

@@ -1,8 +1,11 @@
 /* Where the timeline's data comes from: the explorer's REST API, or a snapshot embedded in the
-   offline report. Both answer the same calls with the same shapes (docs/API.md). */
+   offline report. Both answer the same calls with the same shapes (docs/API.md); offline search and
+   range op tables apply the server's rules to what the report embeds (report.snapshot_rules). */
 (function () {
   "use strict";
   const TE = (window.TE = window.TE || {});
+
+  const SEARCH_LIMIT = 5000, OPS_LIMIT = 200;  // what the timeline asks the server for
 
   // ---- data sources -----------------------------------------------------------------------
   class ApiSource {
@@ -15,11 +18,12 @@
     event(id) { return TE.api(this.prefix + "/events/" + id); }
     search(q, opts) {
       const o = opts || {};
-      return TE.api(this.prefix + "/search?limit=5000&q=" + encodeURIComponent(q) + (o.regex ? "&regex=1" : "") +
+      return TE.api(this.prefix + "/search?limit=" + SEARCH_LIMIT + "&q=" + encodeURIComponent(q) + (o.regex ? "&regex=1" : "") +
         (o.args ? "&args=1" : ""));
     }
-    ops(start, end) {
-      return TE.api(this.prefix + "/ops?limit=200&start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end));
+    ops(start, end, view) {
+      return TE.api(this.prefix + "/ops?limit=" + OPS_LIMIT + "&start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end) +
+        (view ? "&view=" + encodeURIComponent(view) : ""));
     }
   }
 
@@ -47,73 +51,71 @@
     event(id) {
       const me = this._brief(id);
       if (!me) return Promise.reject(new Error("details of this event are not in the report"));
-      const chain = [Object.assign({ relation: "self", gap_ns: null }, me)];
-      const flows = this.snap.window.flows || [];
-      for (let cur = id, guard = 0; guard < 8; guard++) {  // upstream
-        const f = flows.find((x) => x.to === cur);
-        const b = f && this._brief(f.from);
-        if (!b) break;
-        chain.unshift(Object.assign({ relation: f.kind }, b)); cur = f.from;
-      }
-      for (let cur = id, guard = 0; guard < 8; guard++) {  // downstream
-        const f = flows.find((x) => x.from === cur);
-        const b = f && this._brief(f.to);
-        if (!b) break;
-        chain.push(Object.assign({ relation: f.kind }, b)); cur = f.to;
-      }
-      for (let i = 0; i < chain.length; i++) chain[i].gap_ns = i ? chain[i].ts_rel_ns - chain[i - 1].ts_rel_ns : null;
+      // the server's chain, embedded per drawn slice (report.snapshot_chains); a slice without one links nothing
+      const chains = this.snap.chains;
+      const chain = (chains && chains[String(id)]) || [Object.assign({ relation: "self", gap_ns: null }, me)];
       // the report embeds each drawn slice's parent and (within a size budget) its args
       const det = this.snap.details || { parent: {}, args: {}, args_complete: false };
       const parents = [];
       for (let p = det.parent[String(id)], guard = 0; p !== undefined && guard < 64; p = det.parent[String(p)], guard++) {
         const b = this._brief(p);
         if (!b) break;
-        parents.unshift(b);
+        parents.push(b);  // nearest first, as the server lists them
       }
       const argsText = det.args[String(id)];
       let args = {};
       try { args = argsText ? JSON.parse(argsText) : {}; } catch (err) { args = { args: argsText }; }
       return Promise.resolve({ event: Object.assign({ args: args, cat: "" }, me), parents: parents,
-        children: { count: 0, top: [] }, chain: chain, offline: true, argsOmitted: !argsText && !det.args_complete });
+        children: { count: 0, top: [] }, chain: chain, offline: true, argsOmitted: !argsText && !det.args_complete,
+        chainOmitted: !chains });
     }
+    /** The server's search rule (analysis/search.py) over the slices it searches, embedded in the report:
+        names only (args are not in the report), substring ignoring case or a case-sensitive regex; the
+        count of all matches and the first `SEARCH_LIMIT` in time order (then slice id). */
     search(q, opts) {
-      // Offline the snapshot has names only: args are not searched.
-      const needle = q.toLowerCase(), w = this.snap.window, names = w.names, matches = [];
+      const idx = this.snap.search;
+      if (!idx) return Promise.reject(new Error("this run is too large for offline search; open it on the server"));
+      const needle = q.toLowerCase();
       let test = (n) => n.toLowerCase().includes(needle);
       if (opts && opts.regex) {
         let re;
-        try { re = new RegExp(q, "i"); } catch (err) { return Promise.reject(new Error("bad regular expression: " + err.message)); }
+        try { re = new RegExp(q); } catch (err) { return Promise.reject(new Error("bad regular expression: " + err.message)); }
         test = (n) => re.test(n);
       }
-      const hitNames = new Set(names.map((n, i) => (test(n) ? i : -1)).filter((i) => i >= 0));
-      const lanes = new Map(this.snap.tracks.tracks.map((t) => [t.track_id, t.lane]));
-      for (const t of w.tracks) {
-        const s = t.slices;
-        if (!s) continue;
-        for (let i = 0; i < s.id.length; i++) {
-          if (hitNames.has(s.name[i])) matches.push({ slice_id: s.id[i], name: names[s.name[i]], lane: lanes.get(t.track_id),
-            track_id: t.track_id, ts: s.ts[i], dur: s.dur[i] });
-        }
-      }
-      matches.sort((a, b) => a.ts - b.ts);
-      return Promise.resolve({ count: matches.length, matches: matches });
+      const hit = idx.names.map(test), lanes = this.lanes(), pos = [];
+      for (let i = 0; i < idx.id.length; i++) if (hit[idx.name[i]]) pos.push(i);
+      pos.sort((a, b) => (idx.ts[a] - idx.ts[b]) || (idx.id[a] - idx.id[b]));
+      const matches = pos.slice(0, SEARCH_LIMIT).map((i) => ({ slice_id: idx.id[i], name: idx.names[idx.name[i]],
+        lane: lanes.get(idx.track[i]) || "other", track_id: idx.track[i], ts: idx.ts[i], dur: idx.dur[i] }));
+      return Promise.resolve({ count: pos.length, matches: matches });
     }
-    ops(start, end) {
-      // Offline: aggregate the framework slices of the snapshot that start in the range.
-      const w = this.snap.window, lanes = new Map(this.snap.tracks.tracks.map((t) => [t.track_id, t.lane]));
-      const by = new Map();
-      for (const t of w.tracks) {
-        const s = t.slices;
-        if (!s || lanes.get(t.track_id) !== "framework") continue;
-        for (let i = 0; i < s.id.length; i++) {
-          if (s.ts[i] < start || s.ts[i] > end) continue;
-          const n = w.names[s.name[i]];
-          const r = by.get(n) || { name: n, calls: 0, cpu_total_ns: 0, self_cpu_ns: null, device_total_ns: null };
-          r.calls++; r.cpu_total_ns += s.dur[i]; by.set(n, r);
-        }
+    lanes() { return new Map(this.snap.tracks.tracks.map((t) => [t.track_id, t.lane])); }
+    /** The server's range op table (load_ops_in_range, default sort and view; `view` names another
+        of the server's views) from the op events embedded in the report: ops starting in [start, end) are counted; a
+        launch counts once per row. */
+    ops(start, end, view) {
+      const o = this.snap.ops;
+      if (!o) return Promise.reject(new Error("this run is too large for offline range op tables; open it on the server"));
+      const a = Math.floor(start), b = Math.ceil(end), n = o.id.length;
+      const inside = o.ts.map((t) => t >= a && t < b), by = new Map();
+      for (let i = 0; i < n; i++) {
+        if (!inside[i]) continue;
+        const name = o.names[o.name[i]];
+        let r = by.get(name);
+        if (!r) by.set(name, r = { name: name, calls: 0, python_calls: 0, cpu_total_ns: 0, self_cpu_ns: 0, self_device_ns: 0, device_total_ns: 0 });
+        r.calls++; r.python_calls += o.python[i] ? 1 : 0;
+        r.cpu_total_ns += o.dur[i]; r.self_cpu_ns += o.self_cpu[i]; r.self_device_ns += o.self_device[i];
+        let up = o.outer_same[i];
+        while (up >= 0 && !inside[up]) up = o.outer_same[up];
+        if (up < 0) r.device_total_ns += o.device_total[i];  // an enclosing same-name op in range has it already
       }
-      const rows = Array.from(by.values()).sort((a, b) => b.cpu_total_ns - a.cpu_total_ns);
-      return Promise.resolve({ rows: rows, offline: true });
+      const key = o.sort.replace(/^[-+]/, "");
+      const v = view || o.default_view, kind = o.views[v];  // the server's view table: view -> row kind kept
+      if (kind === undefined) return Promise.reject(new Error("unknown op view " + v));
+      const rows = Array.from(by.values()).filter((r) => kind === null || kind === (r.python_calls === r.calls ? "python" : "operator"))
+        .sort((x, y) => (y[key] - x[key]) || (x.name < y.name ? -1 : x.name > y.name ? 1 : 0)).slice(0, OPS_LIMIT);
+      for (const r of rows) { r.cpu_avg_ns = Math.floor(r.cpu_total_ns / r.calls); delete r.python_calls; }
+      return Promise.resolve({ rows: rows, sort: o.sort, offline: true });
     }
   }
   TE.ApiSource = ApiSource;

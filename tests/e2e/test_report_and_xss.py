@@ -46,21 +46,14 @@ def test_report_file_opens_offline(offline_page: Any, server: Any, tmp_path: Pat
     assert visible == 2
     # the embedded timeline zooms and shows details from the snapshot
     page.locator("#tl-canvas").scroll_into_view_if_needed()
-    span = page.evaluate("() => window.__timeline.end - window.__timeline.start")
+    span = page.evaluate("() => TE.timelineApi.view().span")
     page.locator("#tl-canvas").click(position={"x": 700, "y": 60})
     page.keyboard.press("w")
-    assert page.evaluate("() => window.__timeline.end - window.__timeline.start") < span
+    assert page.evaluate("() => TE.timelineApi.view().span") < span
     # details offline: the report embeds each drawn slice's parent and args
-    child = page.evaluate("""() => {
-      const tl = window.__timeline;
-      for (const [tid, td] of tl.trackData) {
-        const s = td.slices;
-        if (!s) continue;
-        for (let i = 0; i < s.id.length; i++) if (tl.names[s.name[i]] === "aten::addmm") return s.id[i];
-      }
-      return null; }""")
+    child = page.evaluate("""() => TE.timelineApi.sliceIds("aten::addmm")[0] ?? null""")
     assert child is not None
-    page.evaluate(f"() => window.__timeline.select({child}, false)")
+    page.evaluate(f"() => TE.timelineApi.select({child})")
     page.wait_for_function("() => document.getElementById('tl-detail-name')?.textContent === 'aten::addmm'")
     details = page.inner_text("#tl-details")
     assert "Args" in details and "External id" in details

@@ -20,32 +20,20 @@ def wait_timeline(page: Any) -> None:
 
 
 def span_of(page: Any) -> float:
-    return float(page.evaluate("() => window.__timeline.end - window.__timeline.start"))
+    return float(page.evaluate("() => TE.timelineApi.view().span"))
 
 
 def slice_point(page: Any, name: str | None = None, lane: str | None = None) -> dict[str, Any]:
     """Page coordinates of the centre of the widest visible slice (optionally by name / lane)."""
     return page.evaluate(  # type: ignore[no-any-return]
-        (
         """([want, lane]) => {
-          const tl = window.__timeline, box = tl.canvas.getBoundingClientRect();
           let best = null;
-          for (const row of tl.rows) {
-            if (row.kind !== "track" || (lane && row.track.lane !== lane)) continue;
-            const td = tl.trackData.get(row.track.track_id);
-            if (!td || !td.slices) continue;
-            const s = td.slices;
-            for (let i = 0; i < s.id.length; i++) {
-              const name = tl.names[s.name[i]];
-              if (want && name !== want) continue;
-              const x0 = Math.max(tl.xOf(s.ts[i]), 231), x1 = Math.min(tl.xOf(s.ts[i] + s.dur[i]), tl.width - 2);
-              const y = 26 + row.y + s.depth[i] * 17 + 8 - tl.scroll.scrollTop;
-              if (x1 - x0 < 3 || y < 30 || y > tl.height - 5) continue;
-              if (!best || x1 - x0 > best.w) best = {x: box.left + (x0 + x1) / 2, y: box.top + y, w: x1 - x0, id: s.id[i], name: name};
-            }
+          for (const s of TE.timelineApi.visibleSlices()) {
+            if ((want && s.name !== want) || (lane && s.lane !== lane)) continue;
+            if (!best || s.w > best.w) best = {x: s.x, y: s.y, w: s.w, id: s.id, name: s.name};
           }
           return best;
-        }"""), [name, lane])
+        }""", [name, lane])
 
 
 def test_upload_torch_trace_then_explore(page: Any, server: Any, traces: Any, shot: Any) -> None:
@@ -74,18 +62,18 @@ def test_upload_torch_trace_then_explore(page: Any, server: Any, traces: Any, sh
     cx, cy = canvas["x"] + canvas["width"] * 0.55, canvas["y"] + 60
     page.mouse.move(cx, cy)
     page.mouse.wheel(0, -400)
-    page.wait_for_function(f"() => window.__timeline.end - window.__timeline.start < {full * 0.6}")
+    page.wait_for_function(f"() => TE.timelineApi.view().span < {full * 0.6}")
     page.keyboard.press("w")
     zoomed = span_of(page)
     assert zoomed < full * 0.5
-    start_before = page.evaluate("() => window.__timeline.start")
+    start_before = page.evaluate("() => TE.timelineApi.view().start")
     page.mouse.move(cx, cy)
     page.mouse.down()
     page.mouse.move(cx - 200, cy, steps=5)
     page.mouse.up()
-    assert page.evaluate("() => window.__timeline.start") > start_before
+    assert page.evaluate("() => TE.timelineApi.view().start") > start_before
     page.keyboard.press("d")
-    page.wait_for_function("() => !window.__timeline.drawPending")
+    page.wait_for_function("() => TE.timelineApi.idle()")
     page.keyboard.press("s")
     assert span_of(page) > zoomed
     page.click("#tl-reset")
@@ -106,9 +94,9 @@ def test_upload_torch_trace_then_explore(page: Any, server: Any, traces: Any, sh
     page.press("#tl-search", "Enter")
     page.wait_for_function("() => document.getElementById('tl-matches')?.textContent === 'no matches'")
     page.check("#tl-regex")
-    page.wait_for_function("() => window.__timeline.matches.length > 0 && window.__timeline.matches.every("
+    page.wait_for_function("() => TE.timelineApi.matches().length > 0 && TE.timelineApi.matches().every("
                            "m => m.name === 'aten::rsqrt' || m.name === 'aten::mean')")
-    assert {m for m in page.evaluate("() => window.__timeline.matches.map(m => m.name)")} == {"aten::rsqrt", "aten::mean"}
+    assert {m for m in page.evaluate("() => TE.timelineApi.matches().map(m => m.name)")} == {"aten::rsqrt", "aten::mean"}
     page.uncheck("#tl-regex")
     page.fill("#tl-search", "aten::rsqrt")
     page.press("#tl-search", "Enter")
@@ -121,24 +109,24 @@ def test_upload_torch_trace_then_explore(page: Any, server: Any, traces: Any, sh
     target = slice_point(page, "aten::mul") or slice_point(page, lane="framework")
     assert target, "no slice visible"
     page.mouse.click(target["x"], target["y"])
-    page.wait_for_function(f"() => window.__timeline.selected && window.__timeline.selected.event.slice_id === {target['id']}")
+    page.wait_for_function(f"() => TE.timelineApi.selection()?.event.slice_id === {target['id']}")
     assert page.inner_text("#tl-detail-name") == target["name"]
     details = page.inner_text("#tl-details")
     assert "duration" in details and "Parents" in details or "Args" in details
     shot(page, "04-timeline-details")
 
     # the URL reopens the same view
-    sel = page.evaluate("() => window.__timeline.selected.event.slice_id")
+    sel = page.evaluate("() => TE.timelineApi.selection().event.slice_id")
     page.wait_for_url(re.compile(rf"sel={sel}(&|$)"))
-    url, win = page.url, page.evaluate("() => [window.__timeline.start, window.__timeline.end]")
+    url, win = page.url, page.evaluate("() => [TE.timelineApi.view().start, TE.timelineApi.view().end]")
     page.goto(url)
     wait_timeline(page)
     page.wait_for_selector("#tl-details.open")
-    assert page.evaluate("() => window.__timeline.selected.event.slice_id") == sel
-    again = page.evaluate("() => [window.__timeline.start, window.__timeline.end]")
+    assert page.evaluate("() => TE.timelineApi.selection().event.slice_id") == sel
+    again = page.evaluate("() => [TE.timelineApi.view().start, TE.timelineApi.view().end]")
     assert abs(again[0] - win[0]) <= 1 and abs(again[1] - win[1]) <= 1
     assert page.input_value("#tl-search") == "aten::rsqrt"
-    page.wait_for_function("() => window.__timeline.matches.length > 1")
+    page.wait_for_function("() => TE.timelineApi.matches().length > 1")
 
     # op table: sort by every column through the header links, filter, group by shape
     page.goto(f"{server.url}/runs/{run_id}/ops")
@@ -182,7 +170,7 @@ def test_upload_torch_trace_then_explore(page: Any, server: Any, traces: Any, sh
 
 
 def wait_for_refetch(page: Any) -> None:
-    page.wait_for_function("() => window.__timeline.covered()")
+    page.wait_for_function("() => TE.timelineApi.covered()")
 
 
 def test_runs_rename_tag_delete(page: Any, server: Any, traces: Any, tmp_path: Path) -> None:
@@ -224,7 +212,7 @@ def test_timeline_linked_chain_and_range(page: Any, server: Any, shot: Any) -> N
     page.click("#gaps tbody tr:first-child a")
     wait_timeline(page)
     want = [float(v) for v in re.findall(r"(?:start|end)=(-?\d+)", href)]
-    assert page.evaluate("() => [window.__timeline.start, window.__timeline.end]") == pytest.approx(want, abs=1)
+    assert page.evaluate("() => [TE.timelineApi.view().start, TE.timelineApi.view().end]") == pytest.approx(want, abs=1)
     page.goto(f"{server.url}/runs/{rid}/timeline")
     wait_timeline(page)
     for _ in range(4):
@@ -236,14 +224,14 @@ def test_timeline_linked_chain_and_range(page: Any, server: Any, shot: Any) -> N
     chain = page.inner_text("#tl-chain")
     assert "launch" in chain or "execute" in chain
     assert "gap" in chain
-    lanes = page.evaluate("() => window.__timeline.selected.chain.map(c => c.lane)")
+    lanes = page.evaluate("() => TE.timelineApi.selection().chain.map(c => c.lane)")
     assert {"framework", "runtime", "hardware"} <= set(lanes)
     shot(page, "08-timeline-chain")
 
     # hovering a counter track tells its value there
     box = page.locator("#tl-canvas").bounding_box()
-    row_y = page.evaluate("() => { const tl = window.__timeline; const r = tl.rows.find(r => r.kind === 'track' && "
-                          "r.track.kind === 'counter'); return 26 + r.y + r.h / 2 - tl.scroll.scrollTop; }")
+    row_y = page.evaluate("() => { const r = TE.timelineApi.rows().find(r => r.kind === 'track' && "
+                          "r.trackKind === 'counter'); return r.top + r.h / 2; }")
     page.mouse.move(box["x"] + 700, box["y"] + row_y)
     page.wait_for_function("() => document.getElementById('tl-tip').style.display === 'block'")
     assert re.match(r"memory: \d", page.inner_text("#tl-tip")), page.inner_text("#tl-tip")
@@ -262,13 +250,13 @@ def test_timeline_linked_chain_and_range(page: Any, server: Any, shot: Any) -> N
 
     page.select_option("#tl-group", "thread")
     page.wait_for_url(re.compile(r"group=thread"))
-    assert page.evaluate("() => window.__timeline.rows.filter(r => r.kind === 'header').length") >= 2
+    assert page.evaluate("() => TE.timelineApi.rows().filter(r => r.kind === 'header').length") >= 2
     shot(page, "09b-timeline-group-thread")
     page.select_option("#tl-group", "lane")
-    header = page.evaluate("() => window.__timeline.rows.find(r => r.kind === 'header' && r.key === 'runtime').y")
-    before = page.evaluate("() => window.__timeline.rows.length")
-    page.mouse.click(box["x"] + 60, box["y"] + 26 + header + 10)
-    page.wait_for_function(f"() => window.__timeline.rows.length < {before}")
+    header = page.evaluate("() => TE.timelineApi.rows().find(r => r.kind === 'header' && r.key === 'runtime').top")
+    before = page.evaluate("() => TE.timelineApi.rows().length")
+    page.mouse.click(box["x"] + 60, box["y"] + header + 10)
+    page.wait_for_function(f"() => TE.timelineApi.rows().length < {before}")
 
 
 DROP_JS = """([b64, name]) => {

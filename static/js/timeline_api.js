@@ -1,0 +1,60 @@
+/* The small public API over a mounted timeline (TE.timelineApi): what the browser tests and
+   bench/ui.py read and drive, so they never reach into the widget's fields. */
+(function () {
+  "use strict";
+  const TE = (window.TE = window.TE || {});
+
+  /** Row tops are canvas CSS px (from the canvas's top left); visibleSlices() gives page coordinates. */
+  TE.makeTimelineApi = function (tl) {
+    const box = () => tl.canvas.getBoundingClientRect();
+    const rowTop = (r) => TE.TL.RULER_H + r.y - tl.scroll.scrollTop;
+    return {
+      view: () => ({ start: tl.start, end: tl.end, span: tl.end - tl.start }),
+      setWindow: (a, b) => tl.setWindow(a, b),
+      zoomAt: (factor, x) => tl.zoomAt(factor, x),
+      pan: (ns) => tl.pan(ns),
+      /** Draw this frame (the benchmark times it). */
+      drawNow: () => { tl.drawPending = false; tl.drawNow(); },
+      idle: () => !tl.drawPending,
+      covered: () => tl.covered(),
+      plotWidth: () => tl.plotW,
+      gutter: TE.TL.GUTTER,
+      /** How many windows have been fetched (the last one to land). */
+      fetches: () => Number(tl.container.dataset.fetches || 0),
+      select: (id) => tl.select(id, false),
+      /** The selected event's details (the source's event() answer), or null. */
+      selection: () => tl.details.selected,
+      matches: () => tl.searchPanel.matches.slice(),
+      /** Layout rows: headers and tracks, with their top in canvas px. */
+      rows: () => tl.rows.map((r) => ({ kind: r.kind, key: r.key, lane: r.kind === "track" ? r.track.lane : r.lane,
+        trackKind: r.kind === "track" ? r.track.kind : null, trackId: r.kind === "track" ? r.track.track_id : null,
+        top: rowTop(r), h: r.h })),
+      /** Slices drawn on screen at least 3 px wide, with their centre in page coordinates. */
+      visibleSlices: () => {
+        const b = box(), out = [];
+        for (const r of tl.rows) {
+          if (r.kind !== "track") continue;
+          const y0 = rowTop(r);
+          for (const s of r.renderer.visible(3)) {
+            const y = y0 + s.y;
+            if (y < TE.TL.RULER_H + 4 || y > tl.height - 5) continue;
+            out.push({ id: s.id, name: s.name, lane: r.track.lane, w: s.x1 - s.x0, x: b.left + (s.x0 + s.x1) / 2, y: b.top + y });
+          }
+        }
+        return out;
+      },
+      /** The ids of the slices in the current window's data (drawn or not). */
+      sliceIds: (name) => {
+        const out = [];
+        for (const td of tl.trackData.values()) {
+          const s = td.slices;
+          if (s) for (let i = 0; i < s.id.length; i++) if (name === undefined || tl.labels.names[s.name[i]] === name) out.push(s.id[i]);
+        }
+        return out;
+      },
+      /** What hit-testing finds at canvas point (x, y). */
+      hitAt: (x, y) => tl.hit(x, y),
+      source: tl.source,
+    };
+  };
+})();
