@@ -232,6 +232,29 @@ def test_both_paths_give_identical_integer_tables(tmp_path: Path, monkeypatch: p
     assert len(comparable(runs["duckdb"])["flows"]) == 180
 
 
+def test_both_paths_give_the_same_warning_words_for_events_they_drop(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """X events and flow steps are counted columnar on the DuckDB path, one by one on the other: the
+    warnings (code, message, count) must not tell which path read the file."""
+    text = json.dumps({"traceEvents": [
+        {"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 5},
+        {"ph": "X", "name": "early", "pid": 1, "tid": 1, "ts": -2, "dur": 1},
+        {"ph": "X", "name": "no time", "pid": 1, "tid": 1, "dur": 1},
+        {"ph": "s", "cat": "ac2g", "name": "no id", "pid": 1, "tid": 1, "ts": 2},
+        {"ph": "f", "cat": "ac2g", "name": "early", "id": 3, "pid": 1, "tid": 1, "ts": -4},
+        {"ph": "f", "cat": "ac2g", "name": "no id", "pid": 1, "tid": 1, "ts": 3},
+        {"ph": "t", "cat": "ac2g", "name": "no id", "pid": 1, "tid": 1, "ts": 3},
+    ]})
+    monkeypatch.setattr(chrome_fast, "BATCH_ROWS", 2)
+    words = {p: sorted((w.code, w.message, w.count) for w in ingest_text(text, tmp_path, monkeypatch, p).warnings)
+             for p in PATHS}
+    assert words["msgspec"] == words["duckdb"]
+    assert [(code, count) for code, _m, count in words["duckdb"]] == [
+        ("bad_time", 2), ("unknown_event", 2), ("unknown_event", 1), ("unknown_event", 1)]
+    assert [m for code, m, _c in words["duckdb"] if code == "unknown_event"] == [
+        "flow event without id or time (f)", "flow event without id or time (s)", "flow event without id or time (t)"]
+
+
 def test_fast_path_falls_back_cleanly_on_values_duckdb_cannot_cast(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     text = ('{"traceEvents": [{"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1694128201425394.123, "dur": 2},'
