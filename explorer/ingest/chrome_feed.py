@@ -14,7 +14,8 @@ from decimal import Decimal
 
 import msgspec
 
-from explorer.ingest.builder import NONE, TraceBuilder
+from explorer.ingest.builder import TraceBuilder
+from explorer.ingest.columns import NONE
 from explorer.ingest.times import MAX_TS_NS, us_to_ns
 from explorer.model.lanes import Lane
 
