@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, with_format
-from explorer.ingest.chrome_feed import BulkCounts, Event, Feeder
+from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, BulkCounts, Event, Feeder
 from explorer.ingest.links import flow_kind_index
 from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns
 
@@ -44,14 +44,24 @@ SELECT coalesce(ph, '') AS ph, coalesce(name, '') AS name, coalesce(cat, '') AS 
        coalesce(json_extract_string(pid, '$'), '0') AS pid, coalesce(json_extract_string(tid, '$'), '0') AS tid,
        json_extract_string(id, '$') AS id, coalesce(id2::VARCHAR, '') AS id2, coalesce(bp, '') AS bp,
        coalesce(s, '') AS s, coalesce(scope, '') AS scope,
-       coalesce(TRY_CAST(x[1] AS BIGINT), TRY_CAST(x[2] AS BIGINT), -1) AS ext,
-       coalesce(TRY_CAST(x[3] AS BIGINT), -1) AS corr,
-       coalesce(x[4], '') AS dims,
+       coalesce({ext}, -1) AS ext, coalesce({corr}, -1) AS corr, coalesce({dims}, '') AS dims,
        coalesce(args::VARCHAR, '{{}}') AS args
-FROM (SELECT *, json_extract(args, ['$."External id"', '$."external id"', '$.correlation', '$."Input Dims"'])::VARCHAR[]
-             AS x
+FROM (SELECT *, json_extract(args, [{arg_paths}])::VARCHAR[] AS x
       FROM read_json({path}, format = 'array', columns = {columns}, maximum_object_size = 67108864))
 """
+
+
+def _arg_sql() -> dict[str, str]:
+    """The SELECT's Kineto-arg pieces from KINETO_ARG_NAMES: one JSON path per name, and per field the
+    first of its names that is present (ids as BIGINT, dims as text)."""
+    paths: list[str] = []
+    picks: dict[str, str] = {}
+    for field, names in KINETO_ARG_NAMES.items():
+        at = [f"x[{len(paths) + i + 1}]" for i in range(len(names))]
+        paths += ["'$.\"" + name + "\"'" for name in names]
+        picks[field] = ", ".join(at if field == "input_dims" else [f"TRY_CAST({x} AS BIGINT)" for x in at])
+    return {"arg_paths": ", ".join(paths), "ext": picks["external_id"], "corr": picks["correlation"],
+            "dims": picks["input_dims"]}
 
 
 class _Unsupported(Exception):
@@ -150,7 +160,7 @@ def _query(path: Path, scratch: Path | None) -> Iterator[pa.RecordBatchReader]:
         if scratch is not None:
             con.execute("SET temp_directory = ?", [str(scratch)])
         literal = "'" + str(path).replace("'", "''") + "'"
-        yield con.sql(_SELECT.format(path=literal, columns=_COLUMNS)).to_arrow_reader(BATCH_ROWS)
+        yield con.sql(_SELECT.format(path=literal, columns=_COLUMNS, **_arg_sql())).to_arrow_reader(BATCH_ROWS)
     finally:
         con.close()
 

@@ -39,13 +39,23 @@ class Event(msgspec.Struct, omit_defaults=True, gc=False):
     args: msgspec.Raw = EMPTY_ARGS
 
 
+# Kineto args the slice columns read -> the names Kineto versions wrote them under, the first found wins.
+# KinetoArgs decodes them here; chrome_fast builds its SQL from this table, so both paths read the same.
+KINETO_ARG_NAMES: dict[str, tuple[str, ...]] = {
+    "external_id": ("External id", "external id"),  # the second: 2021-era Kineto
+    "correlation": ("correlation",),
+    "input_dims": ("Input Dims",),
+}
+
+
 class KinetoArgs(msgspec.Struct, rename={
-    "external_id": "External id", "correlation": "correlation", "input_dims": "Input Dims",
-    "name": "name", "sort_index": "sort_index", "labels": "labels",
+    "external_id": "External id", "external_id_2021": "external id", "correlation": "correlation",
+    "input_dims": "Input Dims", "name": "name", "sort_index": "sort_index", "labels": "labels",
 }):
-    """The few args fields the model reads; everything else stays in the raw args text."""
+    """The few args fields the model reads (KINETO_ARG_NAMES, and metadata's); the rest stays raw text."""
 
     external_id: int | None = None
+    external_id_2021: int | None = None
     correlation: int | None = None
     input_dims: msgspec.Raw = NO_RAW
     name: str | None = None
@@ -161,8 +171,9 @@ class Feeder:
         shapes = ""
         if len(args) > 2:
             ka = _kineto_args(args)
-            if ka.external_id is not None:
-                ext = _id(ka.external_id)
+            external_id = ka.external_id if ka.external_id is not None else ka.external_id_2021
+            if external_id is not None:
+                ext = _id(external_id)
                 self._kineto = True
             if ka.correlation is not None:
                 corr = _id(ka.correlation)

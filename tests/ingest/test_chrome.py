@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from explorer.ingest import chrome_fast
-from explorer.ingest.chrome_feed import PHASE_RULES, Feeder
+from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, PHASE_RULES, Feeder
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from explorer.model.tables import IngestedTrace
@@ -254,3 +254,24 @@ def test_every_phase_rule_is_a_test_row() -> None:
     for rule in PHASE_RULES:
         assert rule.note and all(callable(getattr(Feeder, rule.step, None)) for _ in rule.phases)
         assert where[next(iter(PHASE_CASES[rule.phases[0]][1]))] == rule.becomes
+
+
+# ---- the Kineto arg names: each name of KINETO_ARG_NAMES is a test row, on both paths ----------------
+
+ARG_COLUMN = {"external_id": "external_id", "correlation": "correlation", "input_dims": "shapes"}
+
+
+@pytest.mark.parametrize(("field", "name"), [(f, n) for f, names in KINETO_ARG_NAMES.items() for n in names])
+def test_each_kineto_arg_name_is_read(field: str, name: str, ingest: Ingest) -> None:
+    value: Any = [[2, 3], [3]] if field == "input_dims" else 41
+    trace = ingest([{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
+                     "args": {name: value, "other": 1}}])
+    [row] = trace.tables["slices"].to_pylist()
+    got = row[ARG_COLUMN[field]]
+    assert (json.loads(got) if field == "input_dims" else got) == value
+
+
+def test_the_current_external_id_name_wins_over_the_2021_one(ingest: Ingest) -> None:
+    trace = ingest([{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
+                     "args": {"external id": 2, "External id": 1}}])
+    assert [r["external_id"] for r in trace.tables["slices"].to_pylist()] == [1]
