@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from explorer.ingest.columns import (
     KINDS,
+    NONE,
     FlowPoints,
     SliceChunk,
     SliceColumns,
@@ -24,6 +25,7 @@ from explorer.ingest.columns import (
     rule_columns,
 )
 from explorer.ingest.links import attribute_ops, build_flows, flow_kind_index
+from explorer.ingest.tracks import ThreadBook, counter_tables, instant_tables
 from explorer.model.lanes import (
     LANE_ORDER,
     FlowKind,
@@ -33,9 +35,7 @@ from explorer.model.lanes import (
 from explorer.model.nesting import compute_nesting, count_same_track_ancestors
 from explorer.model.op_stats import compute_op_stats
 from explorer.model.tables import (
-    COUNTERS,
     FLOWS,
-    INSTANTS,
     SLICES,
     TRACKS,
     IngestedTrace,
@@ -44,15 +44,7 @@ from explorer.model.tables import (
 
 log = logging.getLogger(__name__)
 
-NONE = -1  # "no value" in integer id columns; nullable columns use Arrow nulls instead
 ROW_FLOW_CODES = 1 << 48  # row-wise flow codes live above every block handed to bulk parsers
-
-
-@dataclass
-class _Thread:
-    src: int
-    pid: str
-    tid: str
 
 
 @dataclass(frozen=True)
@@ -86,16 +78,11 @@ class TraceBuilder:
 
     def __init__(self) -> None:
         self.sources: list[str] = []
-        self.instances: dict[int, str] = {}
+        self.threads = ThreadBook()
+        self.instances = self.threads.instances  # source -> instance label; parsers may set it
         self.warnings: dict[tuple[str, str, str], Warning_] = {}
         self.meta: dict[str, object] = {}
-        self._threads: dict[tuple[int, str, str], int] = {}
-        self._thread_info: list[_Thread] = []
-        self._process_names: dict[tuple[int, str], str] = {}
-        self._thread_names: dict[tuple[int, str, str], str] = {}
-        self._process_sort: dict[tuple[int, str], int] = {}
-        self._thread_sort: dict[tuple[int, str, str], int] = {}
-        self._devices: dict[tuple[int, str], str] = {}
+        self.thread = self.threads.thread  # per event: bound once
         # raw slice columns
         self._s_thread: list[int] = []
         self._s_lane: list[int] = []
@@ -142,29 +129,20 @@ class TraceBuilder:
             self.warnings[key] = Warning_(code=code, message=message, count=count, source=source)
 
     def set_process_name(self, src: int, pid: object, name: str) -> None:
-        self._process_names[(src, str(pid))] = name
+        self.threads.process_names[(src, str(pid))] = name
 
     def set_thread_name(self, src: int, pid: object, tid: object, name: str) -> None:
-        self._thread_names[(src, str(pid), str(tid))] = name
+        self.threads.thread_names[(src, str(pid), str(tid))] = name
 
     def set_process_sort(self, src: int, pid: object, index: int) -> None:
-        self._process_sort[(src, str(pid))] = index
+        self.threads.process_sort[(src, str(pid))] = index
 
     def set_thread_sort(self, src: int, pid: object, tid: object, index: int) -> None:
-        self._thread_sort[(src, str(pid), str(tid))] = index
+        self.threads.thread_sort[(src, str(pid), str(tid))] = index
 
     def set_device(self, src: int, pid: object, device: str) -> None:
         """Mark a process as a device (its threads are streams / cores), e.g. Kineto's GPU pids."""
-        self._devices[(src, str(pid))] = device
-
-    def thread(self, src: int, pid: object, tid: object) -> int:
-        key = (src, str(pid), str(tid))
-        idx = self._threads.get(key)
-        if idx is None:
-            idx = len(self._thread_info)
-            self._threads[key] = idx
-            self._thread_info.append(_Thread(src, key[1], key[2]))
-        return idx
+        self.threads.devices[(src, str(pid))] = device
 
     def add_slice(
         self,
@@ -272,14 +250,14 @@ class TraceBuilder:
 
     def thread_key(self, thread: int) -> tuple[int, str, str]:
         """(source, pid, tid) of a raw thread index."""
-        info = self._thread_info[thread]
+        info = self.threads.info[thread]
         return info.src, info.pid, info.tid
 
     def raw_slices(self) -> RawSlices:
         cols = self._columns()
         return RawSlices(
             thread=cols.thread,
-            thread_src=np.asarray([t.src for t in self._thread_info], dtype=np.int64),
+            thread_src=np.asarray([t.src for t in self.threads.info], dtype=np.int64),
             lane=cols.lane, ts_ns=cols.ts, dur_ns=cols.dur, is_op=cols.is_op, external_id=cols.ext,
             name=cols.name.to_pylist(), cat=cols.cat.to_pylist(), args=cols.args.to_pylist(),
         )
@@ -288,8 +266,8 @@ class TraceBuilder:
         """Move every event of these sources by delta_ns (clock alignment across files)."""
         if not srcs or delta_ns == 0:
             return
-        threads = {i for i, t in enumerate(self._thread_info) if t.src in srcs}
-        moved = np.zeros(len(self._thread_info), dtype=bool)
+        threads = {i for i, t in enumerate(self.threads.info) if t.src in srcs}
+        moved = np.zeros(len(self.threads.info), dtype=bool)
         moved[list(threads)] = True
         for chunk in self._chunks:
             chunk.ts = chunk.ts + np.where(moved[chunk.thread], delta_ns, 0)
@@ -316,7 +294,7 @@ class TraceBuilder:
         if nest.displaced_rows:
             self.warn("overlap", "slices overlapping without nesting on one thread were put on a sub-row",
                       nest.displaced_rows)
-        track_keys, raw_track = self._layout_tracks(cols.thread, cols.lane, nest.sub_row)
+        track_keys, raw_track = self.threads.layout(cols.thread, cols.lane, nest.sub_row)
         depth = count_same_track_ancestors(nest.parent, raw_track)
         flows_from, flows_to, flows_kind = self._build_flows(cols, nest.parent)
         op_id = self._attribute_ops(cols, nest.parent, flows_from, flows_to, flows_kind)
@@ -333,9 +311,9 @@ class TraceBuilder:
             "to_slice": remap(flows_to),
             "kind": pa.array(np.asarray(KINDS, dtype=object)[flows_kind], pa.string()),
         }, schema=FLOWS)
-        tracks_rows = self._track_rows(track_keys, raw_track, depth)
-        counters, counter_tracks = self._counter_table(len(tracks_rows))
-        instants, instant_tracks = self._instant_table(len(tracks_rows) + len(counter_tracks))
+        tracks_rows = self.threads.slice_track_rows(track_keys, raw_track, depth)
+        counters, counter_tracks = counter_tables(self.threads, self._counters, self._counter_lane, len(tracks_rows))
+        instants, instant_tracks = instant_tables(self.threads, self._instants, len(tracks_rows) + len(counter_tracks))
         tracks = pa.Table.from_pylist(tracks_rows + counter_tracks + instant_tracks, schema=TRACKS)
 
         op_stats, op_stats_by_shape = compute_op_stats(slices)
@@ -348,110 +326,6 @@ class TraceBuilder:
         )
 
     # ---- steps of finish() ---------------------------------------------------------------------
-
-    def _layout_tracks(
-        self, thread: np.ndarray, lane: np.ndarray, sub_row: np.ndarray
-    ) -> tuple[list[tuple[int, int, int]], np.ndarray]:
-        """One track per (thread, lane, sub-row); track ids ordered by lane, process, thread."""
-        if len(thread) == 0:
-            return [], np.zeros(0, dtype=np.int64)
-        combo = (thread * 8 + lane) * 4096 + sub_row
-        uniq, inverse = np.unique(combo, return_inverse=True)
-        keys = [(int(c // 4096 // 8), int(c // 4096 % 8), int(c % 4096)) for c in uniq]
-        sort_keys = [self._track_sort_key(t, ln, sub) for t, ln, sub in keys]
-        rank = sorted(range(len(keys)), key=lambda i: sort_keys[i])
-        new_index = np.empty(len(keys), dtype=np.int64)
-        new_index[rank] = np.arange(len(keys))
-        return [keys[i] for i in rank], new_index[inverse]
-
-    def _track_sort_key(self, t: int, ln: int, sub: int) -> tuple[object, ...]:
-        info = self._thread_info[t]
-        pkey = (info.src, info.pid)
-        tkey = (info.src, info.pid, info.tid)
-        return (ln, info.src, self._process_sort.get(pkey, 0), _natural(info.pid),
-                self._thread_sort.get(tkey, 0), _natural(info.tid), sub)
-
-    def _process_label(self, src: int, pid: str) -> str:
-        return self._process_names.get((src, pid)) or f"process {pid}"
-
-    def _track_rows(self, keys: list[tuple[int, int, int]], raw_track: np.ndarray,
-                    depth: np.ndarray) -> list[dict[str, object]]:
-        counts = np.bincount(raw_track, minlength=len(keys)) if len(keys) else np.zeros(0, np.int64)
-        max_depth = np.zeros(len(keys), dtype=np.int64)
-        if len(raw_track):
-            np.maximum.at(max_depth, raw_track, depth)
-        rows: list[dict[str, object]] = []
-        lanes = list(Lane)
-        for i, (t, ln, sub) in enumerate(keys):
-            info = self._thread_info[t]
-            process = self._process_label(info.src, info.pid)
-            thread_label = self._thread_names.get((info.src, info.pid, info.tid)) or f"thread {info.tid}"
-            device = self._devices.get((info.src, info.pid), "")
-            label = thread_label if sub == 0 else f"{thread_label} (overlap {sub})"
-            rows.append({
-                "track_id": i, "lane": lanes[ln].value, "kind": "slice",
-                "instance": self.instances.get(info.src, ""), "process": process, "thread": info.tid,
-                "label": label, "device": device, "sort_key": i, "max_depth": int(max_depth[i]),
-                "count": int(counts[i]),
-            })
-        return rows
-
-    def _counter_table(self, first_track: int) -> tuple[pa.Table, list[dict[str, object]]]:
-        rows: list[dict[str, object]] = []
-        tids: list[np.ndarray] = []
-        tss: list[np.ndarray] = []
-        vals: list[np.ndarray] = []
-        for i, key in enumerate(sorted(self._counters, key=lambda k: (k[0], _natural(k[1]), k[2]))):
-            src, pid, series = key
-            ts_list, val_list = self._counters[key]
-            ts_arr = np.asarray(ts_list, dtype=np.int64)
-            order = np.argsort(ts_arr, kind="stable")
-            track_id = first_track + i
-            rows.append({
-                "track_id": track_id, "lane": self._counter_lane[key], "kind": "counter",
-                "instance": self.instances.get(src, ""), "process": self._process_label(src, pid),
-                "thread": "", "label": series, "device": self._devices.get((src, pid), ""),
-                "sort_key": track_id, "max_depth": 0, "count": len(ts_list),
-            })
-            tids.append(np.full(len(ts_list), track_id, dtype=np.int32))
-            tss.append(ts_arr[order])
-            vals.append(np.asarray(val_list, dtype=np.float64)[order])
-        if not rows:
-            return COUNTERS.empty_table(), rows
-        table = pa.table({"track_id": np.concatenate(tids), "ts_ns": np.concatenate(tss),
-                          "value": np.concatenate(vals)}, schema=COUNTERS)
-        return table, rows
-
-    def _instant_table(self, first_track: int) -> tuple[pa.Table, list[dict[str, object]]]:
-        if not self._instants:
-            return INSTANTS.empty_table(), []
-        by_thread = sorted({t for t, *_ in self._instants},
-                           key=lambda t: self._track_sort_key(t, LANE_ORDER[Lane.OTHER], 0))
-        track_of = {t: first_track + i for i, t in enumerate(by_thread)}
-        rows: list[dict[str, object]] = []
-        for t in by_thread:
-            info = self._thread_info[t]
-            count = sum(1 for it in self._instants if it[0] == t) if len(by_thread) > 1 else len(self._instants)
-            rows.append({
-                "track_id": track_of[t], "lane": Lane.OTHER.value, "kind": "instant",
-                "instance": self.instances.get(info.src, ""), "process": self._process_label(info.src, info.pid),
-                "thread": info.tid,
-                "label": (self._thread_names.get((info.src, info.pid, info.tid)) or f"thread {info.tid}")
-                + " (instants)",
-                "device": "", "sort_key": track_of[t], "max_depth": 0, "count": count,
-            })
-        inst = sorted(self._instants, key=lambda it: (track_of[it[0]], it[1]))
-        table = pa.table(
-            {
-                "track_id": pa.array([track_of[it[0]] for it in inst], pa.int32()),
-                "ts_ns": pa.array([it[1] for it in inst], pa.int64()),
-                "name": pa.array([it[2] for it in inst], pa.string()),
-                "cat": pa.array([it[3] for it in inst], pa.string()),
-                "args": pa.array([it[4] for it in inst], pa.string()),
-            },
-            schema=INSTANTS,
-        )
-        return table, rows
 
     def _flow_points_columns(self) -> tuple[np.ndarray, ...]:
         """Row-wise flow points joined to the bulk ones: (code, kind, thread, ts, enclosing)."""
@@ -482,7 +356,7 @@ class TraceBuilder:
         return f, t, k
 
     def _thread_src(self) -> np.ndarray:
-        return np.asarray([t.src for t in self._thread_info] or [0], dtype=np.int64)
+        return np.asarray([t.src for t in self.threads.info] or [0], dtype=np.int64)
 
     def _attribute_ops(self, cols: SliceColumns, parent: np.ndarray, f_from: np.ndarray, f_to: np.ndarray,
                        f_kind: np.ndarray) -> np.ndarray:
@@ -538,11 +412,3 @@ def _slices_table(cols: SliceColumns, order: np.ndarray, remap: _Renumber, raw_t
         "shapes": cols.shapes.take(take),
         "args": cols.args.take(take),
     }, schema=SLICES)
-
-
-def _natural(text: str) -> tuple[int, int | str]:
-    """Sort numbers numerically and before words."""
-    try:
-        return (0, int(text))
-    except ValueError:
-        return (1, text)

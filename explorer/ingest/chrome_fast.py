@@ -13,8 +13,10 @@ import logging
 import mmap
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ import pyarrow.compute as pc
 
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
-from explorer.ingest.chrome import Event, ObjectDoc, _doc_meta, _Feeder, parse_chrome
+from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, with_format
+from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, BulkCounts, Event, Feeder
 from explorer.ingest.links import flow_kind_index
 from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns
 
@@ -41,14 +44,24 @@ SELECT coalesce(ph, '') AS ph, coalesce(name, '') AS name, coalesce(cat, '') AS 
        coalesce(json_extract_string(pid, '$'), '0') AS pid, coalesce(json_extract_string(tid, '$'), '0') AS tid,
        json_extract_string(id, '$') AS id, coalesce(id2::VARCHAR, '') AS id2, coalesce(bp, '') AS bp,
        coalesce(s, '') AS s, coalesce(scope, '') AS scope,
-       coalesce(TRY_CAST(x[1] AS BIGINT), TRY_CAST(x[2] AS BIGINT), -1) AS ext,
-       coalesce(TRY_CAST(x[3] AS BIGINT), -1) AS corr,
-       coalesce(x[4], '') AS dims,
+       coalesce({ext}, -1) AS ext, coalesce({corr}, -1) AS corr, coalesce({dims}, '') AS dims,
        coalesce(args::VARCHAR, '{{}}') AS args
-FROM (SELECT *, json_extract(args, ['$."External id"', '$."external id"', '$.correlation', '$."Input Dims"'])::VARCHAR[]
-             AS x
+FROM (SELECT *, json_extract(args, [{arg_paths}])::VARCHAR[] AS x
       FROM read_json({path}, format = 'array', columns = {columns}, maximum_object_size = 67108864))
 """
+
+
+def _arg_sql() -> dict[str, str]:
+    """The SELECT's Kineto-arg pieces from KINETO_ARG_NAMES: one JSON path per name, and per field the
+    first of its names that is present (ids as BIGINT, dims as text)."""
+    paths: list[str] = []
+    picks: dict[str, str] = {}
+    for field, names in KINETO_ARG_NAMES.items():
+        at = [f"x[{len(paths) + i + 1}]" for i in range(len(names))]
+        paths += ["'$.\"" + name + "\"'" for name in names]
+        picks[field] = ", ".join(at if field == "input_dims" else [f"TRY_CAST({x} AS BIGINT)" for x in at])
+    return {"arg_paths": ", ".join(paths), "ext": picks["external_id"], "corr": picks["correlation"],
+            "dims": picks["input_dims"]}
 
 
 class _Unsupported(Exception):
@@ -95,8 +108,8 @@ def _open_events(path: Path, scratch: Path | None) -> Iterator[tuple[pa.RecordBa
         if key < 0 or open_at < 0 or m[key + 13:open_at].strip() != b":":
             raise _Unsupported("no traceEvents array")
         close_at, doc = _array_end(m, key, open_at)
-        meta = _doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties, doc.distributedInfo,
-                         doc.displayTimeUnit)
+        meta = doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties, doc.distributedInfo,
+                        doc.displayTimeUnit)
         fd, carved_name = tempfile.mkstemp(suffix=".json", dir=scratch)
         carved = Path(carved_name)
         try:
@@ -147,7 +160,7 @@ def _query(path: Path, scratch: Path | None) -> Iterator[pa.RecordBatchReader]:
         if scratch is not None:
             con.execute("SET temp_directory = ?", [str(scratch)])
         literal = "'" + str(path).replace("'", "''") + "'"
-        yield con.sql(_SELECT.format(path=literal, columns=_COLUMNS)).to_arrow_reader(BATCH_ROWS)
+        yield con.sql(_SELECT.format(path=literal, columns=_COLUMNS, **_arg_sql())).to_arrow_reader(BATCH_ROWS)
     finally:
         con.close()
 
@@ -156,16 +169,23 @@ BATCH_ROWS = 262_144
 _ZERO_US = pa.scalar(0, US_DECIMAL)  # a missing dur is 0, as on the per-event path
 
 
+@dataclass
 class _Batch:
     """One DuckDB batch reduced to: complete events (columns), flow steps (columns), other events.
     `ts` is absolute ns (the file's base added), checked as the per-event path checks it."""
 
-    def __init__(self, n: int, pid: pa.Array, tid: pa.Array, ts: np.ndarray, ts_ok: np.ndarray, dur: np.ndarray,
-                 x: pa.RecordBatch, x_mask: np.ndarray, flows: pa.RecordBatch, flow_mask: np.ndarray,
-                 rest: list[dict[str, Any]], bad_x: int, bad_flows: int) -> None:
-        self.n, self.pid, self.tid, self.ts, self.ts_ok, self.dur = n, pid, tid, ts, ts_ok, dur
-        self.x, self.x_mask, self.flows, self.flow_mask = x, x_mask, flows, flow_mask
-        self.rest, self.bad_x, self.bad_flows = rest, bad_x, bad_flows
+    n: int
+    pid: pa.Array
+    tid: pa.Array
+    ts: np.ndarray
+    dur: np.ndarray
+    x: pa.RecordBatch  # the complete events with usable times
+    x_mask: np.ndarray
+    flows: pa.RecordBatch  # the flow steps with an id and a usable time
+    flow_mask: np.ndarray
+    rest: list[dict[str, Any]]  # every other event, for the per-event Feeder
+    bad_x: int
+    bad_flows: dict[str, int]  # phase -> flow steps without id or time
 
     @classmethod
     def of(cls, batch: pa.RecordBatch, base_ns: int) -> _Batch:
@@ -174,25 +194,35 @@ class _Batch:
         dur_ns, dur_ok = decimal_column_ns(batch.column("dur").fill_null(_ZERO_US))
         is_x = pc.equal(ph, "X").to_numpy(zero_copy_only=False)
         good_x = is_x & ts_ok & dur_ok & (ts_ns + dur_ns < MAX_TS_NS)
-        is_flow = pc.is_in(ph, pa.array(["s", "t", "f"])).to_numpy(zero_copy_only=False)
+        is_flow = pc.is_in(ph, _FLOW_PHASES).to_numpy(zero_copy_only=False)
         flow = is_flow & pc.is_valid(batch.column("id")).to_numpy(zero_copy_only=False) & ts_ok
         rest = np.nonzero(~is_x & ~is_flow)[0]
         return cls(
-            n=batch.num_rows, pid=batch.column("pid"), tid=batch.column("tid"), ts=ts_ns, ts_ok=ts_ok, dur=dur_ns,
+            n=batch.num_rows, pid=batch.column("pid"), tid=batch.column("tid"), ts=ts_ns, dur=dur_ns,
             x=batch.select(["cat", "name", "args", "dims", "corr", "ext"]).filter(pa.array(good_x)), x_mask=good_x,
             flows=batch.select(["ph", "cat", "id", "bp"]).filter(pa.array(flow)), flow_mask=flow,
             rest=batch.take(pa.array(rest)).to_pylist() if len(rest) else [],
-            bad_x=int((is_x & ~good_x).sum()), bad_flows=int((is_flow & ~flow).sum()),
+            bad_x=int((is_x & ~good_x).sum()), bad_flows=_count_by_phase(ph, is_flow & ~flow),
         )
+
+
+_FLOW_PHASES = pa.array(["s", "t", "f"])
+
+
+def _count_by_phase(ph: pa.Array, mask: np.ndarray) -> dict[str, int]:
+    if not mask.any():
+        return {}
+    counts = pc.value_counts(ph.filter(pa.array(mask)))
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
 
 
 def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: TraceBuilder,
           instance: str) -> dict[str, Any]:
     src = builder.add_source(name, instance)
-    base_ns = int(meta.get("base_ns", 0))
     if not any(b.n for b in batches):
         raise BadTrace(name, "the trace holds no events")
-    stored = bad_x = bad_flows = 0
+    stored = bad_x = 0
+    bad_flows: Counter[str] = Counter()
     rest: list[Event] = []
     kineto = False
     flow_codes: dict[str, int] = {}
@@ -209,18 +239,11 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
             _feed_flows(b.flows, threads[b.flow_mask], b.ts[b.flow_mask], builder, src, flow_codes)
         rest.extend(_event(r) for r in b.rest)
         bad_x += b.bad_x
-        bad_flows += b.bad_flows
+        bad_flows.update(b.bad_flows)
     batches.clear()
-    feeder = _Feeder(builder, src, name, base_ns)
-    feeder.kineto = kineto
-    feeder.bad_time = bad_x
-    if bad_flows:
-        feeder.unknown["flow event without id or time"] += bad_flows
-    feeder.feed(rest)
-    if feeder.stored + stored == 0:
-        raise BadTrace(name, "no usable events")
-    meta["format"] = "kineto" if feeder.kineto else "chrome"
-    return meta
+    bulk = BulkCounts(stored=stored, bad_time=bad_x, kineto=kineto, bad_flows=bad_flows)
+    fed = Feeder(builder, src, name, int(meta.get("base_ns", 0))).feed(rest, bulk)
+    return with_format(meta, fed, builder, name)
 
 
 def _thread_index(pid: pa.Array, tid: pa.Array, builder: TraceBuilder, src: int) -> np.ndarray:

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from explorer.model.lanes import LANE_ORDER, Lane, rule_for
 
-NONE = -1
+NONE = -1  # "no value" in integer id columns; nullable columns use Arrow nulls instead
 
 
 @dataclass

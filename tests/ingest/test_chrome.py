@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from explorer.ingest import chrome_fast
+from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, PHASE_RULES, Feeder
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from explorer.model.tables import IngestedTrace
@@ -191,3 +192,86 @@ def test_old_kineto_categories_and_string_tids(ingest: Ingest) -> None:
     assert [s[n]["lane"] for n in ("aten::add", "cudaLaunchKernel", "add_kernel")] == \
         ["framework", "runtime", "hardware"]
     assert s["add_kernel"]["op_id"] == s["aten::add"]["slice_id"]
+
+
+# ---- the phase table: each row of PHASE_RULES is a test row -----------------------------------------
+
+ANCHORS = [{"ph": "X", "name": "anchor", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+           {"ph": "X", "name": "target", "pid": 2, "tid": 2, "ts": 200, "dur": 100}]
+
+
+def ev(ph: str, **fields: Any) -> dict[str, Any]:
+    return {"ph": ph, "name": "ev", "cat": "c", "pid": 1, "tid": 1, "ts": 10, **fields}
+
+
+# phase -> (events besides the anchors, what they become), read off the Trace Event Format spec
+PHASE_CASES: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {
+    "X": ([ev("X", dur=5)], {"slices": ["ev"]}),
+    "B": ([ev("B"), ev("E", ts=15)], {"slices": ["ev"]}),
+    "E": ([ev("E")], {"warnings": {"unmatched_end": 1}}),
+    "M": ([ev("M", name="thread_name", args={"name": "main"})], {"anchor_track": "main"}),
+    **{ph: ([ev(ph)], {"instants": ["ev"]}) for ph in ("i", "I", "R", "n", "O", "N", "D", "P")},
+    "C": ([ev("C", args={"depth": 3})], {"counters": ["ev"]}),
+    "s": ([ev("s", id=1, ts=50), ev("f", id=1, pid=2, tid=2, ts=250, bp="e")], {"flows": 1}),
+    "t": ([ev("s", id=1, ts=50), ev("t", id=1, pid=2, tid=2, ts=250)], {"flows": 1}),
+    "f": ([ev("f", ts=250)], {"warnings": {"unknown_event": 1}}),  # a flow step without an id
+    "b": ([ev("b", id=1), ev("e", id=1, ts=30)], {"slices": ["ev"]}),
+    "e": ([ev("e", id=1)], {"warnings": {"unknown_event": 1}}),  # an end without its begin
+    "S": ([ev("S", id=1), ev("F", id=1, ts=30)], {"slices": ["ev"]}),
+    "F": ([ev("F", id=1)], {"warnings": {"unknown_event": 1}}),
+    "T": ([ev("T", id=1)], {"instants": ["ev"]}),
+    "p": ([ev("p", id=1)], {"instants": ["ev"]}),
+    "Z": ([ev("Z")], {"instants": ["ev"], "warnings": {"unknown_event": 1}}),  # not in the spec: kept, warned
+}
+NOTHING = {"slices": [], "instants": [], "counters": [], "flows": 0, "warnings": {}, "anchor_track": "thread 1"}
+
+
+def landed(trace: IngestedTrace) -> dict[str, Any]:
+    tracks = {r["track_id"]: r for r in trace.tables["tracks"].to_pylist()}
+    s = by_name(trace)
+    return {
+        "slices": sorted(n for n in s if n not in ("anchor", "target")),
+        "instants": sorted(n for (n,) in rows(trace.tables["instants"], "name")),
+        "counters": sorted({tracks[t]["label"] for (t,) in rows(trace.tables["counters"], "track_id")}),
+        "flows": trace.tables["flows"].num_rows,
+        "warnings": warning_codes(trace),
+        "anchor_track": tracks[s["anchor"]["track_id"]]["label"],
+    }
+
+
+@pytest.mark.parametrize("phase", sorted(PHASE_CASES))
+def test_each_phase_lands_where_the_spec_puts_it(phase: str, ingest: Ingest) -> None:
+    events, expected = PHASE_CASES[phase]
+    assert landed(ingest(ANCHORS + events)) == {**NOTHING, **expected}
+
+
+def test_every_phase_rule_is_a_test_row() -> None:
+    phases = [ph for rule in PHASE_RULES for ph in rule.phases]
+    assert len(phases) == len(set(phases))  # no phase in two rows
+    assert set(PHASE_CASES) == {*phases, "Z"}
+    where = {"slices": "slices", "instants": "instants", "counters": "counters", "flows": "flows",
+             "anchor_track": "names"}
+    for rule in PHASE_RULES:
+        assert rule.note and all(callable(getattr(Feeder, rule.step, None)) for _ in rule.phases)
+        assert where[next(iter(PHASE_CASES[rule.phases[0]][1]))] == rule.becomes
+
+
+# ---- the Kineto arg names: each name of KINETO_ARG_NAMES is a test row, on both paths ----------------
+
+ARG_COLUMN = {"external_id": "external_id", "correlation": "correlation", "input_dims": "shapes"}
+
+
+@pytest.mark.parametrize(("field", "name"), [(f, n) for f, names in KINETO_ARG_NAMES.items() for n in names])
+def test_each_kineto_arg_name_is_read(field: str, name: str, ingest: Ingest) -> None:
+    value: Any = [[2, 3], [3]] if field == "input_dims" else 41
+    trace = ingest([{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
+                     "args": {name: value, "other": 1}}])
+    [row] = trace.tables["slices"].to_pylist()
+    got = row[ARG_COLUMN[field]]
+    assert (json.loads(got) if field == "input_dims" else got) == value
+
+
+def test_the_current_external_id_name_wins_over_the_2021_one(ingest: Ingest) -> None:
+    trace = ingest([{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
+                     "args": {"external id": 2, "External id": 1}}])
+    assert [r["external_id"] for r in trace.tables["slices"].to_pylist()] == [1]

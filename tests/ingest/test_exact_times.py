@@ -47,6 +47,13 @@ def ingest_file(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, par
         def no_fallback(*_args: Any, **_kwargs: Any) -> dict[str, Any]:
             raise AssertionError("the DuckDB path fell back to the msgspec path")
         monkeypatch.setattr(chrome_fast, "parse_chrome", no_fallback)
+    return ingest_path(path, tmp_path)
+
+
+def ingest_path(path: Path, tmp_path: Path, text: str | None = None) -> IngestedTrace:
+    """Ingest one file (written from `text` first, when given) as the upload and CLI paths do."""
+    if text is not None:
+        path.write_text(text)
     inputs = collect_inputs([path], scratch_root=tmp_path)
     try:
         return ingest_inputs(inputs)
@@ -232,19 +239,36 @@ def test_both_paths_give_identical_integer_tables(tmp_path: Path, monkeypatch: p
     assert len(comparable(runs["duckdb"])["flows"]) == 180
 
 
+def test_both_paths_give_the_same_warning_words_for_events_they_drop(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """X events and flow steps are counted columnar on the DuckDB path, one by one on the other: the
+    warnings (code, message, count) must not tell which path read the file."""
+    text = json.dumps({"traceEvents": [
+        {"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 5},
+        {"ph": "X", "name": "early", "pid": 1, "tid": 1, "ts": -2, "dur": 1},
+        {"ph": "X", "name": "no time", "pid": 1, "tid": 1, "dur": 1},
+        {"ph": "s", "cat": "ac2g", "name": "no id", "pid": 1, "tid": 1, "ts": 2},
+        {"ph": "f", "cat": "ac2g", "name": "early", "id": 3, "pid": 1, "tid": 1, "ts": -4},
+        {"ph": "f", "cat": "ac2g", "name": "no id", "pid": 1, "tid": 1, "ts": 3},
+        {"ph": "t", "cat": "ac2g", "name": "no id", "pid": 1, "tid": 1, "ts": 3},
+    ]})
+    monkeypatch.setattr(chrome_fast, "BATCH_ROWS", 2)
+    words = {p: sorted((w.code, w.message, w.count) for w in ingest_text(text, tmp_path, monkeypatch, p).warnings)
+             for p in PATHS}
+    assert words["msgspec"] == words["duckdb"]
+    assert [(code, count) for code, _m, count in words["duckdb"]] == [
+        ("bad_time", 2), ("unknown_event", 2), ("unknown_event", 1), ("unknown_event", 1)]
+    assert [m for code, m, _c in words["duckdb"] if code == "unknown_event"] == [
+        "flow event without id or time (f)", "flow event without id or time (s)", "flow event without id or time (t)"]
+
+
 def test_fast_path_falls_back_cleanly_on_values_duckdb_cannot_cast(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     text = ('{"traceEvents": [{"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1694128201425394.123, "dur": 2},'
             '{"ph": "X", "name": "huge", "pid": 1, "tid": 1, "ts": 1e999, "dur": 1},'
             '{"ph": "X", "name": "text", "pid": 1, "tid": 1, "ts": "abc", "dur": 1}]}')
     monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0)
-    path = tmp_path / "odd.json"
-    path.write_text(text)
-    inputs = collect_inputs([path], scratch_root=tmp_path)
-    try:
-        trace = ingest_inputs(inputs)
-    finally:
-        inputs.cleanup()
+    trace = ingest_path(tmp_path / "odd.json", tmp_path, text)
     rows = [(r["name"], r["ts_ns"]) for r in trace.tables["slices"].to_pylist()]
     assert rows == [("ok", exact_ns("1694128201425394.123"))]
     assert warnings_of(trace) == {"mistyped_event": 1, "bad_time": 1}
@@ -270,13 +294,7 @@ def test_mistyped_event_takes_the_loose_path_and_stays_exact(base: str, parser: 
 
 def _ingest_allowing_fallback(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IngestedTrace:
     monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0)
-    path = tmp_path / "fallback.json"
-    path.write_text(text)
-    inputs = collect_inputs([path], scratch_root=tmp_path)
-    try:
-        return ingest_inputs(inputs)
-    finally:
-        inputs.cleanup()
+    return ingest_path(tmp_path / "fallback.json", tmp_path, text)
 
 
 # ---- real traces --------------------------------------------------------------------------------------
@@ -356,13 +374,7 @@ EPOCH_NS = "1712195495519689047.0"  # a JSON float literal; float64 holds ...689
 
 
 def ingest_neuron(tmp_path: Path, name: str, doc_text: str) -> IngestedTrace:
-    path = tmp_path / name
-    path.write_text(doc_text)
-    inputs = collect_inputs([path], scratch_root=tmp_path)
-    try:
-        return ingest_inputs(inputs)
-    finally:
-        inputs.cleanup()
+    return ingest_path(tmp_path / name, tmp_path, doc_text)
 
 
 NEURON_JSON = {
