@@ -35,10 +35,6 @@ class UploadPart:
     filename: str
     path: Path
 
-    @property
-    def size(self) -> int:
-        return self.path.stat().st_size
-
 
 @dataclass
 class UploadResult:
@@ -101,7 +97,7 @@ class MultipartBody:
 
     def __len__(self) -> int:
         n = sum(len(self._field_head(k)) + len(v.encode()) + 2 for k, v in self.fields.items())
-        n += sum(len(self._file_head(p)) + p.size + 2 for p in self.parts)
+        n += sum(len(self._file_head(p)) + p.path.stat().st_size + 2 for p in self.parts)
         return n + len(self._tail())
 
     def iter_bytes(self, on_bytes: Callable[[int], None] | None = None) -> Iterator[bytes]:

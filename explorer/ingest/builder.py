@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +45,10 @@ from explorer.model.tables import (
 
 log = logging.getLogger(__name__)
 
+# SliceChunk's fields in the order add_slice stores a row: six ints, two flags, four texts
+ROW_FIELDS = ("thread", "lane", "ts", "dur", "corr", "ext", "is_op", "devtime", "name", "cat", "args", "shapes")
+SliceRow = tuple[int, int, int, int, int, int, bool, bool, str, str, str, str]
+Ext = TypeVar("Ext")
 ROW_FLOW_CODES = 1 << 48  # row-wise flow codes live above every block handed to bulk parsers
 
 
@@ -83,19 +88,8 @@ class TraceBuilder:
         self.warnings: dict[tuple[str, str, str], Warning_] = {}
         self.meta: dict[str, object] = {}
         self.thread = self.threads.thread  # per event: bound once
-        # raw slice columns
-        self._s_thread: list[int] = []
-        self._s_lane: list[int] = []
-        self._s_ts: list[int] = []
-        self._s_dur: list[int] = []
-        self._s_name: list[str] = []
-        self._s_cat: list[str] = []
-        self._s_args: list[str] = []
-        self._s_corr: list[int] = []
-        self._s_ext: list[int] = []
-        self._s_shapes: list[str] = []
-        self._s_is_op: list[bool] = []
-        self._s_devtime: list[bool] = []
+        # row-wise slices, one tuple each in ROW_FIELDS order: one append per event, columns once at the end
+        self._rows: list[SliceRow] = []
         # counters: series key -> (ts list, value list)
         self._counters: dict[tuple[int, str, str], tuple[list[int], list[float]]] = {}
         self._counter_lane: dict[tuple[int, str, str], str] = {}
@@ -158,25 +152,15 @@ class TraceBuilder:
         lane: Lane | None = None,
     ) -> int:
         rule = rule_for(cat)
-        self._s_thread.append(thread)
-        self._s_lane.append(LANE_ORDER[lane or rule.lane])
-        self._s_ts.append(ts_ns)
-        self._s_dur.append(dur_ns)
-        self._s_name.append(name)
-        self._s_cat.append(cat)
-        self._s_args.append(args)
-        self._s_corr.append(correlation)
-        self._s_ext.append(external_id)
-        self._s_shapes.append(shapes)
-        self._s_is_op.append(rule.is_op)
-        self._s_devtime.append(rule.device_time)
-        return self._chunk_rows + len(self._s_ts) - 1
+        self._rows.append((thread, LANE_ORDER[lane or rule.lane], ts_ns, dur_ns, correlation, external_id,
+                           rule.is_op, rule.device_time, name, cat, args, shapes))
+        return self._chunk_rows + len(self._rows) - 1
 
     def add_slice_columns(self, thread: np.ndarray, cat: pa.Array, name: pa.Array, ts_ns: np.ndarray,
                           dur_ns: np.ndarray, args: pa.Array, correlation: np.ndarray, external_id: np.ndarray,
                           shapes: pa.Array) -> None:
         """Bulk form of add_slice for columnar parsers. Must come before any row-wise add_slice."""
-        if self._s_ts:
+        if self._rows:
             raise RuntimeError("add_slice_columns after add_slice: raw indices would shift")
         lane, is_op, devtime = rule_columns(cat)
         self._chunks.append(SliceChunk(
@@ -226,26 +210,33 @@ class TraceBuilder:
         """An explicit link between two slices already added (their raw indices)."""
         self._links.append((from_raw, to_raw, kind.value))
 
+    def extension(self, key: str, kind: type[Ext]) -> Ext:
+        """Per-build state a parser keeps across files (one `kind()` per key, made on first use)."""
+        state = self.extensions.get(key)
+        if not isinstance(state, kind):
+            state = kind()
+            self.extensions[key] = state
+        return state
+
     @property
     def slice_count(self) -> int:
-        return self._chunk_rows + len(self._s_ts)
+        return self._chunk_rows + len(self._rows)
 
     def categories(self) -> set[str]:
         """The distinct slice categories seen so far (cheap: no per-slice Python objects)."""
-        cats = set(self._s_cat)
+        cats = {row[9] for row in self._rows}  # ROW_FIELDS[9] == "cat"
         for chunk in self._chunks:
             cats.update(pc.unique(chunk.cat).to_pylist())
         return cats
 
     def _columns(self) -> SliceColumns:
         """Every raw slice (bulk chunks, then row-wise ones), as columns."""
-        rows = SliceChunk(
-            thread=np.asarray(self._s_thread, dtype=np.int64), lane=np.asarray(self._s_lane, dtype=np.int64),
-            ts=np.asarray(self._s_ts, dtype=np.int64), dur=np.asarray(self._s_dur, dtype=np.int64),
-            corr=np.asarray(self._s_corr, dtype=np.int64), ext=np.asarray(self._s_ext, dtype=np.int64),
-            is_op=np.asarray(self._s_is_op, dtype=bool), devtime=np.asarray(self._s_devtime, dtype=bool),
-            name=pa.array(self._s_name, pa.string()), cat=pa.array(self._s_cat, pa.string()),
-            args=pa.array(self._s_args, pa.string()), shapes=pa.array(self._s_shapes, pa.string()))
+        cols = dict(zip(ROW_FIELDS, zip(*self._rows, strict=True), strict=True)) if self._rows else {
+            f: () for f in ROW_FIELDS}
+        ints = {f: np.asarray(cols[f], dtype=np.int64) for f in ROW_FIELDS[:6]}
+        texts = {f: pa.array(cols[f], pa.string()) for f in ROW_FIELDS[8:]}
+        rows = SliceChunk(**ints, is_op=np.asarray(cols["is_op"], dtype=bool),
+                          devtime=np.asarray(cols["devtime"], dtype=bool), **texts)
         return concat_chunks([*self._chunks, rows])
 
     def thread_key(self, thread: int) -> tuple[int, str, str]:
@@ -273,8 +264,8 @@ class TraceBuilder:
             chunk.ts = chunk.ts + np.where(moved[chunk.thread], delta_ns, 0)
         bulk = self._bulk_flows
         bulk.ts = [ts + np.where(moved[th], delta_ns, 0) for ts, th in zip(bulk.ts, bulk.thread, strict=True)]
-        self._s_ts = [ts + delta_ns if th in threads else ts for ts, th in zip(self._s_ts, self._s_thread,
-                                                                                strict=True)]
+        self._rows = [(r[0], r[1], r[2] + delta_ns, *r[3:]) if r[0] in threads else r
+                      for r in self._rows]
         self._instants = [(th, ts + delta_ns if th in threads else ts, name, cat, args)
                           for th, ts, name, cat, args in self._instants]
         for (src, _pid, _series), (ts_list, _vals) in self._counters.items():

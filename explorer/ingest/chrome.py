@@ -135,5 +135,5 @@ def with_format(meta: dict[str, Any], fed: Fed, builder: TraceBuilder, filename:
     if fed.stored == 0:
         problems = "; ".join(f"{w.count} {w.message}" for w in builder.warnings.values() if w.source == filename)
         raise BadTrace(filename, f"no usable events ({problems or 'only metadata'})")
-    meta["format"] = fed.format
+    meta["format"] = "kineto" if fed.kineto else "chrome"
     return meta

@@ -105,10 +105,6 @@ class Fed:
     stored: int
     kineto: bool
 
-    @property
-    def format(self) -> str:
-        return "kineto" if self.kineto else "chrome"
-
 
 class Feeder:
     """Walks decoded events once and routes each phase to the builder through PHASE_RULES."""

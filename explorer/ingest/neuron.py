@@ -153,11 +153,7 @@ class NeuronState:
 
 
 def state_of(builder: TraceBuilder) -> NeuronState:
-    state = builder.extensions.get("neuron")
-    if not isinstance(state, NeuronState):
-        state = NeuronState()
-        builder.extensions["neuron"] = state
-    return state
+    return builder.extension("neuron", NeuronState)
 
 
 class NeuronSink:

@@ -44,11 +44,7 @@ class DeviceState:
 
 
 def device_state(builder: TraceBuilder) -> DeviceState:
-    state = builder.extensions.get("neuron_device")
-    if not isinstance(state, DeviceState):
-        state = DeviceState()
-        builder.extensions["neuron_device"] = state
-    return state
+    return builder.extension("neuron_device", DeviceState)
 
 
 def folder_of(filename: str) -> str:

@@ -59,15 +59,8 @@ FLOWS = pa.schema(
 
 COUNTERS = pa.schema([("track_id", pa.int32()), ("ts_ns", pa.int64()), ("value", pa.float64())])
 
-INSTANTS = pa.schema(
-    [
-        ("track_id", pa.int32()),
-        ("ts_ns", pa.int64()),
-        ("name", pa.string()),
-        ("cat", pa.string()),
-        ("args", pa.string()),
-    ]
-)
+INSTANTS = pa.schema([("track_id", pa.int32()), ("ts_ns", pa.int64()), ("name", pa.string()), ("cat", pa.string()),
+                      ("args", pa.string())])
 
 OP_STATS = pa.schema(
     [
