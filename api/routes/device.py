@@ -38,6 +38,13 @@ from explorer.model.device_shapes import (
 from explorer.store.catalog import RunRecord
 
 router = APIRouter(tags=["device"])
+
+
+class CsvResponse(StreamingResponse):
+    """CSV text, streamed; documented in /openapi.json as text/csv, not JSON."""
+
+    media_type = "text/csv"
+
 pages = APIRouter(include_in_schema=False)
 
 
@@ -76,23 +83,23 @@ def device_roofline(run: RunDep, state: StateDep, profile: str, start_ns: int | 
 
 
 def _csv(run: RunRecord, state: AppState, profile: str, kind: Literal["instructions", "dma"],
-         start_ns: int | None, end_ns: int | None, tracks: str | None) -> StreamingResponse:
+         start_ns: int | None, end_ns: int | None, tracks: str | None) -> CsvResponse:
     chosen = resolve_profile(state.store, run, profile)
     rows = select_csv_rows(state.store, run, chosen, kind, start_ns, end_ns, parse_csv(tracks, "tracks"))
     headers = {"Content-Disposition": f'attachment; filename="{run.id}-{chosen["profile_id"]}-{kind}.csv"'}
-    return StreamingResponse(iter_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
+    return CsvResponse(iter_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
 
 
-@router.get("/api/runs/{run_id}/device/{profile}/instructions.csv", response_class=StreamingResponse)
+@router.get("/api/runs/{run_id}/device/{profile}/instructions.csv", response_class=CsvResponse)
 def instructions_csv(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
-                     end_ns: int | None = None, tracks: str | None = None) -> StreamingResponse:
+                     end_ns: int | None = None, tracks: str | None = None) -> CsvResponse:
     """Instructions overlapping the range (relative ns), on `tracks` (timeline_track, comma-separated)."""
     return _csv(run, state, profile, "instructions", start_ns, end_ns, tracks)
 
 
-@router.get("/api/runs/{run_id}/device/{profile}/dma.csv", response_class=StreamingResponse)
+@router.get("/api/runs/{run_id}/device/{profile}/dma.csv", response_class=CsvResponse)
 def dma_csv(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None, end_ns: int | None = None,
-            tracks: str | None = None) -> StreamingResponse:
+            tracks: str | None = None) -> CsvResponse:
     """DMA packets overlapping the range (relative ns), on `tracks` (queue names, comma-separated)."""
     return _csv(run, state, profile, "dma", start_ns, end_ns, tracks)
 
