@@ -281,6 +281,13 @@ def build_device_page(rec: RunRecord, view: DeviceView) -> DevicePage:
     return DevicePage(run_json(rec), view, figures, view["profile"]["links"]["self"])
 
 
+def build_device_pages(store: RunStore, run_id: str) -> list[DevicePage]:
+    """One device page per device profile of the run, in start order (the offline report's sections)."""
+    rec = store.require_ready(run_id)
+    return [build_device_page(rec, compute_device_view(store, rec, p))
+            for p in compute_device_profiles(store, rec)["profiles"]]
+
+
 @dataclass
 class DeviceComparePage:
     """`/device/compare?a=run:profile&b=run:profile`; twin `/api/device/compare` with the same query."""

@@ -54,7 +54,7 @@ def test_memory_bound_profile_warns_about_small_transfers(page: Any, server: Any
                           ".find((t) => t.name === 'profile').hovertext[0]")
     assert "memory-bound" in bound
     assert page.is_visible("#small-dma")
-    assert page.locator("#device-advice [data-rule='dma_average_transfer']").count() == 1
+    assert page.locator(".device-advice [data-rule='dma_average_transfer']").count() == 1
     shot(page, "device-02-rmsnorm", full_page=True)
 
 
