@@ -153,7 +153,7 @@ def compute_device_view(store: RunStore, rec: RunRecord, profile: DeviceProfileJ
     dma = compute_dma_breakdown(tables)
     errors = tables.get("Error")
     return {
-        "profile": profile, "summary": summary,
+        "profile": profile, "summary": summary, "window": None,
         "engines": [{"engine": e, "instruction_count": int(metrics.get(f"{e}_engine_instruction_count", 0)),
                      "active_time_percent": metrics.get(f"{e}_engine_active_time_percent")} for e in ENGINES],
         "opcodes": [cast(Any, asdict(r)) for r in compute_opcode_summary(tables)],
@@ -167,6 +167,17 @@ def compute_device_view(store: RunStore, rec: RunRecord, profile: DeviceProfileJ
         "tensors": [cast(Any, asdict(t)) for t in compute_tensor_table(tables)],
         "sbuf": _sbuf(tables, rec.summary.start_ns),
     }
+
+
+def view_in_window(store: RunStore, rec: RunRecord, view: DeviceView, start_ns: int | None,
+                   end_ns: int | None) -> DeviceView:
+    """The whole-profile view with a selected window (relative ns): its Summary and recommendations, and
+    the roofline with the window's point (framework ops in the window). Unchanged without a window."""
+    if start_ns is None and end_ns is None:
+        return view
+    profile = view["profile"]
+    return {**view, "window": compute_summary_json(store, rec, profile, start_ns, end_ns),
+            "roofline": compute_roofline_json(store, rec, profile, start_ns, end_ns)}
 
 
 # ---- CSV export ---------------------------------------------------------------------------------
@@ -273,12 +284,19 @@ class DevicePage:
         return self.view["summary"]["metrics"]
 
 
-def build_device_page(rec: RunRecord, view: DeviceView) -> DevicePage:
-    """The device page over the view its twin returns (a server passes its cached one)."""
+def window_query(start_ns: int | None, end_ns: int | None) -> str:
+    """`?start_ns=&end_ns=` of a device page and its twin ("" without a window)."""
+    params = {k: v for k, v in (("start_ns", start_ns), ("end_ns", end_ns)) if v is not None}
+    return "?" + urlencode(params) if params else ""
+
+
+def build_device_page(rec: RunRecord, view: DeviceView, start_ns: int | None = None,
+                      end_ns: int | None = None) -> DevicePage:
+    """The device page over the view its twin returns (`view_in_window`'s, for the same window)."""
     figures = {"roofline": make_roofline_figure(view["roofline"])}
     if view["sbuf"]:
         figures["sbuf"] = make_sbuf_figure(view["sbuf"])
-    return DevicePage(run_json(rec), view, figures, view["profile"]["links"]["self"])
+    return DevicePage(run_json(rec), view, figures, view["profile"]["links"]["self"] + window_query(start_ns, end_ns))
 
 
 def build_device_pages(store: RunStore, run_id: str) -> list[DevicePage]:

@@ -110,6 +110,7 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/compare?runs={host1},{host2}", "/compare?runs={host2},{host1}&baseline={host1}",
          "/compare?runs={gpu},{host1}", "/compare?runs={gpu},{host1},{host2}",
          "/runs/{neuron}/device/matmul", "/runs/{neuron}/device/rmsnorm_naive",
+         "/runs/{neuron}/device/matmul?start_ns=90000&end_ns=100000",
          "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul"]
 
 

@@ -26,6 +26,7 @@ from explorer.device_pages import (
     parse_profile_ref,
     resolve_profile,
     select_csv_rows,
+    view_in_window,
 )
 from explorer.model.device_shapes import (
     DeviceCompare,
@@ -66,10 +67,12 @@ def device_summary(run: RunDep, state: StateDep, profile: str | None = None, sta
 
 
 @router.get("/api/runs/{run_id}/device/{profile}")
-def device_view(run: RunDep, state: StateDep, profile: str) -> DeviceView:
+def device_view(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
+                end_ns: int | None = None) -> DeviceView:
     """The device page's data: Summary, engines, opcodes, DMA, layers, throttling, errors, roofline,
-    hierarchy, tensors and SBUF allocations."""
-    return state.device_view(run, resolve_profile(state.store, run, profile))
+    hierarchy, tensors and SBUF allocations; a window (relative ns) adds its Summary and roofline point."""
+    view = state.device_view(run, resolve_profile(state.store, run, profile))
+    return view_in_window(state.store, run, view, start_ns, end_ns)
 
 
 @router.get("/api/runs/{run_id}/device/{profile}/roofline")
@@ -122,9 +125,12 @@ def device_compare(state: StateDep, a: str, b: str) -> DeviceCompare:
 
 
 @pages.get("/runs/{run_id}/device/{profile}", response_class=HTMLResponse)
-def device_page(request: Request, run: RunDep, state: StateDep, profile: str) -> HTMLResponse:
-    view = state.device_view(run, resolve_profile(state.store, run, profile))
-    return _render(request, state, "device.html", build_device_page(run, view), active="device", plotly=True)
+def device_page(request: Request, run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
+                end_ns: int | None = None) -> HTMLResponse:
+    view = view_in_window(state.store, run, state.device_view(run, resolve_profile(state.store, run, profile)),
+                          start_ns, end_ns)
+    page = build_device_page(run, view, start_ns, end_ns)
+    return _render(request, state, "device.html", page, active="device", plotly=True)
 
 
 @pages.get("/device/compare", response_class=HTMLResponse)

@@ -216,10 +216,12 @@ class SbufRect(TypedDict):
 
 @with_config(STRICT)
 class DeviceView(TypedDict):
-    """GET /api/runs/{id}/device/{profile}: the device page's data."""
+    """GET /api/runs/{id}/device/{profile}: the device page's data. `window` is the Summary of the
+    selected window (null without one); with one, `roofline` adds the window's point."""
 
     profile: DeviceProfileJson
     summary: DeviceSummaryJson
+    window: DeviceSummaryJson | None
     engines: list[EngineRow]
     opcodes: list[OpcodeRowJson]
     dma: DmaJson

@@ -303,3 +303,18 @@ def test_compare_deltas(served: tuple[TestClient, str, str, int]) -> None:
         for op, row in ops.items():
             assert row[f"{side}_count"] == per_op.get(op, 0)
     assert all(o["delta_active_time_ns"] == o["b_active_time_ns"] - o["a_active_time_ns"] for o in ops.values())
+
+
+def test_device_view_with_a_window(served: tuple[TestClient, str, str, int]) -> None:
+    """A window adds its Summary (the rows' reference, as the summary route) and its roofline point."""
+    client, run, _, origin = served
+    tables = reference_tables("matmul")
+    meta = first(tables, "Metadata")
+    t0, t1 = meta["first_hw_timestamp"] + 1000, meta["first_hw_timestamp"] + 9000
+    query = f"start_ns={t0 - origin}&end_ns={t1 - origin}"
+    body = client.get(f"/api/runs/{run}/device/matmul?{query}").json()
+    assert body["window"] == client.get(f"/api/runs/{run}/device/summary?profile=matmul&{query}").json()
+    expected = reference_summary(tables, t0, t1)
+    assert body["window"]["metrics"]["hardware_flops"] == expected["hardware_flops"]
+    assert [p["kind"] for p in body["roofline"]["points"]][:2] == ["profile", "window"]
+    assert client.get(f"/api/runs/{run}/device/matmul").json()["window"] is None

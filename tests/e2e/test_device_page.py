@@ -58,6 +58,21 @@ def test_memory_bound_profile_warns_about_small_transfers(page: Any, server: Any
     shot(page, "device-02-rmsnorm", full_page=True)
 
 
+def test_window_summary_from_the_form(page: Any, server: Any, neuron_run: str, shot: Any) -> None:
+    page.goto(f"{server.url}/runs/{neuron_run}/device/matmul")
+    profile = page.evaluate(f"() => fetch('/api/runs/{neuron_run}/device/profiles').then((r) => r.json())")
+    matmul = next(p for p in profile["profiles"] if p["profile_id"] == "matmul")
+    page.fill("#window-start", str(matmul["start_ns"] + 2000))
+    page.fill("#window-end", str(matmul["start_ns"] + 12000))
+    page.click("#window-form button")
+    page.wait_for_selector("#window-summary")
+    assert page.inner_text("#window-summary [data-metric='total_time'] .v") == "10.000 µs"
+    page.wait_for_selector("#fig-roofline .main-svg")
+    names = page.evaluate("() => document.getElementById('fig-roofline').data.map((t) => t.name)")
+    assert "window" in names
+    shot(page, "device-04-window", full_page=True)
+
+
 def test_compare_two_device_profiles(page: Any, server: Any, neuron_run: str, shot: Any) -> None:
     page.goto(f"{server.url}/device/compare?a={neuron_run}:rmsnorm_naive&b={neuron_run}:matmul")
     page.wait_for_selector("#compare-metrics")
