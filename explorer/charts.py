@@ -181,6 +181,7 @@ def make_kernel_category_figure(categories: Sequence[Mapping[str, Any]]) -> dict
 
 ROOFLINE_POINT_STYLES = {"profile": ("#e15759", 14, "diamond"), "window": ("#f28e2b", 13, "star"),
                          "layer": ("#4e79a7", 9, "circle")}
+ROOFLINE_TEXT_POSITION = {"profile": "top left", "window": "bottom right"}  # the two often sit close
 
 
 def _roofline_hover(point: Mapping[str, Any]) -> str:
@@ -213,7 +214,8 @@ def make_roofline_figure(roofline: Mapping[str, Any]) -> dict[str, Any]:
             continue
         data.append({"type": "scatter", "mode": "markers+text" if kind != "layer" else "markers", "name": kind,
                      "x": [p["intensity"] or x_hi for p in mine], "y": [p["achieved_flops_per_s"] for p in mine],
-                     "text": [label(str(p["label"]), 24) for p in mine], "textposition": "top center",
+                     "text": [label(str(p["label"]), 24) for p in mine],
+                     "textposition": ROOFLINE_TEXT_POSITION.get(kind, "top center"),
                      "hovertext": [_roofline_hover(p) for p in mine], "hoverinfo": "text",
                      "marker": {"color": color, "size": size, "symbol": symbol}})
     layout = _layout("Roofline (FLOP/s against FLOP per HBM byte)", 380, showlegend=True,
