@@ -318,3 +318,16 @@ def test_device_view_with_a_window(served: tuple[TestClient, str, str, int]) -> 
     assert body["window"]["metrics"]["hardware_flops"] == expected["hardware_flops"]
     assert [p["kind"] for p in body["roofline"]["points"]][:2] == ["profile", "window"]
     assert client.get(f"/api/runs/{run}/device/matmul").json()["window"] is None
+
+
+def test_a_lone_profile_is_the_default(tmp_path: Path) -> None:
+    """A device profile without a system profile is a run of its own; its summary needs no profile=."""
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    run = ingest_paths(app.state.explorer.store, [EXPORT / "matmul@latest"], "lone").id
+    with TestClient(app) as client:
+        listed = client.get(f"/api/runs/{run}/device/profiles").json()["profiles"]
+        assert [p["system_slice_id"] for p in listed] == [-1]
+        body = client.get(f"/api/runs/{run}/device/summary").json()
+        row = {k: v for k, v in first(fixture_tables("matmul"), "Summary").items() if v is not None}
+        assert body["profile"] == listed[0]["profile_id"]
+        assert {k: body["metrics"][k] for k in row} == row
