@@ -61,18 +61,26 @@ def compute_hierarchy(tables: Tables) -> list[FrameworkNodeTime]:
     if nodes is None:
         return []
     rows = table(tables, "Instruction")
+    empty = np.zeros(0, np.int64)
     layers = strings(rows, "layer") if rows is not None else np.asarray([], dtype=object)
-    hlos = strings(rows, "hlo_name") if rows is not None else np.asarray([], dtype=object)
-    act_start, act_end = active_intervals(rows) if rows is not None else (np.zeros(0, np.int64),) * 2
+    hlo_names = np.asarray([str(h or "") for h in strings(rows, "hlo_name")], dtype=object) if rows is not None \
+        else np.asarray([], dtype=object)
+    hlo_labels: list[str] = []
+    hlo_codes = empty
+    if len(hlo_names):
+        unique, hlo_codes = np.unique(hlo_names, return_inverse=True)
+        hlo_labels = [str(u) for u in unique]
+    act_start, act_end = active_intervals(rows) if rows is not None else (empty, empty)
     out = []
     for node in nodes.to_pylist():
         name = str(node.get("node_name") or "")
         mine = layers == name
         children = []
-        for hlo in sorted({str(h or "") for h in hlos[mine]}):
-            part = mine & np.asarray([str(h or "") == hlo for h in hlos], dtype=bool)
+        for code in np.unique(hlo_codes[mine]).tolist():
+            part = mine & (hlo_codes == code)
             s, e = act_start[part], act_end[part]
-            children.append(HloGroup(hlo, int(part.sum()), union_ns(s, e, Window(int(s.min()), int(e.max())))))
+            children.append(HloGroup(hlo_labels[code], int(part.sum()),
+                                     union_ns(s, e, Window(int(s.min()), int(e.max())))))
         children.sort(key=lambda c: (-c.active_time_ns, c.hlo_name))
         out.append(FrameworkNodeTime(
             name, node.get("parent_name"),
