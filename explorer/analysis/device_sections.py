@@ -10,8 +10,10 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from explorer.analysis.device_rows import Tables, Window, active_intervals, strings, table, union_ns
+from explorer.analysis.device_rows import Tables, Window, active_intervals, table, union_ns
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,15 @@ def _union(pairs: list[tuple[int, int]]) -> int:
     return union_ns(s, e, Window(int(s.min()), int(e.max())))
 
 
+def _codes(rows: pa.Table | None, column: str) -> tuple[list[str], np.ndarray]:
+    """A string column dictionary-encoded in Arrow (fast for millions of rows): its distinct values, with
+    null and "" as "", and each row's index into them."""
+    if rows is None or column not in rows.column_names:
+        return [""], np.zeros(0 if rows is None else rows.num_rows, np.int64)
+    encoded = pc.dictionary_encode(pc.fill_null(rows.column(column).cast(pa.string()), "")).combine_chunks()
+    return [str(v) for v in encoded.dictionary.to_pylist()], encoded.indices.to_numpy().astype(np.int64)
+
+
 def compute_hierarchy(tables: Tables) -> list[FrameworkNodeTime]:
     """Framework nodes by time, longest first, each with its HLO groups (most active time first)."""
     nodes = table(tables, "FrameworkNode")
@@ -62,19 +73,13 @@ def compute_hierarchy(tables: Tables) -> list[FrameworkNodeTime]:
         return []
     rows = table(tables, "Instruction")
     empty = np.zeros(0, np.int64)
-    layers = strings(rows, "layer") if rows is not None else np.asarray([], dtype=object)
-    hlo_names = np.asarray([str(h or "") for h in strings(rows, "hlo_name")], dtype=object) if rows is not None \
-        else np.asarray([], dtype=object)
-    hlo_labels: list[str] = []
-    hlo_codes = empty
-    if len(hlo_names):
-        unique, hlo_codes = np.unique(hlo_names, return_inverse=True)
-        hlo_labels = [str(u) for u in unique]
+    layer_names, layer_codes = _codes(rows, "layer")
+    hlo_labels, hlo_codes = _codes(rows, "hlo_name")
     act_start, act_end = active_intervals(rows) if rows is not None else (empty, empty)
     out = []
     for node in nodes.to_pylist():
         name = str(node.get("node_name") or "")
-        mine = layers == name
+        mine = layer_codes == (layer_names.index(name) if name in layer_names else -2)
         children = []
         for code in np.unique(hlo_codes[mine]).tolist():
             part = mine & (hlo_codes == code)
