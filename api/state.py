@@ -7,14 +7,17 @@ RunMemo (explorer.store.memo) whose size is a setting.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from api.upload import IngestWorker
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
 from explorer.config import Settings
+from explorer.device_pages import compute_device_view
+from explorer.model.device_shapes import DeviceProfileJson, DeviceView
 from explorer.model.shapes import Breakdown
 from explorer.pages import compute_run_breakdown, compute_run_kernels
+from explorer.store.catalog import RunRecord
 from explorer.store.memo import RunMemo
 from explorer.store.runs import RunStore
 
@@ -29,6 +32,7 @@ class AppState:
     store: RunStore
     worker: IngestWorker
     memo: RunMemo
+    device_memo: RunMemo = field(default_factory=RunMemo)  # sized by Settings.device_cache_entries
 
     def timeline_index(self, run_id: str, origin_ns: int) -> TimelineIndex:
         def build() -> TimelineIndex:
@@ -45,6 +49,12 @@ class AppState:
     def kernels(self, run_id: str) -> KernelTable:
         """The kernel table of a run, computed once (the kernels page, its API twin and the report share it)."""
         return self.memo.get(run_id, "kernels", lambda: compute_run_kernels(self.store, run_id))
+
+    def device_view(self, rec: RunRecord, profile: DeviceProfileJson) -> DeviceView:
+        """A device profile's whole-profile page data, computed once per profile (the device page, its
+        twin, the summary without a window and the compare page share it)."""
+        return self.device_memo.get(rec.id, f"device/{profile['profile_id']}",
+                             lambda: compute_device_view(self.store, rec, profile))
 
     def warm_latest(self, count: int) -> None:
         try:

@@ -7,6 +7,7 @@ Plotly reads a small HTML subset in labels, so every trace-derived label goes th
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -173,4 +174,78 @@ def make_kernel_category_figure(categories: Sequence[Mapping[str, Any]]) -> dict
              "hovertemplate": "%{y}: %{x:,.1f} " + unit + ", %{customdata} calls<extra></extra>"}]
     layout = _layout(f"Device time by kernel category ({unit})", 70 + 28 * max(1, len(names)))
     layout["yaxis"] = {**layout["yaxis"], "autorange": "reversed", "type": "category"}
+    return {"data": data, "layout": layout}
+
+
+# ---- device profiles (Neuron) ---------------------------------------------------------------------
+
+ROOFLINE_POINT_STYLES = {"profile": ("#e15759", 14, "diamond"), "window": ("#f28e2b", 13, "star"),
+                         "layer": ("#4e79a7", 9, "circle")}
+ROOFLINE_TEXT_POSITION = {"profile": "top left", "window": "bottom right"}  # the two often sit close
+
+
+def _roofline_hover(point: Mapping[str, Any]) -> str:
+    distance = point.get("distance_to_roof")
+    gap = "on the roof" if distance is not None and distance <= 1.0 else (
+        f"{distance:,.2f}× below the roof" if distance is not None else "no time")
+    return (f"{label(str(point['label']))}<br>{point['bound']}-bound, {gap}<br>"
+            f"{(point.get('achieved_flops_per_s') or 0) / 1e12:,.3f} TFLOP/s achieved of "
+            f"{point['attainable_flops_per_s'] / 1e12:,.3f} attainable")
+
+
+def make_roofline_figure(roofline: Mapping[str, Any]) -> dict[str, Any]:
+    """Achieved FLOP/s against arithmetic intensity (log-log) under the bandwidth roof (`hbm_ddr_bandwidth`
+    × intensity) and the compute roof (`max_ops`), which meet at the ridge (`peak_flops_bandwidth_ratio`).
+    A point that moved no HBM byte has no intensity: it is drawn at the right edge, under the compute roof."""
+    if not roofline.get("available"):
+        return {"data": [], "layout": _layout("Roofline: the export has no Metadata peaks", 120)}
+    peak, bandwidth, ridge = roofline["max_ops"], roofline["hbm_ddr_bandwidth"], roofline["peak_flops_bandwidth_ratio"]
+    points = [p for p in roofline["points"] if p.get("achieved_flops_per_s")]
+    known = [p["intensity"] for p in points if p.get("intensity")]
+    x_lo = min([ridge / 100, *(x / 4 for x in known)])
+    x_hi = max([ridge * 100, *(x * 4 for x in known)])
+    data: list[dict[str, Any]] = [{
+        "type": "scatter", "mode": "lines", "name": "roof", "x": [x_lo, ridge, x_hi],
+        "y": [x_lo * bandwidth, peak, peak], "line": {"color": "#57606a", "width": 2},
+        "hovertemplate": "roof: %{y:.3s}FLOP/s at %{x:.3g} FLOP/byte<extra></extra>"}]
+    for kind, (color, size, symbol) in ROOFLINE_POINT_STYLES.items():
+        mine = [p for p in points if p["kind"] == kind]
+        if not mine:
+            continue
+        data.append({"type": "scatter", "mode": "markers+text" if kind != "layer" else "markers", "name": kind,
+                     "x": [p["intensity"] or x_hi for p in mine], "y": [p["achieved_flops_per_s"] for p in mine],
+                     "text": [label(str(p["label"]), 24) for p in mine],
+                     "textposition": ROOFLINE_TEXT_POSITION.get(kind, "top center"),
+                     "hovertext": [_roofline_hover(p) for p in mine], "hoverinfo": "text",
+                     "marker": {"color": color, "size": size, "symbol": symbol}})
+    layout = _layout("Roofline (FLOP/s against FLOP per HBM byte)", 380, showlegend=True,
+                     shapes=[{"type": "line", "x0": ridge, "x1": ridge, "y0": 0, "y1": 1, "yref": "paper",
+                              "line": {"color": "#c9ccd1", "dash": "dot", "width": 1}}],
+                     annotations=[{"x": math.log10(ridge), "y": 1, "yref": "paper", "text": "ridge",
+                                   "showarrow": False, "yanchor": "bottom", "font": {"size": 11}}])
+    layout["xaxis"] = {**layout["xaxis"], "type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}}
+    layout["yaxis"] = {**layout["yaxis"], "type": "log", "title": {"text": "FLOP/s"}}
+    layout["margin"] = {**layout["margin"], "l": 60, "b": 48}
+    return {"data": data, "layout": layout}
+
+
+def make_sbuf_figure(rects: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """SBUF allocations as address × time rectangles (one colour per partition): plotly shapes, with an
+    invisible marker at each centre carrying the hover."""
+    unit, scale = time_unit(max((r["end_ns"] - r["start_ns"] for r in rects), default=0))
+    partitions = sorted({r["partition"] for r in rects}, key=lambda p: (p is None, p))
+    shapes, xs, ys, hover = [], [], [], []
+    for r in rects:
+        color = RUN_COLORS[partitions.index(r["partition"]) % len(RUN_COLORS)]
+        x0, x1 = r["start_ns"] / scale, r["end_ns"] / scale
+        shapes.append({"type": "rect", "x0": x0, "x1": x1, "y0": r["start_address"], "y1": r["end_address"],
+                       "fillcolor": color, "opacity": 0.55, "line": {"color": color, "width": 1}})
+        xs.append((x0 + x1) / 2)
+        ys.append((r["start_address"] + r["end_address"]) / 2)
+        hover.append(f"{label(str(r['tensor_name'] or ''))}<br>partition {r['partition']}<br>"
+                     f"address {r['start_address']:,}–{r['end_address']:,}")
+    data = [{"type": "scatter", "mode": "markers", "x": xs, "y": ys, "hovertext": hover, "hoverinfo": "text",
+             "marker": {"opacity": 0, "size": 12}, "name": "allocations"}]
+    layout = _layout(f"SBUF allocations (address × time, {unit})", 300, shapes=shapes)
+    layout["yaxis"] = {**layout["yaxis"], "title": {"text": "address"}}
     return {"data": data, "layout": layout}

@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     cache_runs: int = Field(4, description="Runs whose tables (slices without args, tracks, ...) stay in memory")
     derived_cache_entries: int = Field(
         16, description="Per-run derived values kept in memory (timeline index, breakdown, kernel table), all runs")
+    device_cache_entries: int = Field(
+        16, description="Device profiles (Neuron) whose whole-profile page data stays in memory, all runs")
     op_table_cache: int = Field(
         8, description="Op tables computed on load (grouped by nn.Module, or of runs stored before op views)")
     templates_dir: Path = Field(PROJECT_ROOT / "templates", description="Jinja templates")

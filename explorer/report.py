@@ -1,5 +1,6 @@
 """The offline report: one self-contained HTML file (styles, scripts, plotly.js and the run's data
-inlined, no network needed) with the overview, the op table, the kernels and a timeline snapshot.
+inlined, no network needed) with the overview, the op table, the kernels, a timeline snapshot and the
+Summary and roofline of each Neuron device profile.
 
 The report's pages come from explorer.pages (the same builders the server's pages use); what is here is
 only what a report adds: the timeline snapshot and the inlining. Nothing here knows about HTTP.
@@ -21,6 +22,7 @@ from explorer import __version__
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
 from explorer.config import PROJECT_ROOT
+from explorer.device_pages import DevicePage, build_device_pages
 from explorer.model.shapes import RunJson
 from explorer.pages import (
     KernelsPage,
@@ -48,6 +50,7 @@ class ReportPage:
     ops: OpsPage
     snapshot: dict[str, Any]
     kernels: KernelsPage | None = None  # None: the run has no device executions
+    devices: list[DevicePage] = field(default_factory=list)  # Neuron device profiles: Summary and roofline
     generated_at: float = field(default_factory=time.time)
     version: str = __version__
     readonly: bool = True
@@ -101,7 +104,8 @@ def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = N
                  index: TimelineIndex | None = None, kernels: KernelTable | None = None) -> ReportPage:
     kernel_page = build_kernels_page(store, run_id, kernels=kernels)
     return ReportPage(overview or build_overview(store, run_id), build_ops_page(store, run_id),
-                      build_snapshot(store, run_id, index=index), kernel_page if kernel_page.rows else None)
+                      build_snapshot(store, run_id, index=index), kernel_page if kernel_page.rows else None,
+                      build_device_pages(store, run_id))
 
 
 # ---- rendering --------------------------------------------------------------------------------

@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+import explorer.device_pages
 import explorer.pages
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
+from explorer.device_pages import DeviceComparePage, DevicePage
 from explorer.pages import (
     ComparePage,
     KernelsPage,
@@ -30,6 +32,7 @@ from explorer.service import ingest_paths
 from tests.kernel_trace import write_kernel_trace
 
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"
+DEVICE_EXPORT = PROJECT_ROOT / "tests" / "fixtures" / "neuron" / "device_export"  # two Neuron device profiles
 
 
 def host_trace(path: Path, scale: int) -> Path:
@@ -73,7 +76,7 @@ def file_self_cpu_total_ns(path: Path) -> int:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, str], dict[str, Path]]]:
     tmp = tmp_path_factory.mktemp("twins")
     files = {"gpu": write_kernel_trace(tmp / "gpu.json"), "host1": host_trace(tmp / "host1.json", 1),
-             "host2": host_trace(tmp / "host2.json", 2), "frames": FRAMES}
+             "host2": host_trace(tmp / "host2.json", 2), "frames": FRAMES, "neuron": DEVICE_EXPORT}
     app = create_app(Settings(data_dir=tmp / "data"))
     store = app.state.explorer.store
     runs = {name: ingest_paths(store, [path], name).id for name, path in files.items()}
@@ -92,8 +95,10 @@ def twin_data(page: Any) -> dict[str, Any]:
                 "has_modules": page.has_modules}
     if isinstance(page, KernelsPage):
         return {"rows": page.rows, "device_total_ns": page.device_total_ns, "categories": page.categories}
-    if isinstance(page, ComparePage):
+    if isinstance(page, ComparePage | DeviceComparePage):
         return dict(page.compare)
+    if isinstance(page, DevicePage):
+        return dict(page.view)
     raise AssertionError(f"no twin rule for {type(page).__name__}")
 
 
@@ -103,7 +108,10 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/runs/{host1}/ops?by_module=1", "/runs/{gpu}/kernels", "/runs/{gpu}/kernels?category=memcpy%20HtoD",
          "/runs/{gpu}/kernels?sort=%2Bname&limit=3", "/runs/{host1}/kernels",
          "/compare?runs={host1},{host2}", "/compare?runs={host2},{host1}&baseline={host1}",
-         "/compare?runs={gpu},{host1}", "/compare?runs={gpu},{host1},{host2}"]
+         "/compare?runs={gpu},{host1}", "/compare?runs={gpu},{host1},{host2}",
+         "/runs/{neuron}/device/matmul", "/runs/{neuron}/device/rmsnorm_naive",
+         "/runs/{neuron}/device/matmul?start_ns=90000&end_ns=100000",
+         "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul"]
 
 
 def page_and_twin(client: TestClient, path: str) -> tuple[Any, dict[str, Any]]:
@@ -132,7 +140,7 @@ def test_every_page_context_equals_its_json_twin(served: tuple[TestClient, dict[
 
 def test_the_table_covers_every_page_type(served: tuple[TestClient, dict[str, str], dict[str, Path]]) -> None:
     client, runs, _ = served
-    page_types = {cls for cls in vars(explorer.pages).values()
+    page_types = {cls for module in (explorer.pages, explorer.device_pages) for cls in vars(module).values()
                   if dataclasses.is_dataclass(cls) and "twin" in {f.name for f in dataclasses.fields(cls)}}
     seen = {type(page_and_twin(client, path.format(**runs))[0]) for path in PAGES}
     pending = client.app.state.explorer.store.catalog.create("pending")  # type: ignore[attr-defined]

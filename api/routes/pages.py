@@ -15,6 +15,7 @@ from fastapi.templating import Jinja2Templates
 from api.deps import AnyRunDep, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns
 from api.routes.runs import parse_csv
 from api.state import AppState
+from explorer.device_pages import device_nav
 from explorer.pages import (
     NotReadyPage,
     build_compare_page,
@@ -45,7 +46,8 @@ def _not_ready(request: Request, state: AppState, run: RunRecord) -> HTMLRespons
 def _render(request: Request, state: AppState, template: str, page: Any, *, active: str = "",
             plotly: bool = False) -> HTMLResponse:
     context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": active,
-               "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False}
+               "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,
+               "device_profiles": device_nav(state.store, getattr(page, "run", None))}
     return templates_for(state.settings.templates_dir).TemplateResponse(request, template, context)
 
 

@@ -73,6 +73,7 @@ def delete_run(run: AnyRunDep, state: StateDep) -> Response:
     if run.status in ("queued", "ingesting"):
         raise RunNotReady(f"run {run.id} is {run.status}; delete it when the ingest has finished")
     state.memo.forget(run.id)
+    state.device_memo.forget(run.id)
     state.store.delete(run.id)
     return Response(status_code=204)
 

@@ -21,7 +21,8 @@ def json_routes(spec: dict[str, Any]) -> list[tuple[str, str, str, dict[str, Any
     """(method, path, status, response) of every documented success response."""
     return [(method, path, status, response)
             for path, item in spec["paths"].items() for method, op in item.items()
-            for status, response in op["responses"].items() if status.startswith("2") and status not in NO_BODY]
+            for status, response in op["responses"].items() if status.startswith("2") and status not in NO_BODY
+            and set(response.get("content", {"application/json": {}})) != {"text/csv"}]  # CSV exports: no JSON
 
 
 def resolve(spec: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:

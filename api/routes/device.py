@@ -1,0 +1,139 @@
+"""Neuron device profiles: the profile list, the Summary of a profile or window, the device page and its
+twin, the roofline, CSV export of instructions and DMA packets, and the comparison of two profiles (API
+and pages). Query times are relative ns like every timeline endpoint; the builders (explorer.device_pages)
+turn them absolute. No computation here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, StreamingResponse
+
+from api.deps import RunDep, StateDep
+from api.routes.pages import _render
+from api.routes.runs import parse_csv
+from api.state import AppState
+from explorer.device_pages import (
+    build_device_compare_page,
+    build_device_page,
+    compare_views,
+    compute_device_profiles,
+    compute_roofline_json,
+    compute_summary_json,
+    iter_csv,
+    parse_profile_ref,
+    resolve_profile,
+    select_csv_rows,
+    view_in_window,
+)
+from explorer.model.device_shapes import (
+    DeviceCompare,
+    DeviceProfileList,
+    DeviceSummaryJson,
+    DeviceView,
+    ProfileRef,
+    RooflineJson,
+)
+from explorer.store.catalog import RunRecord
+
+router = APIRouter(tags=["device"])
+
+
+class CsvResponse(StreamingResponse):
+    """CSV text, streamed; documented in /openapi.json as text/csv, not JSON."""
+
+    media_type = "text/csv"
+
+pages = APIRouter(include_in_schema=False)
+
+
+@router.get("/api/runs/{run_id}/device/profiles")
+def device_profiles(run: RunDep, state: StateDep) -> DeviceProfileList:
+    """The run's device profiles (times relative), each with its links."""
+    return compute_device_profiles(state.store, run)
+
+
+@router.get("/api/runs/{run_id}/device/summary")
+def device_summary(run: RunDep, state: StateDep, profile: str | None = None, start_ns: int | None = None,
+                   end_ns: int | None = None, core: int | None = None) -> DeviceSummaryJson:
+    """The Summary metrics (named as the export's Summary fields) of [start_ns, end_ns) (relative) on
+    `core`, and the recommendations on them; the whole profile without a window (the export's own row)."""
+    chosen = resolve_profile(state.store, run, profile)
+    if start_ns is None and end_ns is None and core is None:
+        return state.device_view(run, chosen)["summary"]
+    return compute_summary_json(state.store, run, chosen, start_ns, end_ns, core)
+
+
+@router.get("/api/runs/{run_id}/device/{profile}")
+def device_view(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
+                end_ns: int | None = None) -> DeviceView:
+    """The device page's data: Summary, engines, opcodes, DMA, layers, throttling, errors, roofline,
+    hierarchy, tensors and SBUF allocations; a window (relative ns) adds its Summary and roofline point."""
+    view = state.device_view(run, resolve_profile(state.store, run, profile))
+    return view_in_window(state.store, run, view, start_ns, end_ns)
+
+
+@router.get("/api/runs/{run_id}/device/{profile}/roofline")
+def device_roofline(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
+                    end_ns: int | None = None) -> RooflineJson:
+    """Roofs and points: the profile, the window (relative ns) when given, each framework op in it."""
+    chosen = resolve_profile(state.store, run, profile)
+    if start_ns is None and end_ns is None:
+        return state.device_view(run, chosen)["roofline"]
+    return compute_roofline_json(state.store, run, chosen, start_ns, end_ns)
+
+
+def _csv(run: RunRecord, state: AppState, profile: str, kind: Literal["instructions", "dma"],
+         start_ns: int | None, end_ns: int | None, tracks: str | None) -> CsvResponse:
+    chosen = resolve_profile(state.store, run, profile)
+    rows = select_csv_rows(state.store, run, chosen, kind, start_ns, end_ns, parse_csv(tracks, "tracks"))
+    headers = {"Content-Disposition": f'attachment; filename="{run.id}-{chosen["profile_id"]}-{kind}.csv"'}
+    return CsvResponse(iter_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
+
+
+@router.get("/api/runs/{run_id}/device/{profile}/instructions.csv", response_class=CsvResponse)
+def instructions_csv(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
+                     end_ns: int | None = None, tracks: str | None = None) -> CsvResponse:
+    """Instructions overlapping the range (relative ns), on `tracks` (timeline_track, comma-separated)."""
+    return _csv(run, state, profile, "instructions", start_ns, end_ns, tracks)
+
+
+@router.get("/api/runs/{run_id}/device/{profile}/dma.csv", response_class=CsvResponse)
+def dma_csv(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None, end_ns: int | None = None,
+            tracks: str | None = None) -> CsvResponse:
+    """DMA packets overlapping the range (relative ns), on `tracks` (queue names, comma-separated)."""
+    return _csv(run, state, profile, "dma", start_ns, end_ns, tracks)
+
+
+def _compare(state: AppState, a: str, b: str) -> DeviceCompare:
+    views, refs = [], []
+    for text in (a, b):
+        run_id, profile_id = parse_profile_ref(text)
+        rec = state.store.require_ready(run_id)
+        chosen = resolve_profile(state.store, rec, profile_id)
+        views.append(state.device_view(rec, chosen))
+        refs.append(ProfileRef(run_id=rec.id, profile_id=chosen["profile_id"], name=chosen["name"]))
+    return compare_views(views[0], views[1], refs[0], refs[1])
+
+
+@router.get("/api/device/compare")
+def device_compare(state: StateDep, a: str, b: str) -> DeviceCompare:
+    """Two device profiles (`run:profile`): Summary with deltas (b - a), opcodes with deltas, engines."""
+    return _compare(state, a, b)
+
+
+@pages.get("/runs/{run_id}/device/{profile}", response_class=HTMLResponse)
+def device_page(request: Request, run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
+                end_ns: int | None = None) -> HTMLResponse:
+    view = view_in_window(state.store, run, state.device_view(run, resolve_profile(state.store, run, profile)),
+                          start_ns, end_ns)
+    page = build_device_page(run, view, start_ns, end_ns)
+    return _render(request, state, "device.html", page, active="device", plotly=True)
+
+
+@pages.get("/device/compare", response_class=HTMLResponse)
+def device_compare_page(request: Request, state: StateDep, a: str, b: str) -> HTMLResponse:
+    page = build_device_compare_page(_compare(state, a, b), a, b)
+    return _render(request, state, "device_compare.html", page)

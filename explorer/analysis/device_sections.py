@@ -1,0 +1,147 @@
+"""The device page's table sections of a Neuron profile, from the export's own tables: the hierarchy
+(`FrameworkNode` -> HLO op -> instructions, time per node), the tensor table (`TensorInfo` with its SBUF
+reload factor) and the SBUF memory view (`SbufAllocation` rectangles). Times stay absolute int ns here;
+the page makes them relative. Empty lists when the export lacks a table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from explorer.analysis.device_rows import Tables, Window, active_intervals, table, union_ns
+
+
+@dataclass(frozen=True)
+class HloGroup:
+    hlo_name: str
+    instruction_count: int
+    active_time_ns: int
+
+
+@dataclass(frozen=True)
+class FrameworkNodeTime:
+    """A framework node: `time_ns` is the union of its published `time_intervals` (else [start_ts, end_ts));
+    its instructions are the `Instruction` rows whose `layer` is the node's name, grouped by `hlo_name`."""
+
+    node_name: str
+    parent_name: str | None
+    time_ns: int
+    hfu: float | None
+    hbm_read_bytes: int | None
+    hbm_write_bytes: int | None
+    instruction_count: int
+    children: list[HloGroup]
+
+
+def _intervals(text: object, start: object, end: object) -> list[tuple[int, int]]:
+    """`time_intervals` is JSON text `[[start, end], ...]` in ns; unreadable text falls back to the span."""
+    if isinstance(text, str) and text.strip():
+        try:
+            pairs = json.loads(text)
+            return [(int(a), int(b)) for a, b in pairs]
+        except (ValueError, TypeError):
+            pass
+    return [(start, end)] if isinstance(start, int) and isinstance(end, int) else []
+
+
+def _union(pairs: list[tuple[int, int]]) -> int:
+    if not pairs:
+        return 0
+    s = np.asarray([a for a, _ in pairs], np.int64)
+    e = np.asarray([b for _, b in pairs], np.int64)
+    return union_ns(s, e, Window(int(s.min()), int(e.max())))
+
+
+def _codes(rows: pa.Table | None, column: str) -> tuple[list[str], np.ndarray]:
+    """A string column dictionary-encoded in Arrow (fast for millions of rows): its distinct values, with
+    null and "" as "", and each row's index into them."""
+    if rows is None or column not in rows.column_names:
+        return [""], np.zeros(0 if rows is None else rows.num_rows, np.int64)
+    encoded = pc.dictionary_encode(pc.fill_null(rows.column(column).cast(pa.string()), "")).combine_chunks()
+    return [str(v) for v in encoded.dictionary.to_pylist()], encoded.indices.to_numpy().astype(np.int64)
+
+
+def compute_hierarchy(tables: Tables) -> list[FrameworkNodeTime]:
+    """Framework nodes by time, longest first, each with its HLO groups (most active time first)."""
+    nodes = table(tables, "FrameworkNode")
+    if nodes is None:
+        return []
+    rows = table(tables, "Instruction")
+    empty = np.zeros(0, np.int64)
+    layer_names, layer_codes = _codes(rows, "layer")
+    hlo_labels, hlo_codes = _codes(rows, "hlo_name")
+    act_start, act_end = active_intervals(rows) if rows is not None else (empty, empty)
+    out = []
+    for node in nodes.to_pylist():
+        name = str(node.get("node_name") or "")
+        mine = layer_codes == (layer_names.index(name) if name in layer_names else -2)
+        children = []
+        for code in np.unique(hlo_codes[mine]).tolist():
+            part = mine & (hlo_codes == code)
+            s, e = act_start[part], act_end[part]
+            children.append(HloGroup(hlo_labels[code], int(part.sum()),
+                                     union_ns(s, e, Window(int(s.min()), int(e.max())))))
+        children.sort(key=lambda c: (-c.active_time_ns, c.hlo_name))
+        out.append(FrameworkNodeTime(
+            name, node.get("parent_name"),
+            _union(_intervals(node.get("time_intervals"), node.get("start_ts"), node.get("end_ts"))),
+            node.get("hfu"), node.get("hbm_read_bytes"), node.get("hbm_write_bytes"), int(mine.sum()), children))
+    return sorted(out, key=lambda n: (-n.time_ns, n.node_name))
+
+
+@dataclass(frozen=True)
+class TensorReload:
+    """A `TensorInfo` row. `sbuf_reload_factor`: the published `load_to_sbuf_repeat_factor` when present,
+    else `load_to_sbuf_total_size_bytes / size` (bytes loaded into SBUF over the tensor's size: 2.0 means
+    every byte was loaded twice); None when neither is known or the size is 0."""
+
+    variable_name: str | None
+    type: str | None
+    format: str | None
+    shape: str | None
+    size: int | None
+    load_to_sbuf_total_size_bytes: int | None
+    load_to_sbuf_dma_count: int | None
+    sbuf_reload_factor: float | None
+
+
+def compute_tensor_table(tables: Tables) -> list[TensorReload]:
+    """TensorInfo rows, most SBUF load traffic first."""
+    rows = table(tables, "TensorInfo")
+    if rows is None:
+        return []
+    out = []
+    for r in rows.to_pylist():
+        size, loaded = r.get("size"), r.get("load_to_sbuf_total_size_bytes")
+        factor = r.get("load_to_sbuf_repeat_factor")
+        if factor is None and isinstance(size, int) and size and isinstance(loaded, int):
+            factor = loaded / size
+        out.append(TensorReload(r.get("variable_name"), r.get("type"), r.get("format"), r.get("shape"), size,
+                                loaded, r.get("load_to_sbuf_dma_count"), factor))
+    return sorted(out, key=lambda t: (-(t.load_to_sbuf_total_size_bytes or 0), str(t.variable_name)))
+
+
+@dataclass(frozen=True)
+class SbufAllocationRect:
+    partition: int | None
+    tensor_name: str | None
+    start_ts: int
+    end_ts: int
+    start_address: int
+    end_address: int
+
+
+def compute_sbuf_rects(tables: Tables) -> list[SbufAllocationRect]:
+    """SbufAllocation rows with a time and address range, by partition, time and address."""
+    rows = table(tables, "SbufAllocation")
+    if rows is None:
+        return []
+    keys = ("start_ts", "end_ts", "start_address", "end_address")
+    out = [SbufAllocationRect(r.get("partition"), r.get("tensor_name"), *(int(r[k]) for k in keys))
+           for r in rows.to_pylist() if all(isinstance(r.get(k), int) for k in keys)]
+    return sorted(out, key=lambda a: (a.partition if a.partition is not None else -1, a.start_ts, a.start_address))
