@@ -10,6 +10,12 @@ import logging
 from dataclasses import dataclass
 
 from api.upload import IngestWorker
+from explorer.analysis.device_tracks import (
+    TRACK_TABLES,
+    DeviceTimeline,
+    build_device_index,
+    build_device_timeline,
+)
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
 from explorer.config import Settings
@@ -45,6 +51,27 @@ class AppState:
     def kernels(self, run_id: str) -> KernelTable:
         """The kernel table of a run, computed once (the kernels page, its API twin and the report share it)."""
         return self.memo.get(run_id, "kernels", lambda: compute_run_kernels(self.store, run_id))
+
+    def device_timeline(self, run_id: str) -> DeviceTimeline | None:
+        """The device tracks of a run's Neuron device profiles (their tables loaded once), None without any."""
+        def build() -> DeviceTimeline | None:
+            profiles = self.store.device_profiles(run_id)
+            if not profiles.num_rows:
+                return None
+            tables = {p: {t: self.store.device_table(run_id, p, t) for t in TRACK_TABLES}
+                      for p in profiles.column("profile_id").to_pylist()}
+            return build_device_timeline(profiles, tables, self.store.table(run_id, "tracks"),
+                                         self.store.table(run_id, "slices"))
+
+        return self.memo.get(run_id, "device_timeline", build)
+
+    def device_index(self, run_id: str, origin_ns: int) -> TimelineIndex | None:
+        """The LOD index over a run's device tracks (slice ids run-wide), None without device profiles."""
+        def build() -> TimelineIndex | None:
+            dt = self.device_timeline(run_id)
+            return None if dt is None else build_device_index(dt, origin_ns)
+
+        return self.memo.get(run_id, "device_index", build)
 
     def warm_latest(self, count: int) -> None:
         try:
