@@ -30,16 +30,16 @@ def build_device_event(dt: DeviceTimeline, slice_id: int, origin_ns: int) -> dic
     table = SLICE_TABLES[int(cols["source_table"][pos])]
     row = dt.tables[profile][table].slice(int(cols["source_row"][pos]), 1).to_pylist()[0]
     args = {k: v for k, v in row.items() if v is not None}
-    event = _brief(cols, dt.first_slice_id, pos, origin_ns)
+    event = _brief(dt, cols, pos, origin_ns)
     event.update({"cat": table, "ts_ns": int(cols["ts"][pos]), "depth": 0, "args": args,
                   "device_profile": profile})
     return {"event": event, "parents": [], "children": {"count": 0, "top": []},
             "chain": _dependency_chain(dt, cols, slice_id, origin_ns)}
 
 
-def _brief(cols: dict[str, np.ndarray], first: int, pos: int, origin_ns: int) -> dict[str, Any]:
-    return {"slice_id": first + pos, "track_id": int(cols["track"][pos]), "lane": str(Lane.HARDWARE),
-            "name": str(cols["name"][pos]), "ts_rel_ns": int(cols["ts"][pos]) - origin_ns,
+def _brief(dt: DeviceTimeline, cols: dict[str, np.ndarray], pos: int, origin_ns: int) -> dict[str, Any]:
+    return {"slice_id": dt.first_slice_id + pos, "track_id": int(cols["track"][pos]), "lane": str(Lane.HARDWARE),
+            "name": dt.names[int(cols["name"][pos])], "ts_rel_ns": int(cols["ts"][pos]) - origin_ns,
             "dur_ns": int(cols["dur"][pos])}
 
 
@@ -57,7 +57,7 @@ def _dependency_chain(dt: DeviceTimeline, cols: dict[str, np.ndarray], slice_id:
     out: list[dict[str, Any]] = []
     prev: int | None = None
     for s, relation in links:
-        item = _brief(cols, dt.first_slice_id, s - dt.first_slice_id, origin_ns)
+        item = _brief(dt, cols, s - dt.first_slice_id, origin_ns)
         item["relation"] = relation
         item["gap_ns"] = None if prev is None else item["ts_rel_ns"] - prev
         prev = item["ts_rel_ns"]

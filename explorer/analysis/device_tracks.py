@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from explorer.analysis.device_rows import Tables, ints, strings
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
@@ -64,6 +65,14 @@ class DeviceTimeline:
     flows: tuple[np.ndarray, np.ndarray] = (np.zeros(0, I64), np.zeros(0, I64))
     profile_of_track: dict[int, str] = field(default_factory=dict)
     columns: dict[str, np.ndarray] = field(default_factory=dict)  # the parts concatenated, by finish
+    names: list[str] = field(default_factory=list)  # slice names; `name` columns hold codes into it
+    _name_index: dict[str, int] = field(default_factory=dict)
+
+    def name_code(self, name: str) -> int:
+        if name not in self._name_index:
+            self._name_index[name] = len(self.names)
+            self.names.append(name)
+        return self._name_index[name]
 
 
 def build_device_timeline(profiles: pa.Table, tables: Mapping[str, Tables], run_tracks: pa.Table,
@@ -90,7 +99,7 @@ def build_device_timeline(profiles: pa.Table, tables: Mapping[str, Tables], run_
     dt.flows = (np.concatenate(flow_from) if flow_from else np.zeros(0, I64),
                 np.concatenate(flow_to) if flow_to else np.zeros(0, I64))
     dt.columns = {"ts": _cat(dt.ts, I64), "dur": _cat(dt.dur, I64), "track": _cat(dt.track, np.int32),
-                  "name": _cat(dt.name, object), "source_profile": _cat(dt.source_profile, np.int32),
+                  "name": _cat(dt.name, np.int32), "source_profile": _cat(dt.source_profile, np.int32),
                   "source_table": _cat(dt.source_table, np.int8), "source_row": _cat(dt.source_row, I64)}
     dt.ts, dt.dur, dt.track, dt.name, dt.source_profile, dt.source_table, dt.source_row = ([] for _ in range(7))
     return dt
@@ -109,21 +118,22 @@ def _add_profile(dt: DeviceTimeline, p: dict[str, Any], tables: Tables, sort_key
         rows = tables.get(src)
         if rows is None or not rows.num_rows:
             continue
-        for label, group, pos in _slice_groups(src, rows):
+        start, end = ints(rows, "start_ts"), ints(rows, "end_ts")
+        assert start is not None and end is not None
+        names = _name_codes(dt, src, rows)
+        ids = ints(rows, "id") if src == "Instruction" else None
+        for label, group, pos in _slice_groups(src, rows, start):
             tid = dt.first_track_id + len(dt.tracks)
             dt.tracks.append({**ident, "track_id": tid, "kind": "slice", "thread": label, "label": label,
                               "max_depth": 0, "count": len(pos), "group": f"{head} · {group}"})
             dt.profile_of_track[tid] = p["profile_id"]
-            start, end = ints(rows, "start_ts"), ints(rows, "end_ts")
-            assert start is not None and end is not None
             dt.ts.append(start[pos])
             dt.dur.append(np.maximum(end[pos] - start[pos], 0))
             dt.track.append(np.full(len(pos), tid, np.int32))
-            dt.name.append(_names(src, rows)[pos])
+            dt.name.append(names[pos])
             dt.source_profile.append(np.full(len(pos), code, np.int32))
             dt.source_table.append(np.full(len(pos), t, np.int8))
             dt.source_row.append(pos)
-            ids = ints(rows, "id") if src == "Instruction" else None
             inst_ids.append(ids[pos] if ids is not None else np.full(len(pos), -1, I64))
     for label, ts, value in _counter_series(tables):
         tid = dt.first_track_id + len(dt.tracks)
@@ -134,27 +144,58 @@ def _add_profile(dt: DeviceTimeline, p: dict[str, Any], tables: Tables, sort_key
     return np.concatenate(inst_ids) if inst_ids else np.zeros(0, I64)
 
 
-def _slice_groups(src: str, rows: pa.Table) -> list[tuple[str, str, np.ndarray]]:
-    """(label, group, row positions in time order) per track of one slice table."""
-    start = ints(rows, "start_ts")
-    assert start is not None
-    if src == "CcInstruction":
-        keys: list[tuple[Any, ...]] = [(c,) for c in _int_list(rows, "core_idx")]
-    else:
-        pcore = _int_list(rows, "pcore_idx")
-        second = strings(rows, "timeline_track" if src == "Instruction" else "queue_type").tolist()
-        third = strings(rows, "engine" if src == "Instruction" else "queue_name").tolist()
-        keys = list(zip(pcore, second, third, strict=True))
-    uniq = sorted(set(keys), key=lambda k: _track_order(src, k))
-    code = {k: i for i, k in enumerate(uniq)}
-    codes = np.fromiter((code[k] for k in keys), np.int64, len(keys))
-    order = np.lexsort((start, codes))
-    bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
-    many_cores = len({k[0] for k in uniq}) > 1 and src != "CcInstruction"
+def _encode(rows: pa.Table, *columns: str) -> tuple[list[Any], np.ndarray]:
+    """Dictionary codes of the first of `columns` that is not null in each row (nulls where all are):
+    (values, int64 codes into them)."""
+    present = [rows.column(c) for c in columns if c in rows.column_names]
+    if not present:
+        return [None], np.zeros(rows.num_rows, I64)
+    col = pc.coalesce(*present) if len(present) > 1 else present[0]
+    encoded = pc.dictionary_encode(col).combine_chunks()
+    values = encoded.dictionary.to_pylist()
+    codes = encoded.indices.fill_null(len(values)).to_numpy(zero_copy_only=False).astype(I64)
+    return [*values, None], codes
+
+
+def _name_codes(dt: DeviceTimeline, src: str, rows: pa.Table) -> np.ndarray:
+    """Codes into dt.names of what each slice is called: the instruction's opcode, the packet's variable
+    (else its queue), the collective's description; the table's name when none is known."""
+    columns = {"Instruction": ("opcode",), "DmaPacket": ("variable", "queue_name"),
+               "CcInstruction": ("description",)}[src]
+    values, codes = _encode(rows, *columns)
+    table = np.asarray([dt.name_code(src if v is None else str(v)) for v in values], np.int32)
+    named: np.ndarray = table[codes]
+    return named
+
+
+def _slice_groups(src: str, rows: pa.Table, start: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
+    """(label, group, row positions in time order) per track of one slice table: per physical core and
+    timeline row (Instruction), queue type and queue (DmaPacket), CC core (CcInstruction)."""
+    core = np.asarray(_int_list(rows, "core_idx" if src == "CcInstruction" else "pcore_idx"), I64)
+    cores = np.unique(core)
+    parts = [(cores.tolist(), np.searchsorted(cores, core).astype(I64))]
+    if src != "CcInstruction":
+        second = _encode(rows, "timeline_track", "engine") if src == "Instruction" else _encode(rows, "queue_type")
+        parts.append(second)
+        if src == "DmaPacket":
+            parts.append(_encode(rows, "queue_name"))
+    key = np.zeros(rows.num_rows, I64)
+    for values, codes in parts:
+        key = key * len(values) + codes
+    uniq, inverse = np.unique(key, return_inverse=True)
+    order = np.lexsort((start, inverse))
+    bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+    labels = []
+    for k in uniq.tolist():
+        fields = []
+        for values, _ in reversed(parts):
+            fields.append(values[k % len(values)])
+            k //= len(values)
+        labels.append(tuple(reversed(fields)))
+    many_cores = src != "CcInstruction" and len(parts[0][0]) > 1
     out = []
-    for i, k in enumerate(uniq):
-        pos = order[bounds[i]:bounds[i + 1]].astype(I64)
-        out.append((*_label(src, k, many_cores), pos))
+    for i in sorted(range(len(uniq)), key=lambda i: _track_order(src, labels[i])):
+        out.append((*_label(src, labels[i], many_cores), order[bounds[i]:bounds[i + 1]].astype(I64)))
     return out
 
 
@@ -165,7 +206,7 @@ def _int_list(rows: pa.Table, name: str) -> list[int]:
 
 def _track_order(src: str, key: tuple[Any, ...]) -> tuple[Any, ...]:
     if src == "Instruction":
-        track = key[1] or key[2] or ""
+        track = key[1] or ""
         rank = ENGINE_ORDER.index(track) if track in ENGINE_ORDER else len(ENGINE_ORDER)
         return (key[0], rank, track)
     return tuple("" if k is None else k for k in key)
@@ -174,20 +215,10 @@ def _track_order(src: str, key: tuple[Any, ...]) -> tuple[Any, ...]:
 def _label(src: str, key: tuple[Any, ...], many_cores: bool) -> tuple[str, str]:
     core = f"core {key[0]} · " if many_cores else ""
     if src == "Instruction":
-        return core + str(key[1] or key[2] or "?"), "engines"
+        return core + str(key[1] or "?"), "engines"
     if src == "DmaPacket":
         return core + str(key[2] or "?"), f"DMA {key[1] or '?'}"
     return f"CC core {key[0]}", "CC cores"
-
-
-def _names(src: str, rows: pa.Table) -> np.ndarray:
-    """What a slice is called: the instruction's opcode, the packet's variable (else its queue), the
-    collective's description."""
-    column = {"Instruction": "opcode", "DmaPacket": "variable", "CcInstruction": "description"}[src]
-    names = strings(rows, column)
-    if src == "DmaPacket":
-        names = np.where(names == None, strings(rows, "queue_name"), names)  # noqa: E711 (element-wise)
-    return np.where(names == None, src, names)  # noqa: E711
 
 
 def _counter_series(tables: Tables) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -320,7 +351,7 @@ def build_device_index(dt: DeviceTimeline, origin_ns: int) -> TimelineIndex:
     n = len(cols["ts"])
     slices = pa.table({"track_id": pa.array(cols["track"], pa.int32()), "ts_ns": pa.array(cols["ts"], pa.int64()),
                        "dur_ns": pa.array(cols["dur"], pa.int64()), "depth": pa.array(np.zeros(n, np.int32)),
-                       "name": pa.array(cols["name"].tolist(), pa.string())})
+                       "name": pa.array(dt.names, pa.string()).take(pa.array(cols["name"]))})
     counters = pa.table({
         "track_id": pa.array(_cat([np.full(len(t), tid, np.int32) for tid, t, _ in dt.counter_parts], np.int32)),
         "ts_ns": pa.array(_cat([t for _, t, _ in dt.counter_parts], I64)),

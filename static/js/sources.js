@@ -21,6 +21,10 @@
       return TE.api(this.prefix + "/search?limit=" + SEARCH_LIMIT + "&q=" + encodeURIComponent(q) + (o.regex ? "&regex=1" : "") +
         (o.args ? "&args=1" : ""));
     }
+    /** The device Summary of [start, end] for each device profile it overlaps (none: an empty list). */
+    deviceSummary(start, end) {
+      return TE.api(this.prefix + "/timeline/device-summary?start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end));
+    }
     ops(start, end, view) {
       return TE.api(this.prefix + "/ops?limit=" + OPS_LIMIT + "&start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end) +
         (view ? "&view=" + encodeURIComponent(view) : ""));

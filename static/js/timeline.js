@@ -41,6 +41,7 @@
       this.gutter = GUTTER;
       this.grouping = "lane";
       this.collapsed = new Set();
+      this.openGroups = new Set();  // device-track sub-groups shown (all closed at first)
       this.tracks = [];
       this.rows = [];
       this.data = null;
@@ -154,7 +155,15 @@
           lane: this.grouping === "lane" ? k : null });
         y += HEADER_H;
         if (collapsed) continue;
+        let sub = null, subOpen = true;
         for (const t of list) {
+          if (t.group && t.group !== sub) {  // a device profile's sub-group: its own header, closed until opened
+            sub = t.group; subOpen = this.openGroups.has(sub);
+            rows.push({ kind: "header", key: sub, sub: true, y: y, h: HEADER_H, collapsed: !subOpen,
+              n: list.filter((x) => x.group === sub).length, lane: null });
+            y += HEADER_H;
+          } else if (!t.group) { sub = null; subOpen = true; }
+          if (!subOpen) continue;
           const renderer = TE.makeTrack(t, this.env);
           rows.push({ kind: "track", track: t, renderer: renderer, y: y + 2, h: renderer.height });
           y += renderer.height + TRACK_GAP;
@@ -166,10 +175,25 @@
       this.rowOfTrack = new Map(rows.filter((r) => r.kind === "track").map((r) => [r.track.track_id, r]));
       this.requestDraw();
     }
-    toggleGroup(key) {
+    toggleGroup(key, sub) {
+      if (sub) {
+        if (this.openGroups.has(key)) this.openGroups.delete(key); else this.openGroups.add(key);
+        this.relayout();
+        return;
+      }
       const k = this.grouping + ":" + key;
       if (this.collapsed.has(k)) this.collapsed.delete(k); else this.collapsed.add(k);
       this.relayout();
+    }
+    /** "open device profile": show every sub-group of the profile's tracks, zoom to its span (relative ns)
+        and scroll to its first track. */
+    openDeviceProfile(link) {
+      const mine = this.tracks.filter((t) => t.device_profile === link.profile_id);
+      for (const t of mine) if (t.group) this.openGroups.add(t.group);
+      this.relayout();
+      const pad = Math.max(1, (link.end_ns - link.start_ns) * 0.03);
+      this.setWindow(link.start_ns - pad, link.end_ns + pad);
+      if (mine.length) this.scrollToTrack(mine[0].track_id);
     }
     scrollToTrack(tid) {
       const row = this.rowOfTrack.get(tid);
@@ -316,10 +340,12 @@
       if (r.lane) { ctx.fillStyle = TE.laneColor(r.lane); ctx.fillRect(0, y, 4, r.h); }
       ctx.fillStyle = c.ink;
       ctx.font = "600 " + FONT;
-      ctx.fillText((r.collapsed ? "▸ " : "▾ ") + r.key, 10, y + r.h / 2);
+      const x0 = r.sub ? 22 : 10;
+      ctx.fillText((r.collapsed ? "▸ " : "▾ ") + r.key, x0, y + r.h / 2);
+      const keyW = ctx.measureText("▾ " + r.key).width;  // measured in the bold face it is drawn in
       ctx.font = FONT;
       ctx.fillStyle = c.muted;
-      ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks"), 10 + ctx.measureText("▾ " + r.key).width + 14, y + r.h / 2);
+      ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks"), x0 + keyW + 14, y + r.h / 2);
     }
     drawLabel(ctx, r, y) {
       const t = r.track, c = TE.THEME.timeline;
