@@ -225,3 +225,22 @@ def test_range_summary_is_the_published_definitions_over_the_window(served: tupl
                 "hbm_read_bytes", "mbu_estimated_percent"):
         assert got["metrics"][key] == pytest.approx(want[key], rel=1e-12), key
     assert all(s["profile"] != "matmul" for s in body["summaries"])  # the range ends before matmul starts
+
+
+def test_device_profile_alone_is_the_runs_timeline(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(EXPORT / "matmul@latest", arcname="matmul@latest")
+    with TestClient(create_app(Settings(data_dir=tmp_path / "data"))) as client:
+        r = client.post("/api/runs", files=[("files", ("matmul.tar.gz", buf.getvalue()))])
+        run = wait_until_done(client, r.json()["id"])
+        assert run["status"] == "ready", run
+        meta = rows("matmul", "Metadata")[0]
+        assert (run["summary"]["start_ns"], run["summary"]["span_ns"]) == (
+            meta["first_hw_timestamp"], meta["last_hw_timestamp"] - meta["first_hw_timestamp"])
+        body = full_window(client, run["id"])
+        first = min(s for t in body["tracks"] if t["kind"] == "slice" for s in t["slices"]["ts"])
+        assert first == min(r["start_ts"] for r in rows("matmul", "Instruction") + rows("matmul", "DmaPacket")) \
+            - meta["first_hw_timestamp"]
+        assert {t["label"] for t in device_tracks(client, run["id"]) if t["kind"] == "slice"} == set(
+            expected_slice_tracks("matmul"))
