@@ -65,13 +65,14 @@ class AppState:
 
         return self.memo.get(run_id, "device_timeline", build)
 
-    def device_index(self, run_id: str, origin_ns: int) -> TimelineIndex | None:
-        """The LOD index over a run's device tracks (slice ids run-wide), None without device profiles."""
+    def device_index(self, run_id: str, origin_ns: int, by: str = "opcode") -> TimelineIndex | None:
+        """The LOD index over a run's device tracks (slice ids run-wide), their slices named by opcode or
+        by PyTorch op (`by`); None without device profiles."""
         def build() -> TimelineIndex | None:
             dt = self.device_timeline(run_id)
-            return None if dt is None else build_device_index(dt, origin_ns)
+            return None if dt is None else build_device_index(dt, origin_ns, by)
 
-        return self.memo.get(run_id, "device_index", build)
+        return self.memo.get(run_id, f"device_index:{by}", build)
 
     def warm_latest(self, count: int) -> None:
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
@@ -34,9 +34,11 @@ def _window_error(field: str, msg: str) -> RequestValidationError:
 @router.get("/timeline", response_class=FastJSONResponse, response_model=TimelineWindow)
 def timeline(run: RunDep, state: StateDep, start_ns: int | None = None, end_ns: int | None = None,
              width_px: Annotated[int, Query(ge=1, le=MAX_WIDTH_PX)] = 2000, tracks: str | None = None,
-             lanes: str | None = None, profile: str | None = None) -> FastJSONResponse:
+             lanes: str | None = None, profile: str | None = None,
+             device_color: Literal["opcode", "layer"] = "opcode") -> FastJSONResponse:
     """Level-of-detail window (relative ns): wide slices, per-pixel merged ones, counters, flows; the
-    tracks of the run's device profiles too (only those of `profile` when given)."""
+    tracks of the run's device profiles too (only those of `profile` when given), their instructions
+    named by opcode or by the PyTorch op they belong to (`device_color=layer`)."""
     span = run.summary.span_ns
     start = 0 if start_ns is None else start_ns
     end = max(span, 1) if end_ns is None else end_ns
@@ -45,7 +47,7 @@ def timeline(run: RunDep, state: StateDep, start_ns: int | None = None, end_ns: 
     ix = state.timeline_index(run.id, origin_ns(run))
     wanted = _track_selection(ix.track_lane, tracks, lanes)
     window = compute_window(ix, start, end, width_px, wanted)
-    dix, dt = state.device_index(run.id, origin_ns(run)), state.device_timeline(run.id)
+    dix, dt = state.device_index(run.id, origin_ns(run), device_color), state.device_timeline(run.id)
     if dix is not None and dt is not None:
         d_wanted = [t for t in (_track_selection(dix.track_lane, tracks, lanes) or sorted(dix.track_lane))
                     if profile is None or dt.profile_of_track.get(t) == profile]

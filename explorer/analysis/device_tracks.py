@@ -40,6 +40,7 @@ COUNTER_COLUMNS = (
     ("PsumUsage", "avg_util_percent", "PSUM utilisation [%]"),
 )
 PER_OP = (("hfu_per_interval", "HFU per op"), ("mfu_per_interval", "MFU per op"))
+DEVICE_COLOURS = {"opcode": "name", "layer": "layer"}  # colour device slices by: -> the name column used
 DEPENDENCY = "dependency"  # the flow kind of a `Flow` row between two instructions
 DEVICE_TRACKS = TRACKS.append(pa.field("device_profile", pa.string())).append(pa.field("group", pa.string()))
 
@@ -58,6 +59,7 @@ class DeviceTimeline:
     dur: list[np.ndarray] = field(default_factory=list)
     track: list[np.ndarray] = field(default_factory=list)
     name: list[np.ndarray] = field(default_factory=list)
+    layer: list[np.ndarray] = field(default_factory=list)  # name codes of the PyTorch op (colour by op)
     source_profile: list[np.ndarray] = field(default_factory=list)
     source_table: list[np.ndarray] = field(default_factory=list)
     source_row: list[np.ndarray] = field(default_factory=list)
@@ -99,9 +101,10 @@ def build_device_timeline(profiles: pa.Table, tables: Mapping[str, Tables], run_
     dt.flows = (np.concatenate(flow_from) if flow_from else np.zeros(0, I64),
                 np.concatenate(flow_to) if flow_to else np.zeros(0, I64))
     dt.columns = {"ts": _cat(dt.ts, I64), "dur": _cat(dt.dur, I64), "track": _cat(dt.track, np.int32),
-                  "name": _cat(dt.name, np.int32), "source_profile": _cat(dt.source_profile, np.int32),
+                  "name": _cat(dt.name, np.int32), "layer": _cat(dt.layer, np.int32), "source_profile": _cat(dt.source_profile, np.int32),
                   "source_table": _cat(dt.source_table, np.int8), "source_row": _cat(dt.source_row, I64)}
-    dt.ts, dt.dur, dt.track, dt.name, dt.source_profile, dt.source_table, dt.source_row = ([] for _ in range(7))
+    dt.ts, dt.dur, dt.track, dt.name, dt.layer, dt.source_profile, dt.source_table, dt.source_row = (
+        [] for _ in range(8))
     return dt
 
 
@@ -121,6 +124,7 @@ def _add_profile(dt: DeviceTimeline, p: dict[str, Any], tables: Tables, sort_key
         start, end = ints(rows, "start_ts"), ints(rows, "end_ts")
         assert start is not None and end is not None
         names = _name_codes(dt, src, rows)
+        layers = _layer_codes(dt, rows, names) if src == "Instruction" else names
         ids = ints(rows, "id") if src == "Instruction" else None
         for label, group, pos in _slice_groups(src, rows, start):
             tid = dt.first_track_id + len(dt.tracks)
@@ -131,6 +135,7 @@ def _add_profile(dt: DeviceTimeline, p: dict[str, Any], tables: Tables, sort_key
             dt.dur.append(np.maximum(end[pos] - start[pos], 0))
             dt.track.append(np.full(len(pos), tid, np.int32))
             dt.name.append(names[pos])
+            dt.layer.append(layers[pos])
             dt.source_profile.append(np.full(len(pos), code, np.int32))
             dt.source_table.append(np.full(len(pos), t, np.int8))
             dt.source_row.append(pos)
@@ -166,6 +171,22 @@ def _name_codes(dt: DeviceTimeline, src: str, rows: pa.Table) -> np.ndarray:
     table = np.asarray([dt.name_code(src if v is None else str(v)) for v in values], np.int32)
     named: np.ndarray = table[codes]
     return named
+
+
+def _layer_codes(dt: DeviceTimeline, rows: pa.Table, names: np.ndarray) -> np.ndarray:
+    """Codes into dt.names of the PyTorch op each instruction belongs to: its `layer`, else its framework id
+    (`raw_framework_id`), else its own name (an instruction of no known op keeps its colour)."""
+    values, codes = _encode(rows, "layer")
+    framework = ints(rows, "raw_framework_id") if "raw_framework_id" in rows.column_names else None
+    known = rows.column("raw_framework_id").is_valid().to_numpy(zero_copy_only=False) \
+        if framework is not None else np.zeros(rows.num_rows, bool)
+    table = np.asarray([-1 if v is None else dt.name_code(str(v)) for v in values], np.int32)
+    out = table[codes]
+    if framework is not None:
+        missing = np.flatnonzero((out < 0) & known)
+        for fid in np.unique(framework[missing]).tolist():
+            out[missing[framework[missing] == fid]] = dt.name_code(f"framework op {fid}")
+    return np.where(out < 0, names, out).astype(np.int32)
 
 
 def _slice_groups(src: str, rows: pa.Table, start: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
@@ -344,14 +365,17 @@ def device_slice_arrays(dt: DeviceTimeline) -> dict[str, np.ndarray]:
     return dt.columns
 
 
-def build_device_index(dt: DeviceTimeline, origin_ns: int) -> TimelineIndex:
+def build_device_index(dt: DeviceTimeline, origin_ns: int, by: str = "opcode") -> TimelineIndex:
     """A timeline index over the device tracks alone (same LOD levels as the run's slices), with slice ids
-    shifted to the run-wide ids (first_slice_id + position)."""
+    shifted to the run-wide ids (first_slice_id + position). Slices are named (so coloured) by their own
+    name, or with `by="layer"` by the PyTorch op an instruction belongs to (DEVICE_COLOURS)."""
+    if by not in DEVICE_COLOURS:
+        raise ValueError(f"unknown device colouring {by!r}")
     cols = device_slice_arrays(dt)
     n = len(cols["ts"])
     slices = pa.table({"track_id": pa.array(cols["track"], pa.int32()), "ts_ns": pa.array(cols["ts"], pa.int64()),
                        "dur_ns": pa.array(cols["dur"], pa.int64()), "depth": pa.array(np.zeros(n, np.int32)),
-                       "name": pa.array(dt.names, pa.string()).take(pa.array(cols["name"]))})
+                       "name": pa.array(dt.names, pa.string()).take(pa.array(cols[DEVICE_COLOURS[by]]))})
     counters = pa.table({
         "track_id": pa.array(_cat([np.full(len(t), tid, np.int32) for tid, t, _ in dt.counter_parts], np.int32)),
         "ts_ns": pa.array(_cat([t for _, t, _ in dt.counter_parts], I64)),

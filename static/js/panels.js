@@ -114,7 +114,7 @@
     }
     /** Beside the op list: the device Summary of the range for each device profile it overlaps. */
     async deviceSummary(a, b) {
-      const el = TE.el, box = el("div", { class: "device-summary", id: "tl-range-device" });
+      const el = TE.el, box = el("div", { class: "device-summary", id: "tl-range-device", style: "padding:0 12px" });
       this.panel.append(box);
       let res;
       try { res = await this.tl.source.deviceSummary(a, b); } catch (err) { box.append(el("p", { class: "muted" }, err.message)); return; }

@@ -11,8 +11,9 @@
   class ApiSource {
     constructor(runId) { this.prefix = "/api/runs/" + encodeURIComponent(runId); this.live = true; }
     tracks() { return TE.api(this.prefix + "/tracks"); }
-    window(start, end, width) {
-      const q = "?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.ceil(end) + "&width_px=" + width;
+    window(start, end, width, deviceColor) {
+      const q = "?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.ceil(end) + "&width_px=" + width +
+        (deviceColor && deviceColor !== "opcode" ? "&device_color=" + encodeURIComponent(deviceColor) : "");
       return TE.api(this.prefix + "/timeline" + q);
     }
     event(id) { return TE.api(this.prefix + "/events/" + id); }

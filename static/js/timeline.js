@@ -80,7 +80,11 @@
       const reset = el("button", { class: "small", id: "tl-reset", title: "show the whole run", onclick: () => this.setWindow(0, this.spanNs) }, "reset zoom");
       const legend = el("span", { class: "legend" }, ...["framework", "runtime", "hardware", "counter"].map((l) =>
         el("span", null, el("span", { class: "lane-dot", style: "background:" + TE.laneColor(l) }), l)));
-      this.toolbar = el("div", { class: "tl-toolbar" }, this.groupSel, this.searchBox, searchOpts,
+      // device instructions coloured by opcode or by the PyTorch op they run for; shown for runs with device tracks
+      this.deviceColorSel = el("select", { "aria-label": "device colour", id: "tl-device-color", hidden: "" },
+        el("option", { value: "opcode" }, "device colour: opcode"), el("option", { value: "layer" }, "device colour: PyTorch op"));
+      this.deviceColorSel.addEventListener("change", () => { this.deviceColor = this.deviceColorSel.value; this.fetchWindow(false); });
+      this.toolbar = el("div", { class: "tl-toolbar" }, this.groupSel, this.deviceColorSel, this.searchBox, searchOpts,
         el("button", { class: "small", title: "previous match", onclick: () => this.jump(-1) }, "◀"),
         el("button", { class: "small", title: "next match", onclick: () => this.jump(1) }, "▶"),
         this.matchInfo, el("span", { class: "sep" }), reset, this.winInfo, el("span", { class: "spacer" }), legend,
@@ -117,6 +121,7 @@
       this.resize();
       const t = await this.source.tracks();
       this.tracks = t.tracks.filter((x) => x.count > 0 || x.kind === "counter");
+      if (this.source.live && this.tracks.some((x) => x.device_profile)) this.deviceColorSel.hidden = false;
       this.relayout();
       await this.fetchWindow(true);
       if (this.pendingSel !== undefined) await this.select(this.pendingSel, false);
@@ -265,7 +270,7 @@
       this.inflight = true;
       let w;
       try {
-        w = await this.source.window(s, e, width);
+        w = await this.source.window(s, e, width, this.deviceColor);
       } catch (err) {
         this.showError(err);
         return;

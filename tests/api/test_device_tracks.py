@@ -244,3 +244,23 @@ def test_device_profile_alone_is_the_runs_timeline(tmp_path: Path) -> None:
             - meta["first_hw_timestamp"]
         assert {t["label"] for t in device_tracks(client, run["id"]) if t["kind"] == "slice"} == set(
             expected_slice_tracks("matmul"))
+
+
+def test_colour_by_pytorch_op_names_instructions_by_their_layer(served: tuple[TestClient, str, int]) -> None:
+    client, run_id, origin = served
+    body = full_window(client, run_id, device_color="layer")
+    label = {t["track_id"]: (t["device_profile"], t["label"]) for t in device_tracks(client, run_id)}
+    checked = 0
+    for t in body["tracks"]:
+        profile, row = label.get(t["track_id"], ("", ""))
+        insts = sorted((r for r in rows(profile, "Instruction") if r["timeline_track"] == row),
+                       key=lambda r: r["start_ts"]) if profile else []
+        if not insts:
+            continue
+        got = sorted(zip(t["slices"]["ts"], (body["names"][c] for c in t["slices"]["name"]), strict=True))
+        want = [(r["start_ts"] - origin, r["layer"] or (f"framework op {r['raw_framework_id']}"
+                                                        if r["raw_framework_id"] is not None else r["opcode"]))
+                for r in insts]
+        assert got == sorted(want)
+        checked += 1
+    assert checked >= 8

@@ -82,3 +82,13 @@ def test_open_device_profile_and_range_summary(page: Any, server: Any, device_ru
     assert f"{mine['metrics']['vector_engine_active_time_percent']:.1f} %" in text
     assert f"{mine['metrics']['vector_engine_instruction_count']:,} instructions" in text
     shot(page, "n11-03-device-range")
+
+    # colour by PyTorch op: the instructions are named (and coloured) by their layer
+    layers = {r["layer"] for part in ("Instruction_0", "Instruction_1")
+              for r in pq.read_table(EXPORT / "rmsnorm_naive@latest" / f"{part}.parquet").to_pylist() if r["layer"]}
+    fetched = page.evaluate("() => TE.timelineApi.fetches()")
+    page.select_option("#tl-device-color", "layer")
+    page.wait_for_function(f"() => TE.timelineApi.fetches() > {fetched}")
+    names = set(page.evaluate("() => TE.timelineApi.visibleSlices().map(s => s.name)"))
+    assert names & layers and "TensorTensorOp" not in names
+    shot(page, "n11-04-device-colour-by-op")
