@@ -84,9 +84,11 @@ class AppState:
             self.warm(rec.id)
 
     def warm(self, run_id: str) -> None:
-        """Build a fresh run's timeline index now (ingest worker), not on its first view."""
+        """Build a fresh run's timeline index (and its device tracks' index) now (ingest worker), not on
+        its first view."""
         try:
             rec = self.store.get(run_id)
             self.timeline_index(run_id, rec.summary.start_ns)
+            self.device_index(run_id, rec.summary.start_ns)
         except Exception:  # a cache warm-up must never turn a good ingest into an error
             log.exception("warming the timeline index of run %s failed", run_id)
