@@ -16,12 +16,13 @@ from explorer.analysis.device_tracks import SLICE_TABLES, DeviceTimeline, device
 from explorer.model.lanes import Lane
 
 MAX_DEPENDENCIES = 16  # per direction, in the details' chain
+MAX_SAFE_INT = 2**53 - 1  # the largest integer a float64 (a browser's JSON number) holds exactly
 
 
 def build_device_event(dt: DeviceTimeline, slice_id: int, origin_ns: int) -> dict[str, Any] | None:
     """The details panel's object for one device slice (EventDetail shape), None for an unknown id. Args are
     the row's non-null fields with the export's own names (opcode, operands, engine, bir/hlo names, layer,
-    bytes, FLOPs, `evt_wait_time_ns`, source location, ...)."""
+    bytes, FLOPs, `evt_wait_time_ns`, source location, ...); integers beyond 2**53 (epoch ns) as decimal text."""
     cols = device_slice_arrays(dt)
     pos = slice_id - dt.first_slice_id
     if not 0 <= pos < len(cols["ts"]):
@@ -29,12 +30,20 @@ def build_device_event(dt: DeviceTimeline, slice_id: int, origin_ns: int) -> dic
     profile = dt.profiles[int(cols["source_profile"][pos])]
     table = SLICE_TABLES[int(cols["source_table"][pos])]
     row = dt.tables[profile][table].slice(int(cols["source_row"][pos]), 1).to_pylist()[0]
-    args = {k: v for k, v in row.items() if v is not None}
+    args = {k: _exact(v) for k, v in row.items() if v is not None}
     event = _brief(dt, cols, pos, origin_ns)
     event.update({"cat": table, "ts_ns": int(cols["ts"][pos]), "depth": 0, "args": args,
                   "device_profile": profile})
     return {"event": event, "parents": [], "children": {"count": 0, "top": []},
             "chain": _dependency_chain(dt, cols, slice_id, origin_ns)}
+
+
+def _exact(value: Any) -> Any:
+    """An integer a JSON reader may round (beyond 2**53: epoch ns) as its decimal text, so that a browser
+    shows it exactly; everything else as it is."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INT:
+        return str(value)
+    return value
 
 
 def _brief(dt: DeviceTimeline, cols: dict[str, np.ndarray], pos: int, origin_ns: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ Parquet files row by row, never from the code under test.
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from collections import defaultdict
 from collections.abc import Iterator
@@ -115,6 +116,7 @@ def test_device_counters_follow_their_tables(served: tuple[TestClient, str, int]
     client, run_id, origin = served
     body = full_window(client, run_id)
     by_id = {t["track_id"]: t for t in body["tracks"]}
+    checked: set[str] = set()
     for t in device_tracks(client, run_id):
         if t["kind"] != "counter":
             continue
@@ -122,14 +124,25 @@ def test_device_counters_follow_their_tables(served: tuple[TestClient, str, int]
         p = t["device_profile"]
         if t["label"].startswith("HBM throughput"):
             want = [(r["timestamp"] - origin, r["current_throughput"]) for r in rows(p, "HbmUsage")]
+        elif t["label"].startswith("DMA throughput"):
+            want = [(r["timestamp"] - origin, r["current_throughput"]) for r in rows(p, "DmaUsage")]
+        elif t["label"].startswith(("SBUF", "PSUM")):
+            table = "SbufUsage" if t["label"].startswith("SBUF") else "PsumUsage"
+            want = [(r["timestamp"] - origin, r["avg_util_percent"]) for r in rows(p, table)]
+        elif t["label"] == "HFU per op":
+            want = [(int(ts) - origin, v) for n in rows(p, "FrameworkNode")
+                    for (a, b), h in zip(json.loads(n["time_intervals"]), json.loads(n["hfu_per_interval"]), strict=True)
+                    for ts, v in ((a, float(h)), (b, 0.0))]
         elif t["label"] == "pending DMA":
             want = [(r["timestamp"] - origin, float(r["value"])) for r in rows(p, "PendingDma")]
         elif t["label"].startswith("throttling"):
             want = sorted([(r["timestamp"] - origin, float(1 - Fraction(r["k"], r["n"]))) for r in rows(p, "Throttle")]
                           + [(r["timestamp"] + r["duration"] - origin, 0.0) for r in rows(p, "Throttle")])
         else:
-            continue
+            raise AssertionError(f"a counter track the test does not know: {t['label']}")
         assert sorted(zip(got["ts"], got["value"], strict=True)) == sorted(want), t["label"]
+        checked.add(t["label"])
+    assert len(checked) == 7
 
 
 def test_profile_filter_keeps_one_profiles_device_tracks(served: tuple[TestClient, str, int]) -> None:
@@ -172,7 +185,10 @@ def test_instruction_details_and_dependencies(served: tuple[TestClient, str, int
     event = body["event"]
     assert (event["name"], event["ts_rel_ns"], event["dur_ns"]) == (inst["opcode"], inst["start_ts"] - origin,
                                                                     inst["end_ts"] - inst["start_ts"])
-    assert event["args"] == {k: v for k, v in inst.items() if v is not None}
+    # every non-null field; epoch-ns times as exact decimal text (a browser's JSON number would round them)
+    assert event["args"] == {k: str(v) if isinstance(v, int) and v > 2**53 else v for k, v in inst.items()
+                             if v is not None}
+    assert event["args"]["start_ts"] == str(inst["start_ts"])
     assert event["device_profile"] == "rmsnorm_naive"
     start = {r["id"]: r["start_ts"] for r in insts}
     before = sorted(start[f["in_id"]] - origin for f in flows if f["out_id"] == inst["id"])

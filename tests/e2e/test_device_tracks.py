@@ -63,6 +63,24 @@ def test_open_device_profile_and_range_summary(page: Any, server: Any, device_ru
     assert any(t["label"].startswith("qInput") for t in tracks)
     shot(page, "n11-02-device-open")
 
+    # an instruction's details: its fields and its Flow dependencies as the chain
+    flows = pq.read_table(EXPORT / "rmsnorm_naive@latest" / "Flow.parquet").to_pylist()
+    insts = [r for part in ("Instruction_0", "Instruction_1")
+             for r in pq.read_table(EXPORT / "rmsnorm_naive@latest" / f"{part}.parquet").to_pylist()]
+    inst = next(r for r in insts if r["evt_wait_time_ns"] and any(f["out_id"] == r["id"] for f in flows))
+    [vector_track] = [t["track_id"] for t in tracks if t["label"] == inst["timeline_track"]]
+    window = api(server, f"/api/runs/{rid}/timeline", start_ns=profile["start_ns"] - origin,
+                 end_ns=profile["end_ns"] - origin, width_px=20000, profile="rmsnorm_naive")
+    [drawn_track] = [t for t in window["tracks"] if t["track_id"] == vector_track]
+    sid = drawn_track["slices"]["id"][drawn_track["slices"]["ts"].index(inst["start_ts"] - origin)]
+    page.evaluate("id => TE.timelineApi.select(id)", sid)
+    page.wait_for_selector("#tl-chain")
+    side = page.inner_text("#tl-details")
+    assert inst["opcode"] in side and inst["operands"] in side and str(inst["evt_wait_time_ns"]) in side
+    assert str(inst["start_ts"]) in side  # the epoch-ns time exactly, not rounded by a JSON number
+    assert "depends on" in page.inner_text("#tl-chain")
+    shot(page, "n11-02b-instruction-details")
+
     box = page.locator("#tl-canvas").bounding_box()
     vector = page.evaluate("(ids) => TE.timelineApi.rows().find(r => r.kind === 'track' && ids.includes(r.trackId)).top",
                            [t["track_id"] for t in tracks if t["label"] == "Vector"])
