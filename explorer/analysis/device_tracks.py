@@ -250,7 +250,7 @@ def _counter_series(tables: Tables) -> list[tuple[str, np.ndarray, np.ndarray]]:
         if rows is None or not rows.num_rows or column not in rows.column_names:
             continue
         values = rows.column(column).cast(pa.float64()).to_numpy(zero_copy_only=False)
-        out += _per_core(rows, label, _ts(rows), values)
+        out += _per_core(np.asarray(_int_list(rows, "pcore_idx"), I64), label, _ts(rows), values)
     throttle = tables.get("Throttle")
     if throttle is not None and throttle.num_rows:
         out += _throttle_series(throttle)
@@ -266,9 +266,9 @@ def _ts(rows: pa.Table) -> np.ndarray:
     return ts
 
 
-def _per_core(rows: pa.Table, label: str, ts: np.ndarray, values: np.ndarray) -> list[tuple[str, np.ndarray,
-                                                                                                  np.ndarray]]:
-    pcore = np.asarray(_int_list(rows, "pcore_idx"), I64)
+def _per_core(pcore: np.ndarray, label: str, ts: np.ndarray, values: np.ndarray) -> list[tuple[str, np.ndarray,
+                                                                                                   np.ndarray]]:
+    """One series per physical core (`pcore_idx`), in time order, NaN samples left out."""
     cores = np.unique(pcore).tolist()
     out = []
     for c in cores:
@@ -290,13 +290,12 @@ def _throttle_series(rows: pa.Table) -> list[tuple[str, np.ndarray, np.ndarray]]
     out = []
     for kind in sorted({str(x) for x in kinds.tolist()}):
         mask = np.asarray([str(x) == kind for x in kinds.tolist()]) & (n > 0)
-        level = 1.0 - k[mask] / n[mask]
+        level = (n[mask] - k[mask]) / n[mask]  # 1 - k/n in one rounding
         start, end = ts[mask], ts[mask] + np.maximum(dur[mask], 0)
-        both_ts = np.concatenate((start, end))
-        both_v = np.concatenate((level, np.zeros(len(end))))
-        part = rows.filter(pa.array(mask))
-        both_rows = pa.concat_tables([part, part])
-        out += _per_core(both_rows, f"throttling ({kind})", both_ts, both_v)
+        pcore = np.asarray(_int_list(rows, "pcore_idx"), I64)[mask]
+        # ends first: the stable time sort then puts a row's end before the next row's start at the same time
+        out += _per_core(np.concatenate((pcore, pcore)), f"throttling ({kind})", np.concatenate((end, start)),
+                         np.concatenate((np.zeros(len(end)), level)))
     return out
 
 

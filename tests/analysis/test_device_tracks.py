@@ -5,6 +5,7 @@ profile whose payload stays bounded by the width while every instruction is stil
 from __future__ import annotations
 
 from collections import Counter
+from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
@@ -69,3 +70,14 @@ def test_window_of_a_big_profile_is_bounded_and_counts_every_instruction() -> No
         assert shapes <= 2 * width  # bounded by the width, not by the 50k instructions of the row
         assert len(t["slices"]["id"]) + sum(t["merged"]["count"]) == per_track[label[t["track_id"]]]
     assert {label[t["track_id"]] for t in window["tracks"]} == set(TRACK_ROWS)
+
+
+def test_back_to_back_throttling_holds_its_level() -> None:
+    throttle = pa.table({"timestamp": [BASE, BASE + 10], "duration": [10, 5], "k": [3, 1], "n": [4, 3],
+                         "type": ["power", "power"], "pcore_idx": [0, 0]})
+    dt = timeline({"Throttle": throttle}, BASE, BASE + 15)
+    [(tid, ts, value)] = dt.counter_parts
+    # 1 - k/n from each start; the first row's end (0) comes before the second's start at BASE + 10
+    assert ts.tolist() == [BASE, BASE + 10, BASE + 10, BASE + 15]
+    assert value.tolist() == [float(1 - Fraction(3, 4)), 0.0, float(1 - Fraction(1, 3)), 0.0]
+    assert dt.tracks[0]["label"] == "throttling (power)"
