@@ -10,6 +10,12 @@ import logging
 from dataclasses import dataclass, field
 
 from api.upload import IngestWorker
+from explorer.analysis.device_tracks import (
+    TRACK_TABLES,
+    DeviceTimeline,
+    build_device_index,
+    build_device_timeline,
+)
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
 from explorer.config import Settings
@@ -56,6 +62,28 @@ class AppState:
         return self.device_memo.get(rec.id, f"device/{profile['profile_id']}",
                              lambda: compute_device_view(self.store, rec, profile))
 
+    def device_timeline(self, run_id: str) -> DeviceTimeline | None:
+        """The device tracks of a run's Neuron device profiles (their tables loaded once), None without any."""
+        def build() -> DeviceTimeline | None:
+            profiles = self.store.device_profiles(run_id)
+            if not profiles.num_rows:
+                return None
+            tables = {p: {t: self.store.device_table(run_id, p, t) for t in TRACK_TABLES}
+                      for p in profiles.column("profile_id").to_pylist()}
+            return build_device_timeline(profiles, tables, self.store.table(run_id, "tracks"),
+                                         self.store.table(run_id, "slices"))
+
+        return self.memo.get(run_id, "device_timeline", build)
+
+    def device_index(self, run_id: str, origin_ns: int, by: str = "opcode") -> TimelineIndex | None:
+        """The LOD index over a run's device tracks (slice ids run-wide), their slices named by opcode or
+        by PyTorch op (`by`); None without device profiles."""
+        def build() -> TimelineIndex | None:
+            dt = self.device_timeline(run_id)
+            return None if dt is None else build_device_index(dt, origin_ns, by)
+
+        return self.memo.get(run_id, f"device_index:{by}", build)
+
     def warm_latest(self, count: int) -> None:
         try:
             records, _ = self.store.catalog.list(status="ready", limit=count)
@@ -66,9 +94,11 @@ class AppState:
             self.warm(rec.id)
 
     def warm(self, run_id: str) -> None:
-        """Build a fresh run's timeline index now (ingest worker), not on its first view."""
+        """Build a fresh run's timeline index (and its device tracks' index) now (ingest worker), not on
+        its first view."""
         try:
             rec = self.store.get(run_id)
             self.timeline_index(run_id, rec.summary.start_ns)
+            self.device_index(run_id, rec.summary.start_ns)
         except Exception:  # a cache warm-up must never turn a good ingest into an error
             log.exception("warming the timeline index of run %s failed", run_id)

@@ -3,9 +3,12 @@
 Builds synthetic Kineto runs (bench/synth.py) of several sizes, ingests them, then asks the real
 ASGI app for windows of the full span, 10 % and 0.1 % of it at 2,000 px, at random positions.
 Server time is the app's own `Server-Timing` (handler + JSON encoding), not the client's.
-Budget (ARCHITECTURE.md §8): p95 <= 50 ms on a 1 M-event run, payload bounded by width.
+Budget (ARCHITECTURE.md §8): p95 <= 50 ms on a 1 M-event run, payload bounded by width. The same windows
+over a run of one synthetic Neuron device profile (bench/device.py's export: 1 M instructions over six
+engine rows plus DMA packets) measure the device tracks.
 
-    .venv/bin/python bench/window.py [--events 100000,1000000] [--width 2000] [--repeat 40]
+    .venv/bin/python bench/window.py [--events 100000,1000000] [--device-instructions 1000000] [--width 2000]
+                                     [--repeat 40]
 """
 
 from __future__ import annotations
@@ -57,6 +60,26 @@ def ensure_run(data_dir: Path, n_events: int) -> str:
     return rec.id
 
 
+def ensure_device_run(data_dir: Path, n_instructions: int) -> str:
+    """A ready run of one synthetic device profile of n_instructions instructions (and a fifth as many DMA
+    packets), ingested once and reused."""
+    from device import write_export
+
+    store = RunStore(data_dir)
+    name = f"synthetic-device-{n_instructions}"
+    existing = [r for r in store.catalog.list(name=name, status="ready", limit=10)[0] if r.name == name]
+    if existing:
+        return existing[0].id
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "bench@latest"
+        write_export(folder, n_instructions, n_instructions // 5)
+        started = time.perf_counter()
+        rec = ingest_paths(store, [folder], name)
+        print(f"  ingested a device profile of {n_instructions:,} instructions in "
+              f"{time.perf_counter() - started:.1f} s", flush=True)
+    return rec.id
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -91,15 +114,20 @@ def bench_run(client: TestClient, run_id: str, width: int, repeat: int, seed: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", default="100000,1000000", help="comma-separated run sizes (events)")
+    parser.add_argument("--device-instructions", default="1000000",
+                        help="comma-separated device-profile sizes (instructions); empty for none")
     parser.add_argument("--width", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "explorer-bench-window")
     args = parser.parse_args()
     sizes = [int(s) for s in args.events.split(",")]
-    results = []
+    results: list[tuple[str, str]] = []
     for n in sizes:
         print(f"run of {n:,} events:", flush=True)
-        results.append((n, ensure_run(args.data_dir, n)))
+        results.append((f"{n:,}", ensure_run(args.data_dir, n)))
+    for n in [int(s) for s in args.device_instructions.split(",") if s.strip()]:
+        print(f"device profile of {n:,} instructions:", flush=True)
+        results.append((f"{n:,} instructions", ensure_device_run(args.data_dir, n)))
     print(f"\nTimeline windows at {args.width} px, {args.repeat} random positions each "
           "(server time from Server-Timing):\n")
     print("| run events | window | p50 ms | p95 ms | payload KB (median / max) | shapes (max) |")
@@ -108,7 +136,7 @@ def main() -> None:
         for n, run_id in results:
             rows = bench_run(client, run_id, args.width, args.repeat)
             for row in rows:
-                print(f"| {n:,} | {row['window']} | {row['p50_ms']:.1f} | {row['p95_ms']:.1f} | "
+                print(f"| {n} | {row['window']} | {row['p50_ms']:.1f} | {row['p95_ms']:.1f} | "
                       f"{row['payload_kb']:.0f} / {row['max_payload_kb']:.0f} | {row['shapes']:,} |")
             print(f"|  | (first request, builds the run's window index) | {rows[0]['index_build_s'] * 1000:.0f} |"
                   "  |  |  |")

@@ -11,6 +11,7 @@ from api.deps import AnyRunDep, RunDep, StateDep
 from api.schemas import UploadAccepted
 from api.upload import receive_upload, upload_name
 from api.views import run_json
+from explorer.analysis.device_tracks import device_track_rows
 from explorer.errors import BadRequest, RunNotReady
 from explorer.model.shapes import RunJson, RunList, Tracks
 from explorer.pages import build_tracks, compute_run_list
@@ -80,8 +81,13 @@ def delete_run(run: AnyRunDep, state: StateDep) -> Response:
 
 @router.get("/{run_id}/tracks")
 def tracks(run: RunDep, state: StateDep) -> Tracks:
-    """Every track with all its columns; the timeline orders a lane's tracks by `sort_key`."""
-    return build_tracks(state.store, run.id)
+    """Every track with all its columns; the timeline orders a lane's tracks by `sort_key`. The tracks of the
+    run's device profiles follow, each with its `device_profile` and `group`."""
+    result = build_tracks(state.store, run.id)
+    device = state.device_timeline(run.id)
+    if device is not None:
+        result["tracks"] = result["tracks"] + device_track_rows(device)
+    return result
 
 
 def parse_csv(value: str | None, what: str) -> list[str] | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
@@ -11,10 +11,15 @@ from api.deps import RunDep, StateDep, origin_ns
 from api.responses import FastJSONResponse, fast_json
 from api.routes.runs import parse_csv
 from explorer.analysis.chain import build_event_detail
-from explorer.analysis.lod import compute_window
+from explorer.analysis.device_events import (
+    build_device_event,
+    compute_range_device_summaries,
+    device_profile_link,
+)
+from explorer.analysis.lod import compute_window, merge_windows
 from explorer.analysis.search import compute_search
 from explorer.errors import EventNotFound
-from explorer.model.shapes import EventDetail, SearchResult, TimelineWindow
+from explorer.model.shapes import EventDetail, RangeDeviceSummaries, SearchResult, TimelineWindow
 from explorer.store.run_queries import load_slice_column
 
 router = APIRouter(prefix="/api/runs/{run_id}", tags=["timeline"])
@@ -29,8 +34,11 @@ def _window_error(field: str, msg: str) -> RequestValidationError:
 @router.get("/timeline", response_class=FastJSONResponse, response_model=TimelineWindow)
 def timeline(run: RunDep, state: StateDep, start_ns: int | None = None, end_ns: int | None = None,
              width_px: Annotated[int, Query(ge=1, le=MAX_WIDTH_PX)] = 2000, tracks: str | None = None,
-             lanes: str | None = None) -> FastJSONResponse:
-    """Level-of-detail window (relative ns): wide slices, per-pixel merged ones, counters, flows."""
+             lanes: str | None = None, profile: str | None = None,
+             device_color: Literal["opcode", "layer"] = "opcode") -> FastJSONResponse:
+    """Level-of-detail window (relative ns): wide slices, per-pixel merged ones, counters, flows; the
+    tracks of the run's device profiles too (only those of `profile` when given), their instructions
+    named by opcode or by the PyTorch op they belong to (`device_color=layer`)."""
     span = run.summary.span_ns
     start = 0 if start_ns is None else start_ns
     end = max(span, 1) if end_ns is None else end_ns
@@ -38,7 +46,13 @@ def timeline(run: RunDep, state: StateDep, start_ns: int | None = None, end_ns: 
         raise _window_error("end_ns", f"end_ns ({end}) must be greater than start_ns ({start})")
     ix = state.timeline_index(run.id, origin_ns(run))
     wanted = _track_selection(ix.track_lane, tracks, lanes)
-    return fast_json(compute_window(ix, start, end, width_px, wanted))
+    window = compute_window(ix, start, end, width_px, wanted)
+    dix, dt = state.device_index(run.id, origin_ns(run), device_color), state.device_timeline(run.id)
+    if dix is not None and dt is not None:
+        d_wanted = [t for t in (_track_selection(dix.track_lane, tracks, lanes) or sorted(dix.track_lane))
+                    if profile is None or dt.profile_of_track.get(t) == profile]
+        window = merge_windows(window, compute_window(dix, start, end, width_px, d_wanted))
+    return fast_json(window)
 
 
 def _track_selection(track_lane: dict[int, str], tracks: str | None, lanes: str | None) -> list[int] | None:
@@ -55,12 +69,32 @@ def _track_selection(track_lane: dict[int, str], tracks: str | None, lanes: str 
 
 @router.get("/events/{slice_id}", response_class=FastJSONResponse, response_model=EventDetail)
 def event(run: RunDep, state: StateDep, slice_id: int) -> FastJSONResponse:
-    """All fields and args of one slice, its parents, children and linked chain across lanes."""
+    """All fields and args of one slice, its parents, children and linked chain across lanes; for a device
+    slice its row's fields and its `Flow` dependencies; for an nc_exec_running its device profile."""
+    dt = state.device_timeline(run.id)
+    if dt is not None and slice_id >= dt.first_slice_id:
+        device = build_device_event(dt, slice_id, origin_ns(run))
+        if device is None:
+            raise EventNotFound(f"run {run.id} has no event {slice_id}", {"slice_id": slice_id})
+        return fast_json(device)
     rows = state.store.slice_rows(run.id, [slice_id])
     if not rows:
         raise EventNotFound(f"run {run.id} has no event {slice_id}", {"slice_id": slice_id})
     slices, flows = state.store.table(run.id, "slices"), state.store.table(run.id, "flows")
-    return fast_json(build_event_detail(slices, flows, rows[0], origin_ns(run)))
+    detail = build_event_detail(slices, flows, rows[0], origin_ns(run))
+    link = device_profile_link(state.store.device_profiles(run.id), slice_id, origin_ns(run)) if dt else None
+    return fast_json(detail if link is None else {**detail, "device_profile": link})
+
+
+@router.get("/timeline/device-summary", response_class=FastJSONResponse, response_model=RangeDeviceSummaries)
+def range_device_summary(run: RunDep, state: StateDep, start_ns: int, end_ns: int) -> FastJSONResponse:
+    """The device Summary of a timeline range (relative ns) for each device profile it overlaps."""
+    if end_ns <= start_ns:
+        raise _window_error("end_ns", f"end_ns ({end_ns}) must be greater than start_ns ({start_ns})")
+    dt = state.device_timeline(run.id)
+    profiles = state.store.device_profiles(run.id)
+    found = [] if dt is None else compute_range_device_summaries(dt, profiles, start_ns, end_ns, origin_ns(run))
+    return fast_json({"summaries": found})
 
 
 @router.get("/search", response_class=FastJSONResponse, response_model=SearchResult)

@@ -349,3 +349,15 @@ def _flow_window(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_ns:
     }
     keys = list(cols)
     return [dict(zip(keys, row, strict=True)) for row in zip(*cols.values(), strict=True)], truncated
+
+
+def merge_windows(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """One payload from two windows of the same range over different tracks (the run's and its device
+    profiles'): b's name codes move past a's names; tracks and flows are appended."""
+    shift = len(a["names"])
+    for payload in b["tracks"]:
+        if payload["kind"] == "slice":
+            for part in ("slices", "merged"):
+                payload[part]["name"] = [c + shift for c in payload[part]["name"]]
+    return {**a, "names": a["names"] + b["names"], "tracks": a["tracks"] + b["tracks"],
+            "flows": a["flows"] + b["flows"], "flows_truncated": a["flows_truncated"] or b["flows_truncated"]}

@@ -190,6 +190,14 @@ def _check_schema_fields(builder: TraceBuilder, folder: str, parts: list[_Part])
                      len(unknown), folder)
 
 
+def span_device_profiles(profiles: list[DeviceProfile], trace: IngestedTrace) -> None:
+    """A run of device profiles alone (no system events) spans its profiles, so that its timeline (origin
+    and span) shows their tracks."""
+    if profiles and trace.tables["slices"].num_rows == 0:
+        trace.meta["start_ns"] = min(p.start_ns for p in profiles)
+        trace.meta["end_ns"] = max(p.end_ns for p in profiles)
+
+
 def link_device_profiles(profiles: list[DeviceProfile], trace: IngestedTrace) -> None:
     """Each profile's `nc_exec_running` slice: same instance, process and NeuronCore where both sides say
     so, overlapping the profile's span the most (after builder.finish(), when slice ids exist)."""

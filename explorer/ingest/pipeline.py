@@ -22,7 +22,7 @@ from explorer.ingest.capture import (
 from explorer.ingest.chrome import parse_chrome
 from explorer.ingest.chrome_fast import parse_chrome_file
 from explorer.ingest.detect import Format, detect_format
-from explorer.ingest.neuron_device import collect_device_profiles, link_device_profiles
+from explorer.ingest.neuron_device import collect_device_profiles, link_device_profiles, span_device_profiles
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
 from explorer.ingest.neuron_parquet import parse_neuron_parquet
@@ -89,6 +89,7 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
     trace = builder.finish()
     report_unattributed(builder, trace)
     link_device_profiles(device_profiles, trace)
+    span_device_profiles(device_profiles, trace)
     trace.device_profiles = device_profiles
     trace.meta["files"] = [
         {"name": m.name, "format": fmt.value, **{k: v for k, v in meta.items() if k != "base_ns"}}

@@ -73,6 +73,8 @@ class TrackRow(TypedDict):
     sort_key: int
     max_depth: int
     count: int
+    device_profile: NotRequired[str]  # a Neuron device profile's track (explorer.analysis.device_tracks)
+    group: NotRequired[str]  # the collapsible group a device track sits in ("<profile> · NC:0 · DMA input")
 
 
 @with_config(STRICT)
@@ -348,6 +350,37 @@ class EventDetail(TypedDict):
     parents: list[dict[str, Any]]
     children: ChildrenSummary
     chain: list[dict[str, Any]]
+    device_profile: NotRequired[DeviceProfileLink]  # an nc_exec_running slice's device profile
+
+
+@with_config(STRICT)
+class DeviceProfileLink(TypedDict):
+    """The device profile an nc_exec_running slice executed; its span in relative ns."""
+
+    profile_id: str
+    name: str
+    nc_id: int
+    start_ns: int
+    end_ns: int
+
+
+@with_config(STRICT)
+class RangeDeviceSummary(TypedDict):
+    """The device Summary of a timeline range cut to one profile's span (relative ns); metrics named as the
+    export's Summary fields (explorer.analysis.device)."""
+
+    profile: str
+    name: str
+    start_ns: int
+    end_ns: int
+    metrics: dict[str, int | float]
+
+
+@with_config(STRICT)
+class RangeDeviceSummaries(TypedDict):
+    """GET /api/runs/{id}/timeline/device-summary: one summary per device profile the range overlaps."""
+
+    summaries: list[RangeDeviceSummary]
 
 
 @with_config(STRICT)

@@ -48,6 +48,11 @@
         kv([["duration", TE.fmtNs(e.dur_ns)], ["start", TE.fmtNs(e.ts_rel_ns) + " after run start"], ["category", e.cat],
           ["track", trackLabel(e.track_id)], ["depth", e.depth], ["correlation", e.correlation], ["external id", e.external_id],
           ["slice id", e.slice_id]]));
+      if (d.device_profile) {
+        const link = d.device_profile;
+        side.append(el("p", null, el("button", { id: "tl-open-device", onclick: () => tl.openDeviceProfile(link) },
+          "open device profile " + link.name)));
+      }
       if (d.offline && d.chainOmitted) side.append(el("p", { class: "muted" }, "Offline report: this run draws too many events for their linked chains to fit in the report."));
       if (d.offline && d.argsOmitted) side.append(el("p", { class: "muted" }, "Offline report: this event's args did not fit in the report; open the run on the server for them."));
       const args = e.args || {};
@@ -96,6 +101,7 @@
       panel.classList.add("open");
       tl.requestDraw();
       requestAnimationFrame(() => tl.resize());
+      if (tl.source.deviceSummary && tl.tracks.some((t) => t.device_profile)) this.deviceSummary(a, b);
       let res;
       try { res = await tl.source.ops(a, b); } catch (err) { panel.append(el("p", { class: "muted" }, err.message)); return; }
       const cols = [["name", "op"], ["calls", "calls"], ["cpu_total_ns", "CPU total"], ["self_cpu_ns", "self CPU"], ["device_total_ns", "device total"]];
@@ -105,6 +111,26 @@
         el("tbody", null, ...(rows.length ? rows.map((r) => el("tr", null, ...cols.map(([k]) => el("td", { class: k === "name" ? "name" : "num" },
           k === "name" ? r.name : k === "calls" ? TE.fmtInt(r.calls) : (r[k] === null || r[k] === undefined ? "–" : TE.fmtNs(r[k])))))) :
           [el("tr", null, el("td", { colspan: "5", class: "muted" }, "no ops start in this range"))]))));
+    }
+    /** Beside the op list: the device Summary of the range for each device profile it overlaps. */
+    async deviceSummary(a, b) {
+      const el = TE.el, box = el("div", { class: "device-summary", id: "tl-range-device", style: "padding:0 12px" });
+      this.panel.append(box);
+      let res;
+      try { res = await this.tl.source.deviceSummary(a, b); } catch (err) { box.append(el("p", { class: "muted" }, err.message)); return; }
+      if (!this.range || this.range[0] !== a || this.range[1] !== b) return;  // a newer range replaced this one
+      for (const s of res.summaries) {
+        const m = s.metrics, pct = (k) => (m[k] === undefined ? "–" : m[k].toFixed(1) + " %");
+        const rows = [["window", TE.fmtNs(s.end_ns - s.start_ns)]];
+        for (const e of ["tensor", "vector", "scalar", "gpsimd", "sync"]) {
+          if (m[e + "_engine_instruction_count"]) rows.push([e + " engine active", pct(e + "_engine_active_time_percent") + " · " + TE.fmtInt(m[e + "_engine_instruction_count"]) + " instructions"]);
+        }
+        rows.push(["DMA active", pct("dma_active_time_percent")], ["HFU", pct("hfu_estimated_percent")],
+          ["MBU", pct("mbu_estimated_percent")],
+          ["DMA bytes", m.dma_transfer_total_bytes === undefined ? "–" : TE.fmtInt(m.dma_transfer_total_bytes)]);
+        box.append(el("h3", null, "Device " + s.name),
+          el("table", { class: "kv" }, el("tbody", null, ...rows.map(([k, v]) => el("tr", null, el("td", null, k), el("td", null, v))))));
+      }
     }
     clear() {
       if (!this.range) return;

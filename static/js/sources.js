@@ -11,8 +11,9 @@
   class ApiSource {
     constructor(runId) { this.prefix = "/api/runs/" + encodeURIComponent(runId); this.live = true; }
     tracks() { return TE.api(this.prefix + "/tracks"); }
-    window(start, end, width) {
-      const q = "?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.ceil(end) + "&width_px=" + width;
+    window(start, end, width, deviceColor) {
+      const q = "?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.ceil(end) + "&width_px=" + width +
+        (deviceColor && deviceColor !== "opcode" ? "&device_color=" + encodeURIComponent(deviceColor) : "");
       return TE.api(this.prefix + "/timeline" + q);
     }
     event(id) { return TE.api(this.prefix + "/events/" + id); }
@@ -20,6 +21,10 @@
       const o = opts || {};
       return TE.api(this.prefix + "/search?limit=" + SEARCH_LIMIT + "&q=" + encodeURIComponent(q) + (o.regex ? "&regex=1" : "") +
         (o.args ? "&args=1" : ""));
+    }
+    /** The device Summary of [start, end] for each device profile it overlaps (none: an empty list). */
+    deviceSummary(start, end) {
+      return TE.api(this.prefix + "/timeline/device-summary?start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end));
     }
     ops(start, end, view) {
       return TE.api(this.prefix + "/ops?limit=" + OPS_LIMIT + "&start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end) +

@@ -41,6 +41,7 @@
       this.gutter = GUTTER;
       this.grouping = "lane";
       this.collapsed = new Set();
+      this.openGroups = new Set();  // device-track sub-groups shown (all closed at first)
       this.tracks = [];
       this.rows = [];
       this.data = null;
@@ -79,7 +80,11 @@
       const reset = el("button", { class: "small", id: "tl-reset", title: "show the whole run", onclick: () => this.setWindow(0, this.spanNs) }, "reset zoom");
       const legend = el("span", { class: "legend" }, ...["framework", "runtime", "hardware", "counter"].map((l) =>
         el("span", null, el("span", { class: "lane-dot", style: "background:" + TE.laneColor(l) }), l)));
-      this.toolbar = el("div", { class: "tl-toolbar" }, this.groupSel, this.searchBox, searchOpts,
+      // device instructions coloured by opcode or by the PyTorch op they run for; shown for runs with device tracks
+      this.deviceColorSel = el("select", { "aria-label": "device colour", id: "tl-device-color", hidden: "" },
+        el("option", { value: "opcode" }, "device colour: opcode"), el("option", { value: "layer" }, "device colour: PyTorch op"));
+      this.deviceColorSel.addEventListener("change", () => { this.deviceColor = this.deviceColorSel.value; this.fetchWindow(false); });
+      this.toolbar = el("div", { class: "tl-toolbar" }, this.groupSel, this.deviceColorSel, this.searchBox, searchOpts,
         el("button", { class: "small", title: "previous match", onclick: () => this.jump(-1) }, "◀"),
         el("button", { class: "small", title: "next match", onclick: () => this.jump(1) }, "▶"),
         this.matchInfo, el("span", { class: "sep" }), reset, this.winInfo, el("span", { class: "spacer" }), legend,
@@ -116,6 +121,7 @@
       this.resize();
       const t = await this.source.tracks();
       this.tracks = t.tracks.filter((x) => x.count > 0 || x.kind === "counter");
+      if (this.source.live && this.tracks.some((x) => x.device_profile)) this.deviceColorSel.hidden = false;
       this.relayout();
       await this.fetchWindow(true);
       if (this.pendingSel !== undefined) await this.select(this.pendingSel, false);
@@ -154,7 +160,15 @@
           lane: this.grouping === "lane" ? k : null });
         y += HEADER_H;
         if (collapsed) continue;
+        let sub = null, subOpen = true;
         for (const t of list) {
+          if (t.group && t.group !== sub) {  // a device profile's sub-group: its own header, closed until opened
+            sub = t.group; subOpen = this.openGroups.has(sub);
+            rows.push({ kind: "header", key: sub, sub: true, y: y, h: HEADER_H, collapsed: !subOpen,
+              n: list.filter((x) => x.group === sub).length, lane: null });
+            y += HEADER_H;
+          } else if (!t.group) { sub = null; subOpen = true; }
+          if (!subOpen) continue;
           const renderer = TE.makeTrack(t, this.env);
           rows.push({ kind: "track", track: t, renderer: renderer, y: y + 2, h: renderer.height });
           y += renderer.height + TRACK_GAP;
@@ -166,10 +180,25 @@
       this.rowOfTrack = new Map(rows.filter((r) => r.kind === "track").map((r) => [r.track.track_id, r]));
       this.requestDraw();
     }
-    toggleGroup(key) {
+    toggleGroup(key, sub) {
+      if (sub) {
+        if (this.openGroups.has(key)) this.openGroups.delete(key); else this.openGroups.add(key);
+        this.relayout();
+        return;
+      }
       const k = this.grouping + ":" + key;
       if (this.collapsed.has(k)) this.collapsed.delete(k); else this.collapsed.add(k);
       this.relayout();
+    }
+    /** "open device profile": show every sub-group of the profile's tracks, zoom to its span (relative ns)
+        and scroll to its first track. */
+    openDeviceProfile(link) {
+      const mine = this.tracks.filter((t) => t.device_profile === link.profile_id);
+      for (const t of mine) if (t.group) this.openGroups.add(t.group);
+      this.relayout();
+      const pad = Math.max(1, (link.end_ns - link.start_ns) * 0.03);
+      this.setWindow(link.start_ns - pad, link.end_ns + pad);
+      if (mine.length) this.scrollToTrack(mine[0].track_id);
     }
     scrollToTrack(tid) {
       const row = this.rowOfTrack.get(tid);
@@ -241,7 +270,7 @@
       this.inflight = true;
       let w;
       try {
-        w = await this.source.window(s, e, width);
+        w = await this.source.window(s, e, width, this.deviceColor);
       } catch (err) {
         this.showError(err);
         return;
@@ -316,10 +345,12 @@
       if (r.lane) { ctx.fillStyle = TE.laneColor(r.lane); ctx.fillRect(0, y, 4, r.h); }
       ctx.fillStyle = c.ink;
       ctx.font = "600 " + FONT;
-      ctx.fillText((r.collapsed ? "▸ " : "▾ ") + r.key, 10, y + r.h / 2);
+      const x0 = r.sub ? 22 : 10;
+      ctx.fillText((r.collapsed ? "▸ " : "▾ ") + r.key, x0, y + r.h / 2);
+      const keyW = ctx.measureText("▾ " + r.key).width;  // measured in the bold face it is drawn in
       ctx.font = FONT;
       ctx.fillStyle = c.muted;
-      ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks"), 10 + ctx.measureText("▾ " + r.key).width + 14, y + r.h / 2);
+      ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks"), x0 + keyW + 14, y + r.h / 2);
     }
     drawLabel(ctx, r, y) {
       const t = r.track, c = TE.THEME.timeline;

@@ -25,6 +25,8 @@
       /** The selected event's details (the source's event() answer), or null. */
       selection: () => tl.details.selected,
       matches: () => tl.searchPanel.matches.slice(),
+      /** The box-selected range [a, b] (relative ns), or null. */
+      range: () => (tl.ranges.range ? tl.ranges.range.slice() : null),
       /** Layout rows: headers and tracks, with their top in canvas px. */
       rows: () => tl.rows.map((r) => ({ kind: r.kind, key: r.key, lane: r.kind === "track" ? r.track.lane : r.lane,
         trackKind: r.kind === "track" ? r.track.kind : null, trackId: r.kind === "track" ? r.track.track_id : null,

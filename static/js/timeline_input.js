@@ -75,7 +75,7 @@
       }
       if (d.moved) { tl.saveUrl(); return; }
       const h = tl.hit(p.x, p.y);
-      if (h && h.header) tl.toggleGroup(h.header.key);
+      if (h && h.header) tl.toggleGroup(h.header.key, h.header.sub);
       else if (h && h.slice) tl.select(h.slice.id, false);
       else if (h && h.merged) { const m = h.merged; tl.setWindow(m.ts - m.dur * 2, m.ts + m.dur * 3); }
       else if (!h || !h.label) tl.clearSelection();
