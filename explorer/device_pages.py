@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlencode
 
@@ -18,14 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.analysis.device import compute_device_summary
-from explorer.analysis.device_advice import Recommendation, compute_recommendations
+from explorer.analysis.device_advice import compute_recommendations
 from explorer.analysis.device_breakdown import (
-    SMALL_DMA_BYTES,
     compute_dma_breakdown,
     compute_opcode_summary,
     compute_throttle_summary,
 )
-from explorer.analysis.device_roofline import Roofline, compute_roofline
+from explorer.analysis.device_roofline import compute_roofline
 from explorer.analysis.device_rows import ENGINES, Tables, Window, overlap_mask, times
 from explorer.analysis.device_sections import compute_hierarchy, compute_sbuf_rects, compute_tensor_table
 from explorer.charts import make_roofline_figure, make_sbuf_figure
@@ -36,13 +35,11 @@ from explorer.model.device_shapes import (
     DeviceProfileList,
     DeviceSummaryJson,
     DeviceView,
-    HierarchyNode,
     MetricDelta,
     OpcodeDelta,
     ProfileRef,
     RecommendationJson,
     RooflineJson,
-    RooflinePointJson,
     SbufRect,
 )
 from explorer.model.shapes import RunJson
@@ -94,10 +91,9 @@ def absolute(rec: RunRecord, relative_ns: int | None) -> int | None:
     return None if relative_ns is None else rec.summary.start_ns + relative_ns
 
 
-def _recommendation(r: Recommendation, origin: int) -> RecommendationJson:
-    out = cast(RecommendationJson, asdict(r))
-    out["at_ns"] = None if r.at_ns is None else r.at_ns - origin
-    return out
+def _recommendation(r: RecommendationJson, origin: int) -> RecommendationJson:
+    """The finding with `at_ns` relative to the run's origin."""
+    return {**r, "at_ns": None if r["at_ns"] is None else r["at_ns"] - origin}
 
 
 def compute_summary_json(store: RunStore, rec: RunRecord, profile: DeviceProfileJson, start_ns: int | None = None,
@@ -114,33 +110,18 @@ def compute_summary_json(store: RunStore, rec: RunRecord, profile: DeviceProfile
             "recommendations": [_recommendation(r, origin) for r in compute_recommendations(tables, t0, t1, core)]}
 
 
-def roofline_json(profile_id: str, roofline: Roofline | None) -> RooflineJson:
-    if roofline is None:
-        return {"profile": profile_id, "available": False, "max_ops": None, "hbm_ddr_bandwidth": None,
-                "peak_flops_bandwidth_ratio": None, "points": []}
-    return {"profile": profile_id, "available": True, "max_ops": roofline.max_ops,
-            "hbm_ddr_bandwidth": roofline.hbm_ddr_bandwidth,
-            "peak_flops_bandwidth_ratio": roofline.peak_flops_bandwidth_ratio,
-            "points": [cast(RooflinePointJson, asdict(p)) for p in roofline.points]}
-
-
 def compute_roofline_json(store: RunStore, rec: RunRecord, profile: DeviceProfileJson, start_ns: int | None = None,
                           end_ns: int | None = None) -> RooflineJson:
     """GET /api/runs/{id}/device/{profile}/roofline: the profile's point, the window's when one is given
     (relative ns) and each framework op's in it."""
     tables = load_profile_tables(store, rec.id, profile)
-    return roofline_json(profile["profile_id"],
-                         compute_roofline(tables, absolute(rec, start_ns), absolute(rec, end_ns)))
-
-
-def _hierarchy(tables: Tables) -> list[HierarchyNode]:
-    return [cast(HierarchyNode, {**asdict(n), "children": [asdict(c) for c in n.children]})
-            for n in compute_hierarchy(tables)]
+    return compute_roofline(tables, absolute(rec, start_ns), absolute(rec, end_ns),
+                            profile_id=profile["profile_id"])
 
 
 def _sbuf(tables: Tables, origin: int) -> list[SbufRect]:
-    return [{"partition": a.partition, "tensor_name": a.tensor_name, "start_ns": a.start_ts - origin,
-             "end_ns": a.end_ts - origin, "start_address": a.start_address, "end_address": a.end_address}
+    """The SBUF rectangles with times relative to the run's origin."""
+    return [{**a, "start_ns": a["start_ns"] - origin, "end_ns": a["end_ns"] - origin}
             for a in compute_sbuf_rects(tables)]
 
 
@@ -149,22 +130,19 @@ def compute_device_view(store: RunStore, rec: RunRecord, profile: DeviceProfileJ
     tables = load_profile_tables(store, rec.id, profile)
     summary = compute_summary_json(store, rec, profile)
     metrics = summary["metrics"]
-    roofline = roofline_json(profile["profile_id"], compute_roofline(tables))
-    dma = compute_dma_breakdown(tables)
+    roofline = compute_roofline(tables, profile_id=profile["profile_id"])
     errors = tables.get("Error")
     return {
         "profile": profile, "summary": summary, "window": None,
         "engines": [{"engine": e, "instruction_count": int(metrics.get(f"{e}_engine_instruction_count", 0)),
                      "active_time_percent": metrics.get(f"{e}_engine_active_time_percent")} for e in ENGINES],
-        "opcodes": [cast(Any, asdict(r)) for r in compute_opcode_summary(tables)],
-        "dma": {"by_queue_type": [cast(Any, asdict(r)) for r in dma.by_queue_type],
-                "by_size": [cast(Any, asdict(r)) for r in dma.by_size],
-                "small_packet_count": dma.small_packet_count, "small_bytes": SMALL_DMA_BYTES},
+        "opcodes": compute_opcode_summary(tables),
+        "dma": compute_dma_breakdown(tables),
         "layers": [p for p in roofline["points"] if p["kind"] == "layer"],
-        "throttle": [cast(Any, asdict(r)) for r in compute_throttle_summary(tables)],
+        "throttle": compute_throttle_summary(tables),
         "errors": errors.to_pylist() if errors is not None else [],
-        "roofline": roofline, "hierarchy": _hierarchy(tables),
-        "tensors": [cast(Any, asdict(t)) for t in compute_tensor_table(tables)],
+        "roofline": roofline, "hierarchy": compute_hierarchy(tables),
+        "tensors": compute_tensor_table(tables),
         "sbuf": _sbuf(tables, rec.summary.start_ns),
     }
 

@@ -29,6 +29,7 @@ from explorer.analysis.device_rows import (
     times,
     window_of,
 )
+from explorer.model.device_shapes import RecommendationJson
 
 Unit = Literal["ratio", "bytes"]
 # Collectives: a group is ops of one operation on the same element count and dtype; an op is an outlier
@@ -91,38 +92,25 @@ CC_OUTLIER_RULE = Rule(
     _metric("duration_over_median"), Fraction(CC_OUTLIER_FACTOR), fires_below=False)
 
 
-@dataclass(frozen=True)
-class Recommendation:
-    """A rule that fired: `value` and `threshold` in the rule's unit (a ratio 0..1, or bytes); `subject`
-    names the engine or collective it is about (None for the whole profile or window); `at_ns` is the
-    collective's start."""
-
-    key: str
-    finding: str
-    advice: str
-    value: float
-    threshold: float
-    unit: Unit
-    subject: str | None = None
-    at_ns: int | None = None
-
-
 def _fired(rule: Rule, value: Fraction | None, subject: str | None = None,
-           at_ns: int | None = None) -> Recommendation | None:
+           at_ns: int | None = None) -> RecommendationJson | None:
+    """The finding of a rule that fired: `value` and `threshold` in the rule's unit (a ratio 0..1, or
+    bytes); `subject` names the engine or collective it is about (None for the whole profile or window);
+    `at_ns` is the collective's start on the profile's clock (absolute; the page makes it relative)."""
     if value is None or not (value < rule.threshold if rule.fires_below else value > rule.threshold):
         return None
-    return Recommendation(rule.key, rule.finding, rule.advice, float(value), float(rule.threshold), rule.unit,
-                          subject, at_ns)
+    return {"key": rule.key, "finding": rule.finding, "advice": rule.advice, "value": float(value),
+            "threshold": float(rule.threshold), "unit": rule.unit, "subject": subject, "at_ns": at_ns}
 
 
-def evaluate_summary_rules(metrics: Metrics) -> list[Recommendation]:
+def evaluate_summary_rules(metrics: Metrics) -> list[RecommendationJson]:
     """The Summary rules on one set of Summary metrics (the profile's or a window's)."""
     found = [_fired(rule, rule.measure(metrics)) for rule in SUMMARY_RULES]
     return [r for r in found if r is not None]
 
 
 def compute_recommendations(tables: Tables, start_ns: int | None = None, end_ns: int | None = None,
-                            core: int | None = None) -> list[Recommendation]:
+                            core: int | None = None) -> list[RecommendationJson]:
     """Every rule on the profile (no window: its own Summary) or on the window and core."""
     metrics = compute_device_summary(tables, start_ns, end_ns, core).metrics
     window = window_of(tables, start_ns, end_ns)
@@ -149,12 +137,12 @@ def nki_coverage(tables: Tables, window: Window, core: int | None) -> dict[str, 
     return out
 
 
-def _nki_coverage(tables: Tables, window: Window, core: int | None) -> list[Recommendation]:
+def _nki_coverage(tables: Tables, window: Window, core: int | None) -> list[RecommendationJson]:
     found = [_fired(NKI_COVERAGE_RULE, share, engine) for engine, share in nki_coverage(tables, window, core).items()]
     return [r for r in found if r is not None]
 
 
-def _collective_outliers(tables: Tables, window: Window) -> list[Recommendation]:
+def _collective_outliers(tables: Tables, window: Window) -> list[RecommendationJson]:
     """CcOp rows in the window against the median of their group (operation, element count, dtype) over
     the whole profile."""
     rows = table(tables, "CcOp")

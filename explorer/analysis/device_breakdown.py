@@ -6,7 +6,6 @@ plain results in ints and ns, no formatting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -30,6 +29,7 @@ from explorer.analysis.device_rows import (
     union_ns,
     window_of,
 )
+from explorer.model.device_shapes import DmaJson, DmaQueueTypeJson, DmaSizeJson, OpcodeRowJson, ThrottleJson
 
 SMALL_DMA_BYTES = 4 * 1024
 # Transfer-size buckets: [lower, next lower) bytes; the first one is the Explorer's "small transfer".
@@ -40,22 +40,11 @@ def _percent(part: int, whole: int) -> float | None:
     return 100 * part / whole if whole else None
 
 
-@dataclass(frozen=True)
-class OpcodeRow:
-    """One engine's opcode: `active_time_percent` is its active time (union, waits excluded) over the
-    window length, like the engine's own active percent; None for an empty window."""
-
-    engine: str
-    opcode: str
-    instruction_count: int
-    instruction_time_ns: int
-    active_time_ns: int
-    active_time_percent: float | None
-
-
 def compute_opcode_summary(tables: Tables, start_ns: int | None = None, end_ns: int | None = None,
-                           core: int | None = None) -> list[OpcodeRow]:
-    """Per (engine, opcode) of the Instruction rows in the window, by active time, longest first."""
+                           core: int | None = None) -> list[OpcodeRowJson]:
+    """Per (engine, opcode) of the Instruction rows in the window, by active time, longest first. A row's
+    `active_time_percent` is its active time (union, waits excluded) over the window length, like the
+    engine's own active percent; None for an empty window."""
     window = window_of(tables, start_ns, end_ns)
     rows = select(table(tables, "Instruction"), window, core)
     if rows is None:
@@ -65,51 +54,20 @@ def compute_opcode_summary(tables: Tables, start_ns: int | None = None, end_ns: 
     start, end = times(rows)
     act_start, act_end = active_intervals(rows)
     keys = engines.astype(np.int64) * (len(names) + 1) + opcodes
-    out = []
+    out: list[OpcodeRowJson] = []
     for key, mine in groups(np.where(engines >= 0, keys, -1)):
         engine, opcode = divmod(key, len(names) + 1)
         active = union_ns(act_start[mine], act_end[mine], window)
-        out.append(OpcodeRow(ENGINES[engine], names[opcode], len(mine),
-                             clipped_sum_ns(start[mine], end[mine], window), active,
-                             _percent(active, window.length_ns)))
-    return sorted(out, key=lambda r: (-r.active_time_ns, r.engine, r.opcode))
-
-
-@dataclass(frozen=True)
-class DmaQueueTypeRow:
-    """The DMA packets of one `queue_type` in the window: bytes pro rata, averages over whole packets."""
-
-    queue_type: str
-    queue_count: int
-    packet_count: int
-    transfer_bytes: int
-    average_bytes: float
-    active_time_ns: int
-    active_time_percent: float | None
-
-
-@dataclass(frozen=True)
-class DmaSizeBucket:
-    """Packets whose `transfer_bytes` is in [min_bytes, max_bytes) (no upper bound when None)."""
-
-    min_bytes: int
-    max_bytes: int | None
-    small: bool
-    packet_count: int
-    transfer_bytes: int
-    packet_percent: float | None
-
-
-@dataclass(frozen=True)
-class DmaBreakdown:
-    by_queue_type: list[DmaQueueTypeRow]
-    by_size: list[DmaSizeBucket]
-    small_packet_count: int
+        out.append({"engine": ENGINES[engine], "opcode": names[opcode], "instruction_count": len(mine),
+                    "instruction_time_ns": clipped_sum_ns(start[mine], end[mine], window),
+                    "active_time_ns": active, "active_time_percent": _percent(active, window.length_ns)})
+    return sorted(out, key=lambda r: (-r["active_time_ns"], r["engine"], r["opcode"]))
 
 
 def compute_dma_breakdown(tables: Tables, start_ns: int | None = None, end_ns: int | None = None,
-                          core: int | None = None) -> DmaBreakdown:
-    """DMA packets in the window by queue type (most bytes first) and by transfer size."""
+                          core: int | None = None) -> DmaJson:
+    """DMA packets in the window by queue type (most bytes first; bytes pro rata, averages over whole
+    packets) and by transfer size (buckets [min_bytes, max_bytes), the last one unbounded)."""
     window = window_of(tables, start_ns, end_ns)
     rows = select(dma_rows(tables), window, core)
     if rows is None:
@@ -120,43 +78,34 @@ def compute_dma_breakdown(tables: Tables, start_ns: int | None = None, end_ns: i
     size = np.zeros(rows.num_rows, np.int64) if size is None else size
     kinds, labels = encode(rows, "queue_type", lambda v: v or "unknown")
     queues, _ = encode(rows, "queue_name", lambda v: v)
-    by_type = []
+    by_type: list[DmaQueueTypeJson] = []
     for code, mine in groups(kinds):
         active = union_ns(start[mine], end[mine], window)
         named = queues[mine]
-        by_type.append(DmaQueueTypeRow(
-            labels[code], len(np.unique(named[named >= 0])), len(mine),
-            prorata(size[mine], start[mine], end[mine], window), int(size[mine].sum()) / len(mine),
-            active, _percent(active, window.length_ns)))
-    by_type.sort(key=lambda r: (-r.transfer_bytes, r.queue_type))
-    buckets = []
+        by_type.append({"queue_type": labels[code], "queue_count": len(np.unique(named[named >= 0])),
+                        "packet_count": len(mine),
+                        "transfer_bytes": prorata(size[mine], start[mine], end[mine], window),
+                        "average_bytes": int(size[mine].sum()) / len(mine), "active_time_ns": active,
+                        "active_time_percent": _percent(active, window.length_ns)})
+    by_type.sort(key=lambda r: (-r["transfer_bytes"], r["queue_type"]))
+    buckets: list[DmaSizeJson] = []
     for i, low in enumerate(DMA_SIZE_BOUNDS):
         high = DMA_SIZE_BOUNDS[i + 1] if i + 1 < len(DMA_SIZE_BOUNDS) else None
         mine = (size >= low) & (size < high if high is not None else True)
-        buckets.append(DmaSizeBucket(low, high, high is not None and high <= SMALL_DMA_BYTES, int(mine.sum()),
-                                     prorata(size[mine], start[mine], end[mine], window),
-                                     _percent(int(mine.sum()), rows.num_rows)))
-    return DmaBreakdown(by_type, buckets, int((size < SMALL_DMA_BYTES).sum()))
-
-
-@dataclass(frozen=True)
-class ThrottleRow:
-    """Throttling of one physical core and throttle type in the window. A `Throttle` row limits the
-    core to `k/n` of its rate over [timestamp, timestamp + duration); rows of one core and type do not
-    overlap. `throttle_active_time_ns` is the time with k < n; the achievable utilisation is
-    1 - (time-weighted throttling `1 - k/n`) / window length; `max_throttling` is the worst `1 - k/n`."""
-
-    pcore_idx: int | None
-    throttle_type: str
-    throttle_active_time_ns: int
-    throttle_active_time_percent: float | None
-    max_achievable_util_with_throttling_percent: float | None
-    max_throttling: float
+        buckets.append({"min_bytes": low, "max_bytes": high,
+                        "small": high is not None and high <= SMALL_DMA_BYTES, "packet_count": int(mine.sum()),
+                        "transfer_bytes": prorata(size[mine], start[mine], end[mine], window),
+                        "packet_percent": _percent(int(mine.sum()), rows.num_rows)})
+    return {"by_queue_type": by_type, "by_size": buckets,
+            "small_packet_count": int((size < SMALL_DMA_BYTES).sum()), "small_bytes": SMALL_DMA_BYTES}
 
 
 def compute_throttle_summary(tables: Tables, start_ns: int | None = None, end_ns: int | None = None,
-                             core: int | None = None) -> list[ThrottleRow]:
-    """One row per (pcore_idx, type) that throttled inside the window."""
+                             core: int | None = None) -> list[ThrottleJson]:
+    """One row per (pcore_idx, type) that throttled inside the window. A `Throttle` row limits the core to
+    `k/n` of its rate over [timestamp, timestamp + duration); rows of one core and type do not overlap.
+    `throttle_active_time_ns` is the time with k < n; the achievable utilisation is 1 - (time-weighted
+    throttling `1 - k/n`) / window length; `max_throttling` is the worst `1 - k/n`."""
     window = window_of(tables, start_ns, end_ns)
     rows = table(tables, "Throttle")
     if rows is None:
@@ -172,7 +121,7 @@ def compute_throttle_summary(tables: Tables, start_ns: int | None = None, end_ns
     limited = (n > 0) & (k < n)
     pcores = rows.column("pcore_idx").to_pylist() if "pcore_idx" in rows.column_names else [None] * rows.num_rows
     kinds = strings(rows, "type").tolist()
-    out = []
+    out: list[ThrottleJson] = []
     for pcore, kind in sorted({(p, str(t)) for p, t in zip(pcores, kinds, strict=True)}, key=str):
         mine = limited & np.asarray([p == pcore and str(t) == kind for p, t in zip(pcores, kinds, strict=True)])
         if not mine.any():
@@ -183,5 +132,7 @@ def compute_throttle_summary(tables: Tables, start_ns: int | None = None, end_ns
         active = union_ns(start[mine], end[mine], window)
         util = float(100 * (1 - lost / window.length_ns)) if window.length_ns else None
         worst = max((int(b) - int(a)) / int(b) for a, b in zip(k[mine].tolist(), n[mine].tolist(), strict=True))
-        out.append(ThrottleRow(pcore, kind, active, _percent(active, window.length_ns), util, worst))
+        out.append({"pcore_idx": pcore, "throttle_type": kind, "throttle_active_time_ns": active,
+                    "throttle_active_time_percent": _percent(active, window.length_ns),
+                    "max_achievable_util_with_throttling_percent": util, "max_throttling": worst})
     return out

@@ -7,7 +7,6 @@ writes, as in `mm_arithmetic_intensity`. Numbers only; the chart is drawn elsewh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
@@ -31,53 +30,34 @@ from explorer.analysis.device_rows import (
     union_ns,
     window_of,
 )
+from explorer.model.device_shapes import RooflineJson, RooflinePointJson
 
 Bound = Literal["compute", "memory"]
 PointKind = Literal["profile", "window", "layer"]
 
 
-@dataclass(frozen=True)
-class RooflinePoint:
-    """One point: `flops` done in `time_ns` moving `hbm_bytes`. `intensity` (FLOP/byte) is None when no HBM
-    byte moved (then it sits at the compute roof); `attainable_flops_per_s` = min(max_ops, intensity x
-    bandwidth); `bound` is memory below the ridge, compute at or above it; `distance_to_roof` = attainable /
-    achieved (1.0 on the roof; None when nothing was achieved); `mfu_inst_estimated_percent` = achieved /
-    max_ops, the Summary's metric of that name for this point (None for zero time)."""
-
-    kind: PointKind
-    label: str
-    flops: int
-    hbm_bytes: int
-    time_ns: int
-    achieved_flops_per_s: float | None
-    intensity: float | None
-    attainable_flops_per_s: float
-    bound: Bound
-    distance_to_roof: float | None
-    mfu_inst_estimated_percent: float | None
-
-
-@dataclass(frozen=True)
-class Roofline:
-    max_ops: float
-    hbm_ddr_bandwidth: float
-    peak_flops_bandwidth_ratio: float
-    points: list[RooflinePoint]
-
-
-def make_point(peak: Peaks, kind: PointKind, label: str, flops: int, hbm_bytes: int, time_ns: int) -> RooflinePoint:
-    """Place (flops, bytes, time) under the roofs, exactly until the final floats."""
+def make_point(peak: Peaks, kind: PointKind, label: str, flops: int, hbm_bytes: int,
+               time_ns: int) -> RooflinePointJson:
+    """Place `flops` done in `time_ns` moving `hbm_bytes` under the roofs, exactly until the final floats.
+    `intensity` (FLOP/byte) is None when no HBM byte moved (then it sits at the compute roof);
+    `attainable_flops_per_s` = min(max_ops, intensity x bandwidth); `bound` is memory below the ridge,
+    compute at or above it; `distance_to_roof` = attainable / achieved (1.0 on the roof; None when nothing
+    was achieved); `mfu_inst_estimated_percent` = achieved / max_ops, the Summary's metric of that name for
+    this point (None for zero time)."""
     intensity = Fraction(flops, hbm_bytes) if hbm_bytes else None
     attainable = peak.max_ops if intensity is None else min(peak.max_ops, intensity * peak.hbm_bytes_per_s)
     achieved = Fraction(flops * NS_PER_S, time_ns) if time_ns else None
     bound: Bound = "compute" if intensity is None or intensity >= peak.ridge else "memory"
-    return RooflinePoint(kind, label, flops, hbm_bytes, time_ns, None if achieved is None else float(achieved),
-                         None if intensity is None else float(intensity), float(attainable), bound,
-                         float(attainable / achieved) if achieved else None,
-                         None if achieved is None else float(100 * achieved / peak.max_ops))
+    return {"kind": kind, "label": label, "flops": flops, "hbm_bytes": hbm_bytes, "time_ns": time_ns,
+            "achieved_flops_per_s": None if achieved is None else float(achieved),
+            "intensity": None if intensity is None else float(intensity),
+            "attainable_flops_per_s": float(attainable), "bound": bound,
+            "distance_to_roof": float(attainable / achieved) if achieved else None,
+            "mfu_inst_estimated_percent": None if achieved is None else float(100 * achieved / peak.max_ops)}
 
 
-def _summary_point(peak: Peaks, kind: PointKind, label: str, metrics: dict[str, int | float]) -> RooflinePoint:
+def _summary_point(peak: Peaks, kind: PointKind, label: str,
+                   metrics: dict[str, int | float]) -> RooflinePointJson:
     flops = int(metrics.get("hardware_flops", 0)) - int(metrics.get("transpose_flops", 0))
     hbm = int(metrics.get("hbm_read_bytes", 0)) + int(metrics.get("hbm_write_bytes", 0))
     time_ns = round(Fraction(metrics["total_time"]) * NS_PER_S)
@@ -85,24 +65,29 @@ def _summary_point(peak: Peaks, kind: PointKind, label: str, metrics: dict[str, 
 
 
 def compute_roofline(tables: Tables, start_ns: int | None = None, end_ns: int | None = None,
-                     core: int | None = None, profile: DeviceSummary | None = None) -> Roofline | None:
+                     core: int | None = None, profile: DeviceSummary | None = None, *,
+                     profile_id: str = "") -> RooflineJson:
     """The roofs and points: the profile (its Summary; pass `profile`, the result of
     `compute_device_summary(tables)`, when it is at hand), the window when one is given, and each framework
-    op in the window (its device time is the union of its instructions' active intervals). None without
-    the `Metadata` peaks."""
+    op in the window (its device time is the union of its instructions' active intervals). Without the
+    `Metadata` peaks, `available` is False, with no roofs and no points. `profile_id` is returned as
+    `profile`."""
     peak = peaks(tables)
     if peak is None:
-        return None
+        return {"profile": profile_id, "available": False, "max_ops": None, "hbm_ddr_bandwidth": None,
+                "peak_flops_bandwidth_ratio": None, "points": []}
     whole = compute_device_summary(tables) if profile is None else profile
     points = [_summary_point(peak, "profile", "profile", whole.metrics)]
     if start_ns is not None or end_ns is not None or core is not None:
         points.append(_summary_point(peak, "window", "window",
                                      compute_device_summary(tables, start_ns, end_ns, core).metrics))
     points += _layer_points(peak, tables, window_of(tables, start_ns, end_ns), core)
-    return Roofline(float(peak.max_ops), float(peak.hbm_bytes_per_s), float(peak.ridge), points)
+    return {"profile": profile_id, "available": True, "max_ops": float(peak.max_ops),
+            "hbm_ddr_bandwidth": float(peak.hbm_bytes_per_s), "peak_flops_bandwidth_ratio": float(peak.ridge),
+            "points": points}
 
 
-def _layer_points(peak: Peaks, tables: Tables, window: Window, core: int | None) -> list[RooflinePoint]:
+def _layer_points(peak: Peaks, tables: Tables, window: Window, core: int | None) -> list[RooflinePointJson]:
     """One point per framework op in the window, most device time first."""
     rows = select(table(tables, "Instruction"), window, core)
     if rows is None:
@@ -119,10 +104,10 @@ def _layer_points(peak: Peaks, tables: Tables, window: Window, core: int | None)
     def total(name: str, mine: np.ndarray) -> int:
         return prorata(columns[name][mine], start[mine], end[mine], window)
 
-    out = []
+    out: list[RooflinePointJson] = []
     for code, mine in groups(layers):
         flops = total("raw_flops", mine) - total("flops_transpose", mine)
         hbm = total("hbm_read_bytes", mine) + total("hbm_write_bytes", mine)
         out.append(make_point(peak, "layer", labels[code], flops, hbm,
                               union_ns(act_start[mine], act_end[mine], window)))
-    return sorted(out, key=lambda p: (-p.time_ns, p.label))
+    return sorted(out, key=lambda p: (-p["time_ns"], p["label"]))

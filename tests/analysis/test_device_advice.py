@@ -26,12 +26,12 @@ B = BASE_NS
     ("dma_average_transfer", {"dma_transfer_average_bytes": 32_768.0}, False, None),
 ])
 def test_rules_fire_past_their_threshold_only(key: str, metrics: dict, fires: bool, value: float | None) -> None:
-    found = {r.key: r for r in evaluate_summary_rules(metrics)}
+    found = {r["key"]: r for r in evaluate_summary_rules(metrics)}
     assert (key in found) is fires
     if fires:
-        assert found[key].value == value
+        assert found[key]["value"] == value
         rule = next(r for r in SUMMARY_RULES if r.key == key)
-        assert found[key].threshold == float(rule.threshold)
+        assert found[key]["threshold"] == float(rule.threshold)
 
 
 def test_thresholds_are_the_published_ones() -> None:
@@ -43,10 +43,10 @@ def test_thresholds_are_the_published_ones() -> None:
 def test_rmsnorm_small_transfers_and_transposes() -> None:
     tables = rmsnorm_profile()
     insts, pk = tables["Instruction"].to_pylist(), tables["DmaPacket"].to_pylist()
-    found = {r.key: r for r in compute_recommendations(tables)}
-    assert found["dma_average_transfer"].value == sum(p["transfer_bytes"] for p in pk) / len(pk)
-    assert found["dma_average_transfer"].unit == "bytes"
-    assert found["transpose_flops_ratio"].value == pytest.approx(
+    found = {r["key"]: r for r in compute_recommendations(tables)}
+    assert found["dma_average_transfer"]["value"] == sum(p["transfer_bytes"] for p in pk) / len(pk)
+    assert found["dma_average_transfer"]["unit"] == "bytes"
+    assert found["transpose_flops_ratio"]["value"] == pytest.approx(
         sum(r["flops_transpose"] for r in insts) / sum(r["raw_flops"] for r in insts), rel=1e-15)
     spill = sum(r["spill_reload_bytes"] for r in insts) / sum(r["hbm_read_bytes"] for r in insts)
     assert spill <= 0.25 and "spill_reload_ratio" not in found
@@ -57,13 +57,13 @@ def test_rmsnorm_small_transfers_and_transposes() -> None:
 def test_matmul_nki_coverage_per_engine() -> None:
     tables = matmul_profile()
     insts = tables["Instruction"].to_pylist()
-    found = [r for r in compute_recommendations(tables) if r.key == "nki_coverage"]
+    found = [r for r in compute_recommendations(tables) if r["key"] == "nki_coverage"]
     coverage = {}
     for engine in {ENGINE_OF[r["engine"]] for r in insts}:
         mine = [r for r in insts if ENGINE_OF[r["engine"]] == engine]
         coverage[engine] = sum(1 for r in mine if r["nki_source_location"]) / len(mine)
-    assert {r.subject: r.value for r in found} == {e: c for e, c in coverage.items() if c < 0.5}
-    assert [r.subject for r in found] == ["vector"]
+    assert {r["subject"]: r["value"] for r in found} == {e: c for e, c in coverage.items() if c < 0.5}
+    assert [r["subject"] for r in found] == ["vector"]
 
 
 def test_collective_outlier_against_its_groups_median() -> None:
@@ -71,12 +71,12 @@ def test_collective_outlier_against_its_groups_median() -> None:
     ops = tables["CcOp"].to_pylist()
     median = statistics.median(o["duration_ns"] for o in ops)
     slow = [o for o in ops if o["duration_ns"] > 2 * median]
-    found = [r for r in compute_recommendations(tables) if r.key == "collective_outlier"]
-    assert [(r.subject, r.at_ns, r.value) for r in found] == [
+    found = [r for r in compute_recommendations(tables) if r["key"] == "collective_outlier"]
+    assert [(r["subject"], r["at_ns"], r["value"]) for r in found] == [
         (o["operation"], o["start_ts"], o["duration_ns"] / median) for o in slow]
     assert len(found) == 1
     before = compute_recommendations(tables, B, slow[0]["start_ts"])
-    assert not [r for r in before if r.key == "collective_outlier"]
+    assert not [r for r in before if r["key"] == "collective_outlier"]
 
 
 def test_rules_on_a_window_use_the_windows_numbers() -> None:
@@ -84,10 +84,10 @@ def test_rules_on_a_window_use_the_windows_numbers() -> None:
     t0, t1 = B + 500, B + 900   # tile 0: the input DMA trigger and its 16 KiB packets, one small one
     pk = [p for p in tables["DmaPacket"].to_pylist() if overlaps(p["start_ts"], p["end_ts"], t0, t1)]
     average = sum(p["transfer_bytes"] for p in pk) / len(pk)
-    found = {r.key: r for r in compute_recommendations(tables, t0, t1)}
-    assert found["dma_average_transfer"].value == average
-    whole = {r.key: r for r in compute_recommendations(tables)}
-    assert whole["dma_average_transfer"].value != average
+    found = {r["key"]: r for r in compute_recommendations(tables, t0, t1)}
+    assert found["dma_average_transfer"]["value"] == average
+    whole = {r["key"]: r for r in compute_recommendations(tables)}
+    assert whole["dma_average_transfer"]["value"] != average
 
 
 @pytest.mark.parametrize("durations, fires", [
@@ -101,5 +101,5 @@ def test_collective_outliers_against_the_median_of_their_group(durations: list[i
     ops = [(i * 1_000, d, "AllGather", 4096) for i, d in enumerate(durations)]
     other = [(10_000 + i * 1_000, 900, "AllGather", 8192) for i in range(3)]   # another size: its own group
     tables = profile(20_000, [], CcOp=cc_ops(ops + other))
-    found = [r for r in compute_recommendations(tables) if r.key == "collective_outlier"]
-    assert [r.value for r in found] == ([durations[-1] / statistics.median(durations)] if fires else [])
+    found = [r for r in compute_recommendations(tables) if r["key"] == "collective_outlier"]
+    assert [r["value"] for r in found] == ([durations[-1] / statistics.median(durations)] if fires else [])

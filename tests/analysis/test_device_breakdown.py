@@ -52,17 +52,18 @@ def test_opcode_summary_matches_the_rows(make, window: tuple[int, int] | None) -
         want[key] = (len(mine), sum(b - a for a, b in (cut(r["start_ts"], r["end_ts"], t0, t1) for r in mine)),
                      active, 100 * active / (t1 - t0))
     got = _call(compute_opcode_summary, tables, window)
-    assert {(r.engine, r.opcode): (r.instruction_count, r.instruction_time_ns, r.active_time_ns,
-                                   r.active_time_percent) for r in got} == want
-    assert [r.active_time_ns for r in got] == sorted((r.active_time_ns for r in got), reverse=True)
+    assert {(r["engine"], r["opcode"]): (r["instruction_count"], r["instruction_time_ns"], r["active_time_ns"],
+                                         r["active_time_percent"]) for r in got} == want
+    assert [r["active_time_ns"] for r in got] == sorted((r["active_time_ns"] for r in got), reverse=True)
 
 
 def test_opcode_summary_merges_tensor_rows_and_drops_waits() -> None:
     tables = profile(100, [Inst(0, 10, "TensorMatrix", "MATMUL"), Inst(5, 10, "Tensor", "MATMUL"),
                            Inst(20, 30, "Sync", "SemWait", wait=30)])
-    rows = {(r.engine, r.opcode): r for r in compute_opcode_summary(tables)}
-    assert rows["tensor", "MATMUL"].instruction_count == 2 and rows["tensor", "MATMUL"].active_time_ns == 15
-    assert rows["sync", "SemWait"].active_time_ns == 0 and rows["sync", "SemWait"].instruction_time_ns == 30
+    rows = {(r["engine"], r["opcode"]): r for r in compute_opcode_summary(tables)}
+    matmul, wait = rows["tensor", "MATMUL"], rows["sync", "SemWait"]
+    assert matmul["instruction_count"] == 2 and matmul["active_time_ns"] == 15
+    assert wait["active_time_ns"] == 0 and wait["instruction_time_ns"] == 30
 
 
 @pytest.mark.parametrize("window", WINDOWS)
@@ -71,29 +72,29 @@ def test_dma_by_queue_type_and_size_match_the_rows(window: tuple[int, int] | Non
     t0, t1 = _bounds(tables, window)
     pk = [p for p in tables["DmaPacket"].to_pylist() if overlaps(p["start_ts"], p["end_ts"], t0, t1)]
     got = _call(compute_dma_breakdown, tables, window)
-    by_type = {r.queue_type: r for r in got.by_queue_type}
+    by_type = {r["queue_type"]: r for r in got["by_queue_type"]}
     assert set(by_type) == {p["queue_type"] for p in pk}
     for kind, row in by_type.items():
         mine = [p for p in pk if p["queue_type"] == kind]
-        assert row.packet_count == len(mine)
-        assert row.queue_count == len({p["queue_name"] for p in mine})
-        assert row.transfer_bytes == round(sum((share(p["transfer_bytes"], p["start_ts"], p["end_ts"], t0, t1)
+        assert row["packet_count"] == len(mine)
+        assert row["queue_count"] == len({p["queue_name"] for p in mine})
+        assert row["transfer_bytes"] == round(sum((share(p["transfer_bytes"], p["start_ts"], p["end_ts"], t0, t1)
                                                 for p in mine), Fraction(0)))
-        assert row.average_bytes == sum(p["transfer_bytes"] for p in mine) / len(mine)
-        assert row.active_time_ns == union_length([cut(p["start_ts"], p["end_ts"], t0, t1) for p in mine])
+        assert row["average_bytes"] == sum(p["transfer_bytes"] for p in mine) / len(mine)
+        assert row["active_time_ns"] == union_length([cut(p["start_ts"], p["end_ts"], t0, t1) for p in mine])
     small = [p for p in pk if p["transfer_bytes"] < 4096]
-    assert got.small_packet_count == len(small) > 0
-    assert [(b.min_bytes, b.max_bytes, b.small) for b in got.by_size] == [
+    assert got["small_packet_count"] == len(small) > 0
+    assert [(b["min_bytes"], b["max_bytes"], b["small"]) for b in got["by_size"]] == [
         (0, 4096, True), (4096, 32768, False), (32768, 1048576, False), (1048576, None, False)]
-    assert got.by_size[0].packet_count == len(small)
-    assert got.by_size[1].packet_count == len([p for p in pk if 4096 <= p["transfer_bytes"] < 32768])
-    assert sum(b.packet_count for b in got.by_size) == len(pk)
+    assert got["by_size"][0]["packet_count"] == len(small)
+    assert got["by_size"][1]["packet_count"] == len([p for p in pk if 4096 <= p["transfer_bytes"] < 32768])
+    assert sum(b["packet_count"] for b in got["by_size"]) == len(pk)
 
 
 def test_dma_breakdown_without_packets_is_empty() -> None:
     got = compute_dma_breakdown(profile(100, [Inst(0, 10, "Vector")]))
-    assert got.by_queue_type == [] and got.small_packet_count == 0
-    assert [b.packet_count for b in got.by_size] == [0, 0, 0, 0]
+    assert got["by_queue_type"] == [] and got["small_packet_count"] == 0
+    assert [b["packet_count"] for b in got["by_size"]] == [0, 0, 0, 0]
 
 
 def _throttled() -> dict:
@@ -106,20 +107,21 @@ def _throttled() -> dict:
 
 
 def test_throttling_is_one_minus_k_over_n_weighted_by_time() -> None:
-    rows = {(r.pcore_idx, r.throttle_type): r for r in compute_throttle_summary(_throttled(), B, B + 400)}
+    rows = {(r["pcore_idx"], r["throttle_type"]): r for r in compute_throttle_summary(_throttled(), B, B + 400)}
     assert set(rows) == {(0, "power"), (1, "power")}
     power = rows[0, "power"]
-    assert power.throttle_active_time_ns == 100 + 100
-    assert power.throttle_active_time_percent == 100 * 200 / 400
-    assert power.max_achievable_util_with_throttling_percent == 100 * (1 - (100 * (1 - 3 / 4) + 100 * (1 - 1 / 2)) / 400)
-    assert power.max_throttling == 1 - 1 / 2
+    assert power["throttle_active_time_ns"] == 100 + 100
+    assert power["throttle_active_time_percent"] == 100 * 200 / 400
+    assert power["max_achievable_util_with_throttling_percent"] == 100 * (
+        1 - (100 * (1 - 3 / 4) + 100 * (1 - 1 / 2)) / 400)
+    assert power["max_throttling"] == 1 - 1 / 2
 
 
 def test_throttling_in_a_window_and_on_one_core() -> None:
     tables = _throttled()
-    (power,) = [r for r in compute_throttle_summary(tables, B + 50, B + 300) if r.pcore_idx == 0]
+    (power,) = [r for r in compute_throttle_summary(tables, B + 50, B + 300) if r["pcore_idx"] == 0]
     # [50, 100) at 1/4 lost and [200, 300) at 1/2 lost, over 250 ns
-    assert power.throttle_active_time_ns == 50 + 100
-    assert power.max_achievable_util_with_throttling_percent == 100 * (1 - (50 / 4 + 100 / 2) / 250)
-    assert [r.pcore_idx for r in compute_throttle_summary(tables, core=1)] == [1]
+    assert power["throttle_active_time_ns"] == 50 + 100
+    assert power["max_achievable_util_with_throttling_percent"] == 100 * (1 - (50 / 4 + 100 / 2) / 250)
+    assert [r["pcore_idx"] for r in compute_throttle_summary(tables, core=1)] == [1]
     assert compute_throttle_summary(rmsnorm_profile()) == []
