@@ -103,9 +103,16 @@ def test_upload_torch_trace_then_explore(page: Any, server: Any, traces: Any, sh
     page.wait_for_function("() => document.getElementById('tl-matches')?.textContent.startsWith('1 / ')")
     page.press("#tl-search", "Enter")
     page.wait_for_function("() => document.getElementById('tl-matches')?.textContent.startsWith('2 / ')")
+    # the jump's select() fetches the event, then moves the view: wait until the second match is selected
+    page.wait_for_function("() => { const m = TE.timelineApi.matches(), sel = TE.timelineApi.selection();"
+                           " return m.length > 1 && !!sel && sel.event.slice_id === m[1].slice_id; }")
 
-    # click a slice: its details panel
+    # click a slice: its details panel (from the whole-run view: right after a jump the zoomed window can
+    # still be drawn from the wide window's merged bins on a loaded machine)
+    page.click("#tl-reset")
     wait_for_refetch(page)
+    # the framework rows' own slices have landed and been drawn
+    page.wait_for_function("() => TE.timelineApi.visibleSlices().some(s => s.lane === 'framework')", timeout=30000)
     target = slice_point(page, "aten::mul") or slice_point(page, lane="framework")
     assert target, "no slice visible"
     page.mouse.click(target["x"], target["y"])
@@ -170,7 +177,10 @@ def test_upload_torch_trace_then_explore(page: Any, server: Any, traces: Any, sh
 
 
 def wait_for_refetch(page: Any) -> None:
-    page.wait_for_function("() => TE.timelineApi.covered()")
+    """The window is covered by fetched data and drawn: on a loaded machine a frame can lag the fetch, and
+    the visible-slice list is that of the last frame drawn."""
+    page.wait_for_function("() => TE.timelineApi.covered() && TE.timelineApi.idle()"
+                           " && TE.timelineApi.visibleSlices().length > 0", timeout=30000)
 
 
 def test_runs_rename_tag_delete(page: Any, server: Any, traces: Any, tmp_path: Path) -> None:
