@@ -15,6 +15,8 @@ from urllib.request import urlopen
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support import shift_drag
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 EXPORT = Path(__file__).resolve().parent.parent / "fixtures" / "neuron" / "device_export"
@@ -85,12 +87,7 @@ def test_open_device_profile_and_range_summary(page: Any, server: Any, device_ru
     vector = page.evaluate("(ids) => TE.timelineApi.rows().find(r => r.kind === 'track' && ids.includes(r.trackId)).top",
                            [t["track_id"] for t in tracks if t["label"] == "Vector"])
     y = box["y"] + vector + 8
-    page.keyboard.down("Shift")
-    page.mouse.move(box["x"] + 500, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + 900, y, steps=4)
-    page.mouse.up()
-    page.keyboard.up("Shift")
+    shift_drag(page, y, box["x"] + 500, box["x"] + 900)
     page.wait_for_selector("#tl-range-device h3")
     a, b = page.evaluate("() => TE.timelineApi.range()")
     want = api(server, f"/api/runs/{rid}/timeline/device-summary", start_ns=math.floor(a), end_ns=math.ceil(b))["summaries"]

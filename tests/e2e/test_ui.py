@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import shift_drag
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
@@ -247,12 +249,7 @@ def test_timeline_linked_chain_and_range(page: Any, server: Any, shot: Any) -> N
     assert re.match(r"memory: \d", page.inner_text("#tl-tip")), page.inner_text("#tl-tip")
 
     y = box["y"] + 200
-    page.keyboard.down("Shift")
-    page.mouse.move(box["x"] + 400, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + 900, y, steps=4)
-    page.mouse.up()
-    page.keyboard.up("Shift")
+    shift_drag(page, y, box["x"] + 400, box["x"] + 900)
     page.wait_for_selector("#tl-range-ops tbody tr")
     assert page.inner_text("#tl-range-dur").startswith("Range ")
     assert "aten::" in page.inner_text("#tl-range-ops")
