@@ -42,13 +42,18 @@ def write_trace(path: Path, n_events: int) -> None:
     write_kineto_trace(path, n_events)
 
 
+def ready_run(store: RunStore, name: str) -> str | None:
+    """The id of a ready run called `name` from an earlier benchmark, to reuse."""
+    found = [r for r in store.catalog.list(name=name, status="ready", limit=10)[0] if r.name == name]
+    return found[0].id if found else None
+
+
 def ensure_run(data_dir: Path, n_events: int) -> str:
     """A ready run of about n_events events in data_dir, ingested once and reused."""
     store = RunStore(data_dir)
     name = f"synthetic-{n_events}"
-    existing = [r for r in store.catalog.list(name=name, status="ready", limit=10)[0] if r.name == name]
-    if existing:
-        return existing[0].id
+    if (existing := ready_run(store, name)) is not None:
+        return existing
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / f"{name}.json"
         started = time.perf_counter()
@@ -67,9 +72,8 @@ def ensure_device_run(data_dir: Path, n_instructions: int) -> str:
 
     store = RunStore(data_dir)
     name = f"synthetic-device-{n_instructions}"
-    existing = [r for r in store.catalog.list(name=name, status="ready", limit=10)[0] if r.name == name]
-    if existing:
-        return existing[0].id
+    if (existing := ready_run(store, name)) is not None:
+        return existing
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "bench@latest"
         write_export(folder, n_instructions, n_instructions // 5)
