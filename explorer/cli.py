@@ -23,7 +23,7 @@ from explorer.model.lanes import Lane
 from explorer.store.catalog import RunRecord
 from explorer.store.runs import RunStore
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one error, one line: never wrapped at 80 columns
 # piped output (scripts, `| less`) gets a wide table rather than rich's 80-column default
 out = Console() if Console().is_terminal else Console(width=200)
 

@@ -67,9 +67,12 @@ def decode_events(data: bytes, filename: str) -> tuple[list[Event], dict[str, An
                                           doc.distributedInfo, doc.displayTimeUnit), 0
     except msgspec.ValidationError:
         pass  # some event has unexpected types: go event by event below
-    except msgspec.DecodeError as exc:
-        raise BadTrace(filename, f"not valid JSON ({exc})") from None
-    loose = _LOOSE.decode(body)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise _not_json(filename, exc) from None
+    try:
+        loose = _LOOSE.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        raise _not_json(filename, exc) from None
     if isinstance(loose, dict):
         raw_events = loose.get("traceEvents", [])
         meta = doc_meta(to_ns(loose.get("baseTimeNanoseconds")), None, None, None)
@@ -82,9 +85,17 @@ def decode_events(data: bytes, filename: str) -> tuple[list[Event], dict[str, An
     for raw in raw_events:
         try:
             events.append(msgspec.convert(_rawify_args(raw), Event, strict=False))
-        except (msgspec.ValidationError, TypeError):
+        except (msgspec.ValidationError, TypeError, RecursionError):
             bad += 1
     return events, meta, bad
+
+
+def _not_json(filename: str, exc: Exception) -> BadTrace:
+    """One clear line for a document msgspec cannot read (bad JSON, a number no integer type holds,
+    nesting past the decoder's depth limit)."""
+    if isinstance(exc, RecursionError):
+        return BadTrace(filename, "not readable JSON (values nested too deep)")
+    return BadTrace(filename, f"not valid JSON ({exc})")
 
 
 def _rawify_args(raw: Any) -> Any:

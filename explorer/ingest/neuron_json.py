@@ -171,7 +171,7 @@ def parse_neuron_nrt(data: bytes, filename: str, builder: TraceBuilder, instance
     records.sort(key=lambda r: as_ns(r.get("timestamp_ns")) or 0)
     unmatched_stop = 0
     for record in records:
-        key = (record.get("nc_idx"), record.get("tracking_id"))
+        key = (_hashable(record.get("nc_idx")), _hashable(record.get("tracking_id")))
         if record.get("phase") == "start":
             open_starts[key].append(record)
         elif record.get("phase") == "stop" and open_starts.get(key):
@@ -187,6 +187,11 @@ def parse_neuron_nrt(data: bytes, filename: str, builder: TraceBuilder, instance
     if sink.stored == 0:
         raise BadTrace(filename, "no runtime event has both a start and a stop record")
     return _finish(sink, bad, "neuron_nrt")
+
+
+def _hashable(value: object) -> object:
+    """A pairing key part: a list or object id (malformed, but seen) pairs by its JSON text."""
+    return value if isinstance(value, int | str | Decimal | None) else msgspec.json.encode(value)
 
 
 def _add_nrt_pair(sink: NeuronSink, start: dict[str, Any], stop: dict[str, Any]) -> None:
