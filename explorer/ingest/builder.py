@@ -33,7 +33,7 @@ from explorer.model.lanes import (
     Lane,
     rule_for,
 )
-from explorer.model.nesting import compute_nesting, count_same_track_ancestors
+from explorer.model.nesting import compute_nesting, count_same_lane_ancestors
 from explorer.model.op_stats import compute_op_stats
 from explorer.model.tables import (
     FLOWS,
@@ -286,7 +286,7 @@ class TraceBuilder:
             self.warn("overlap", "slices overlapping without nesting on one thread were put on a sub-row",
                       nest.displaced_rows)
         track_keys, raw_track = self.threads.layout(cols.thread, cols.lane, nest.sub_row)
-        depth = count_same_track_ancestors(nest.parent, raw_track)
+        depth = count_same_lane_ancestors(nest.parent, cols.lane)
         flows_from, flows_to, flows_kind = self._build_flows(cols, nest.parent)
         op_id = self._attribute_ops(cols, nest.parent, flows_from, flows_to, flows_kind)
 
