@@ -28,6 +28,12 @@ from explorer.model.artifacts import Artifact
 GZIP_MAGIC = b"\x1f\x8b"
 ZIP_MAGIC = b"PK\x03\x04"
 DEFAULT_MAX_BYTES = 8 * 2**30
+# A decompression bomb is refused as soon as it is evident, not after writing gigabytes: past
+# BOMB_CHECK_BYTES of output, more than MAX_RATIO output bytes per compressed byte read (real traces
+# compress 5-30x; a stream of whitespace or one repeated byte, 1000x), or output that is still
+# nothing but whitespace (no trace can be read from it), ends the decompression with a clear error.
+MAX_RATIO = 200
+BOMB_CHECK_BYTES = 64 * 2**20
 
 
 class Member:
@@ -156,16 +162,40 @@ def iter_blob(name: str, data: bytes, max_bytes: int, skipped: list[tuple[str, s
     skipped.extend(out.skipped)
 
 
+class _OutputGuard:
+    """Counts what a decompression wrote and refuses it once it is over the limit, a bomb by ratio,
+    or evidently empty (see MAX_RATIO)."""
+
+    def __init__(self, name: str, max_bytes: int) -> None:
+        self.name, self.max_bytes = name, max_bytes
+        self.compressed = 0
+        self.total = 0
+        self.blank = True
+
+    def wrote(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if self.total > self.max_bytes:
+            raise BadTrace(self.name, f"decompresses to more than {self.max_bytes} bytes (limit); refusing")
+        self.blank = self.blank and not chunk.strip()
+        if self.total > BOMB_CHECK_BYTES:
+            if self.blank:
+                raise BadTrace(self.name, f"the first {self.total} decompressed bytes are all whitespace; refusing")
+            if self.compressed and self.total > MAX_RATIO * self.compressed:
+                raise BadTrace(self.name, f"decompresses more than {MAX_RATIO}x ({self.total} bytes from "
+                                          f"{self.compressed}): refused as a decompression bomb")
+
+
 def gunzip_stream(src: BinaryIO, dst: BinaryIO, name: str, max_bytes: int) -> int:
-    """Decompress (possibly concatenated) gzip from src to dst, refusing more than max_bytes."""
+    """Decompress (possibly concatenated) gzip from src to dst, refusing more than max_bytes (and bombs)."""
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    total = 0
+    guard = _OutputGuard(name, max_bytes)
     trailing = False
     try:
         while not trailing:
             buf = src.read(1 << 20)
             if not buf:
                 break
+            guard.compressed += len(buf)
             while buf:
                 if d.eof:
                     if not buf.startswith(GZIP_MAGIC):
@@ -173,16 +203,14 @@ def gunzip_stream(src: BinaryIO, dst: BinaryIO, name: str, max_bytes: int) -> in
                         break
                     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 chunk = d.decompress(buf, 1 << 22)
-                total += len(chunk)
-                if total > max_bytes:
-                    raise BadTrace(name, f"decompresses to more than {max_bytes} bytes (limit); refusing")
+                guard.wrote(chunk)
                 dst.write(chunk)
                 buf = d.unused_data if d.eof else d.unconsumed_tail
     except zlib.error as exc:
         raise BadTrace(name, f"corrupt gzip data ({exc})") from None
     if not d.eof:
         raise BadTrace(name, "truncated gzip data: the compressed stream ends early")
-    return total
+    return guard.total
 
 
 def gunzip_bounded(data: bytes, name: str, max_bytes: int) -> bytes:
@@ -202,13 +230,13 @@ def _safe_member_name(archive: str, member: str) -> str:
     return f"{archive}/{p.as_posix()}"
 
 
-def _copy_bounded(src: IO[bytes], target: Path, name: str, max_bytes: int) -> None:
-    total = 0
+def _copy_bounded(src: IO[bytes], target: Path, name: str, max_bytes: int, compressed: int = 0) -> None:
+    """Copy an archive member out, with the guard of gunzip_stream (`compressed`: its stored size)."""
+    guard = _OutputGuard(name, max_bytes)
+    guard.compressed = compressed
     with target.open("wb") as dst:
         while chunk := src.read(1 << 20):
-            total += len(chunk)
-            if total > max_bytes:
-                raise BadTrace(name, f"decompresses to more than {max_bytes} bytes (limit); refusing")
+            guard.wrote(chunk)
             dst.write(chunk)
 
 
@@ -219,6 +247,7 @@ class _Entry:
     name: str
     kind: str  # file | dir | link
     open: Callable[[], IO[bytes] | None]
+    stored: int = 0  # compressed size in the archive (zip), 0 when not compressed on its own (tar)
 
 
 def _iter_zip(member: Member, max_bytes: int, out: Inputs) -> Iterator[Member]:
@@ -230,7 +259,7 @@ def _iter_zip(member: Member, max_bytes: int, out: Inputs) -> Iterator[Member]:
             raise BadTrace(member.name, f"corrupt zip archive ({exc})") from None
         with zf:
             entries = (_Entry(i.filename, "dir" if i.is_dir() else "link" if stat.S_ISLNK(i.external_attr >> 16)
-                              else "file", partial(zf.open, i)) for i in infos)
+                              else "file", partial(zf.open, i), i.compress_size) for i in infos)
             yield from _extract(entries, member, max_bytes, out)
 
 
@@ -266,7 +295,7 @@ def _extract(entries: Iterator[_Entry], archive: Member, max_bytes: int, out: In
             if f is None:
                 continue
             with f:
-                _copy_bounded(f, target, member_name, max_bytes)
+                _copy_bounded(f, target, member_name, max_bytes, entry.stored)
         except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError) as exc:
             raise BadTrace(member_name, f"corrupt archive member ({exc})") from None
         yield from unwrap(Member(member_name, path=target), max_bytes, out)
