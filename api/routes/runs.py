@@ -51,7 +51,7 @@ async def upload_run(request: Request, state: StateDep, response: Response) -> U
 @router.get("")
 def list_runs(state: StateDep, name: str | None = None, tag: str | None = None, status: str | None = None,
               limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-              offset: Annotated[int, Query(ge=0)] = 0) -> RunList:
+              offset: Annotated[int, Query(ge=0, le=2**53)] = 0) -> RunList:
     return compute_run_list(state.store, name=name, tag=tag, status=status, limit=limit, offset=offset)
 
 
