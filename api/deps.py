@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 
 from api.state import AppState
 from explorer.errors import RunNotReady, ShareNotFound
@@ -54,3 +54,9 @@ ShareRunDep = Annotated[RunRecord, Depends(get_share_run)]
 def origin_ns(run: RunRecord) -> int:
     """The run's time origin: every timeline-facing time is relative to it (docs/API.md "Times")."""
     return run.summary.start_ns
+
+
+# A time in ns relative to the run's origin: bounded well inside int64 so window arithmetic never overflows.
+TIME_BOUND_NS = 2**62
+RelNs = Annotated[int | None, Query(ge=-TIME_BOUND_NS, le=TIME_BOUND_NS,
+                                    description="ns relative to the run's origin")]

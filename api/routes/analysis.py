@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import RunDep, StateDep
+from api.deps import RelNs, RunDep, StateDep
 from api.responses import FastJSONResponse, fast_json
 from api.routes.runs import parse_csv
 from explorer.model.shapes import Breakdown, CompareResult, OpsResult
@@ -19,7 +19,7 @@ router = APIRouter(tags=["analysis"])
 @router.get("/api/runs/{run_id}/ops")
 def ops(run: RunDep, state: StateDep, sort: str | None = None,
         limit: Annotated[int | None, Query(ge=0, le=100000)] = None, by_shape: bool = False, q: str = "",
-        start_ns: int | None = None, end_ns: int | None = None, view: str = DEFAULT_OP_VIEW,
+        start_ns: RelNs = None, end_ns: RelNs = None, view: str = DEFAULT_OP_VIEW,
         by_module: bool = False) -> OpsResult:
     """The op table (like key_averages()) in one view: operators (default), python (with_stack frames)
     or all. Sorted by self device time, or self CPU without a device, unless `sort` says otherwise;

@@ -11,7 +11,7 @@ from typing import Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
-from api.deps import RunDep, StateDep
+from api.deps import RelNs, RunDep, StateDep
 from api.routes.pages import _render
 from api.routes.runs import parse_csv
 from api.state import AppState
@@ -56,8 +56,8 @@ def device_profiles(run: RunDep, state: StateDep) -> DeviceProfileList:
 
 
 @router.get("/api/runs/{run_id}/device/summary")
-def device_summary(run: RunDep, state: StateDep, profile: str | None = None, start_ns: int | None = None,
-                   end_ns: int | None = None, core: int | None = None) -> DeviceSummaryJson:
+def device_summary(run: RunDep, state: StateDep, profile: str | None = None, start_ns: RelNs = None,
+                   end_ns: RelNs = None, core: int | None = None) -> DeviceSummaryJson:
     """The Summary metrics (named as the export's Summary fields) of [start_ns, end_ns) (relative) on
     `core`, and the recommendations on them; the whole profile without a window (the export's own row)."""
     chosen = resolve_profile(state.store, run, profile)
@@ -67,8 +67,8 @@ def device_summary(run: RunDep, state: StateDep, profile: str | None = None, sta
 
 
 @router.get("/api/runs/{run_id}/device/{profile}")
-def device_view(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
-                end_ns: int | None = None) -> DeviceView:
+def device_view(run: RunDep, state: StateDep, profile: str, start_ns: RelNs = None,
+                end_ns: RelNs = None) -> DeviceView:
     """The device page's data: Summary, engines, opcodes, DMA, layers, throttling, errors, roofline,
     hierarchy, tensors and SBUF allocations; a window (relative ns) adds its Summary and roofline point."""
     view = state.device_view(run, resolve_profile(state.store, run, profile))
@@ -76,8 +76,8 @@ def device_view(run: RunDep, state: StateDep, profile: str, start_ns: int | None
 
 
 @router.get("/api/runs/{run_id}/device/{profile}/roofline")
-def device_roofline(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
-                    end_ns: int | None = None) -> RooflineJson:
+def device_roofline(run: RunDep, state: StateDep, profile: str, start_ns: RelNs = None,
+                    end_ns: RelNs = None) -> RooflineJson:
     """Roofs and points: the profile, the window (relative ns) when given, each framework op in it."""
     chosen = resolve_profile(state.store, run, profile)
     if start_ns is None and end_ns is None:
@@ -86,7 +86,7 @@ def device_roofline(run: RunDep, state: StateDep, profile: str, start_ns: int | 
 
 
 def _csv(run: RunRecord, state: AppState, profile: str, kind: Literal["instructions", "dma"],
-         start_ns: int | None, end_ns: int | None, tracks: str | None) -> CsvResponse:
+         start_ns: RelNs, end_ns: RelNs, tracks: str | None) -> CsvResponse:
     chosen = resolve_profile(state.store, run, profile)
     rows = select_csv_rows(state.store, run, chosen, kind, start_ns, end_ns, parse_csv(tracks, "tracks"))
     headers = {"Content-Disposition": f'attachment; filename="{run.id}-{chosen["profile_id"]}-{kind}.csv"'}
@@ -94,14 +94,14 @@ def _csv(run: RunRecord, state: AppState, profile: str, kind: Literal["instructi
 
 
 @router.get("/api/runs/{run_id}/device/{profile}/instructions.csv", response_class=CsvResponse)
-def instructions_csv(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
-                     end_ns: int | None = None, tracks: str | None = None) -> CsvResponse:
+def instructions_csv(run: RunDep, state: StateDep, profile: str, start_ns: RelNs = None,
+                     end_ns: RelNs = None, tracks: str | None = None) -> CsvResponse:
     """Instructions overlapping the range (relative ns), on `tracks` (timeline_track, comma-separated)."""
     return _csv(run, state, profile, "instructions", start_ns, end_ns, tracks)
 
 
 @router.get("/api/runs/{run_id}/device/{profile}/dma.csv", response_class=CsvResponse)
-def dma_csv(run: RunDep, state: StateDep, profile: str, start_ns: int | None = None, end_ns: int | None = None,
+def dma_csv(run: RunDep, state: StateDep, profile: str, start_ns: RelNs = None, end_ns: RelNs = None,
             tracks: str | None = None) -> CsvResponse:
     """DMA packets overlapping the range (relative ns), on `tracks` (queue names, comma-separated)."""
     return _csv(run, state, profile, "dma", start_ns, end_ns, tracks)
@@ -125,8 +125,8 @@ def device_compare(state: StateDep, a: str, b: str) -> DeviceCompare:
 
 
 @pages.get("/runs/{run_id}/device/{profile}", response_class=HTMLResponse)
-def device_page(request: Request, run: RunDep, state: StateDep, profile: str, start_ns: int | None = None,
-                end_ns: int | None = None) -> HTMLResponse:
+def device_page(request: Request, run: RunDep, state: StateDep, profile: str, start_ns: RelNs = None,
+                end_ns: RelNs = None) -> HTMLResponse:
     view = view_in_window(state.store, run, state.device_view(run, resolve_profile(state.store, run, profile)),
                           start_ns, end_ns)
     page = build_device_page(run, view, start_ns, end_ns)

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
 
-from api.deps import RunDep, StateDep, origin_ns
+from api.deps import TIME_BOUND_NS, RelNs, RunDep, StateDep, origin_ns
 from api.responses import FastJSONResponse, fast_json
 from api.routes.runs import parse_csv
 from explorer.analysis.chain import build_event_detail
@@ -32,7 +32,7 @@ def _window_error(field: str, msg: str) -> RequestValidationError:
 
 
 @router.get("/timeline", response_class=FastJSONResponse, response_model=TimelineWindow)
-def timeline(run: RunDep, state: StateDep, start_ns: int | None = None, end_ns: int | None = None,
+def timeline(run: RunDep, state: StateDep, start_ns: RelNs = None, end_ns: RelNs = None,
              width_px: Annotated[int, Query(ge=1, le=MAX_WIDTH_PX)] = 2000, tracks: str | None = None,
              lanes: str | None = None, profile: str | None = None,
              device_color: Literal["opcode", "layer"] = "opcode") -> FastJSONResponse:
@@ -87,7 +87,8 @@ def event(run: RunDep, state: StateDep, slice_id: int) -> FastJSONResponse:
 
 
 @router.get("/timeline/device-summary", response_class=FastJSONResponse, response_model=RangeDeviceSummaries)
-def range_device_summary(run: RunDep, state: StateDep, start_ns: int, end_ns: int) -> FastJSONResponse:
+def range_device_summary(run: RunDep, state: StateDep, start_ns: Annotated[int, Query(ge=-TIME_BOUND_NS, le=TIME_BOUND_NS)],
+                         end_ns: Annotated[int, Query(ge=-TIME_BOUND_NS, le=TIME_BOUND_NS)]) -> FastJSONResponse:
     """The device Summary of a timeline range (relative ns) for each device profile it overlaps."""
     if end_ns <= start_ns:
         raise _window_error("end_ns", f"end_ns ({end_ns}) must be greater than start_ns ({start_ns})")
