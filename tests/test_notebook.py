@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from explorer import Run, open_run
 from explorer.config import Settings
-from explorer.errors import BadRequest, RunNotFound
+from explorer.errors import BadRequest, BadTrace, RunNotFound
 
 GPU_TRACE = "HolisticTraceAnalysis/tests/data/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz"
 HOSTILE = "<script>alert(1)</script>"
@@ -90,6 +90,14 @@ def test_reopening_a_file_reuses_its_run(nb: Notebook) -> None:
     assert open_run("five", data_dir=nb.data_dir).id == nb.other.id  # by name
     with pytest.raises(RunNotFound):
         open_run("no-such-run", data_dir=nb.data_dir)
+
+
+def test_a_bad_file_is_a_clear_error_and_leaves_no_run(nb: Notebook, tmp_path: Path) -> None:
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"traceEvents": [')
+    with pytest.raises(BadTrace, match="broken.json"):
+        open_run(bad, data_dir=nb.data_dir)
+    assert len(api(nb, "/api/runs")["runs"]) == 2
 
 
 def test_tables_convert_to_pandas(nb: Notebook) -> None:
