@@ -1,5 +1,19 @@
 # Trace Explorer server image. Build:  docker compose build   (or: docker build -t trace-explorer .)
 # Add PyTorch (for `trace-explorer demo` inside the container):  --build-arg WITH_TORCH=1
+#
+# Two stages: the first builds the wheel (templates/ and static/ mapped into the package), the second
+# installs only that wheel, so the image runs exactly what `pip install trace-explorer-*.whl` gives a user.
+FROM python:3.11-slim AS wheel
+
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY explorer ./explorer
+COPY api ./api
+COPY templates ./templates
+COPY static ./static
+RUN pip wheel --no-deps -w /dist .
+
 FROM python:3.11-slim
 
 ARG WITH_TORCH=0
@@ -14,23 +28,21 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     EXPLORER_HOST=0.0.0.0 \
     EXPLORER_PORT=8000
 
-WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY explorer ./explorer
-COPY api ./api
-COPY templates ./templates
-COPY static ./static
+COPY --from=wheel /dist /dist
 
-# Editable install: templates/ and static/ are found next to the packages, in /app.
-RUN if [ "$WITH_TORCH" = "1" ]; then \
-        pip install --extra-index-url "$TORCH_INDEX_URL" -e '.[torch]'; \
+# The wheel, not a checkout: templates and static assets come from inside the installed package.
+RUN wheel="$(ls /dist/trace_explorer-*.whl)" \
+    && if [ "$WITH_TORCH" = "1" ]; then \
+        pip install --extra-index-url "$TORCH_INDEX_URL" "${wheel}[torch]"; \
     else \
-        pip install -e .; \
+        pip install "$wheel"; \
     fi \
+    && rm -rf /dist \
     && useradd --create-home --uid 10001 explorer \
     && mkdir -p /data && chown explorer:explorer /data
 
 USER explorer
+WORKDIR /home/explorer
 VOLUME ["/data"]
 EXPOSE 8000
 

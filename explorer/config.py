@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout (or site-packages, once installed)
+
+
+def asset_dir(name: str) -> Path:
+    """`templates` or `static`: inside the installed package, where the wheel build maps them
+    (explorer/_assets/, pyproject.toml), else at the top of the checkout (an editable install)."""
+    packaged = resources.files("explorer") / "_assets" / name
+    return Path(str(packaged)) if packaged.is_dir() else PROJECT_ROOT / name
 
 
 class Settings(BaseSettings):
@@ -30,5 +38,5 @@ class Settings(BaseSettings):
         16, description="Device profiles (Neuron) whose whole-profile page data stays in memory, all runs")
     op_table_cache: int = Field(
         8, description="Op tables computed on load (grouped by nn.Module, or of runs stored before op views)")
-    templates_dir: Path = Field(PROJECT_ROOT / "templates", description="Jinja templates")
-    static_dir: Path = Field(PROJECT_ROOT / "static", description="Static assets (JS, CSS, vendored plotly)")
+    templates_dir: Path = Field(asset_dir("templates"), description="Jinja templates")
+    static_dir: Path = Field(asset_dir("static"), description="Static assets (JS, CSS, vendored plotly)")

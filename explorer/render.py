@@ -16,7 +16,7 @@ import jinja2
 from markupsafe import Markup
 
 from explorer.charts import time_unit
-from explorer.config import PROJECT_ROOT
+from explorer.config import asset_dir
 from explorer.model.demo import demo_note
 from explorer.theme import THEME, theme_css
 
@@ -85,7 +85,7 @@ def fmt_time(epoch_s: float | None) -> str:
 def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
     """The Jinja environment: autoescape on, undefined variables are errors, the formatting filters."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir or PROJECT_ROOT / "templates")),
+        loader=jinja2.FileSystemLoader(str(templates_dir or asset_dir("templates"))),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

@@ -21,7 +21,7 @@ from markupsafe import Markup
 from explorer import __version__
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
-from explorer.config import PROJECT_ROOT
+from explorer.config import asset_dir
 from explorer.device_pages import DevicePage, build_device_pages
 from explorer.model.shapes import RunJson
 from explorer.pages import (
@@ -120,7 +120,7 @@ class InlineAssets:
 
 
 def inline_assets(static_dir: Path | None = None) -> InlineAssets:
-    static = static_dir or PROJECT_ROOT / "static"
+    static = static_dir or asset_dir("static")
     return InlineAssets([inline_asset(static, p) for p in APP_STYLES], [inline_asset(static, p) for p in APP_SCRIPTS],
                         inline_plotly())
 

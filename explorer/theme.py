@@ -12,9 +12,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from explorer.config import PROJECT_ROOT
+from explorer.config import asset_dir
 
-THEME_PATH = PROJECT_ROOT / "static" / "theme.json"
+THEME_PATH = asset_dir("static") / "theme.json"
 _COLOR = re.compile(r"^(#[0-9a-fA-F]{3,8}|rgba?\([0-9., ]+\))$")
 
 

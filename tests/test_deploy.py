@@ -107,14 +107,33 @@ def test_container_serves_on_all_interfaces_with_serve(service: dict[str, Any],
     assert _command(service["command"])[:2] == ["trace-explorer", "serve"]
 
 
-def test_dockerfile_base_and_optional_torch(dockerfile: list[tuple[str, str]]) -> None:
-    assert dockerfile[0] == ("FROM", "python:3.11-slim")
-    assert ("ARG", "WITH_TORCH=0") in dockerfile
-    run = " ".join(rest for word, rest in dockerfile if word == "RUN")
-    assert ".[torch]" in run and "pip install" in run
-    copied = {rest.split()[0] for word, rest in dockerfile if word == "COPY"}
-    for needed in ("explorer", "api", "templates", "static"):
-        assert needed in copied, f"the image needs {needed}/"
+def _stages(dockerfile: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The build stages, each starting with its FROM."""
+    stages: list[list[tuple[str, str]]] = []
+    for word, rest in dockerfile:
+        if word == "FROM":
+            stages.append([])
+        if stages:
+            stages[-1].append((word, rest))
+    return stages
+
+
+def test_dockerfile_builds_a_wheel_and_installs_it(dockerfile: list[tuple[str, str]]) -> None:
+    build, final = _stages(dockerfile)
+    base, _, name = build[0][1].partition(" AS ")
+    assert base == "python:3.11-slim" and name.strip(), build[0]
+    copied = {rest.split()[0] for word, rest in build if word == "COPY"}
+    for needed in ("pyproject.toml", "explorer", "api", "templates", "static"):
+        assert needed in copied, f"the wheel is built from {needed}"
+    build_run = " ".join(rest for word, rest in build if word == "RUN")
+    assert "pip wheel" in build_run and "-w /dist" in build_run
+    # the image itself: only the wheel comes in (no checkout, no editable install)
+    assert final[0] == ("FROM", "python:3.11-slim")
+    assert [rest for word, rest in final if word == "COPY"] == [f"--from={name.strip()} /dist /dist"]
+    run = " ".join(rest for word, rest in final if word == "RUN")
+    assert "pip install" in run and "/dist/trace_explorer-*.whl" in run
+    assert "-e " not in run and "pip install ." not in run
+    assert ("ARG", "WITH_TORCH=0") in final and '"${wheel}[torch]"' in run
 
 
 def test_dockerignore_keeps_data_and_env_out() -> None:

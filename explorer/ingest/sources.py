@@ -97,23 +97,29 @@ def collect_inputs(paths: list[Path], max_bytes: int = DEFAULT_MAX_BYTES, scratc
     scratch = Path(tempfile.mkdtemp(prefix="ingest-", dir=scratch_root))
     out = Inputs(scratch=scratch)
     try:
-        for path in paths:
-            if not path.exists():
-                raise BadTrace(str(path), "no such file or folder")
-            if path.is_dir():
-                for file in sorted(p for p in path.rglob("*")):
-                    rel = file.relative_to(path.parent).as_posix()
-                    if file.is_symlink():
-                        out.skipped.append((rel, "symbolic link (not followed)"))
-                        continue
-                    if file.is_file():
-                        _add_file(file, rel, out, max_bytes)
+        for file, name, is_link in iter_input_files(paths):
+            if is_link:
+                out.skipped.append((name, "symbolic link (not followed)"))
             else:
-                _add_file(path, path.name, out, max_bytes)
+                _add_file(file, name, out, max_bytes)
     except BaseException:
         out.cleanup()
         raise
     return out
+
+
+def iter_input_files(paths: list[Path]) -> Iterator[tuple[Path, str, bool]]:
+    """(file, display name, is a link) for every file the input paths name: folders walked in name order,
+    a symbolic link inside one reported (and never followed). The artifacts of a run are these files."""
+    for path in paths:
+        if not path.exists():
+            raise BadTrace(str(path), "no such file or folder")
+        if not path.is_dir():
+            yield path, path.name, False
+            continue
+        for file in sorted(path.rglob("*")):
+            if file.is_symlink() or file.is_file():
+                yield file, file.relative_to(path.parent).as_posix(), file.is_symlink()
 
 
 def _add_file(path: Path, name: str, out: Inputs, max_bytes: int) -> None:

@@ -1,0 +1,232 @@
+"""The Python API for notebooks: `open_run(path_or_id)` gives a `Run` whose tables are pyarrow Tables
+(`.to_pandas()`, `polars.from_arrow()`), computed by the very functions the HTTP API's routes call.
+
+Nothing here computes a number of its own: it picks the API's function, then turns its rows into a table.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import jinja2
+import numpy as np
+import pyarrow as pa
+
+from explorer.analysis.lod import TimelineIndex, build_timeline_index
+from explorer.analysis.lod_pyramid import gather, window_ranges
+from explorer.config import Settings
+from explorer.errors import BadRequest, RunNotFound
+from explorer.ingest.sources import iter_input_files, sha256_file
+from explorer.model.lanes import Lane
+from explorer.model.shapes import Breakdown, CompareResult, DiffRow
+from explorer.pages import (
+    build_ops_page,
+    compute_run_breakdown,
+    compute_run_compare,
+    compute_run_kernels,
+    compute_run_ops,
+    kernels_json,
+    run_json,
+)
+from explorer.render import make_environment
+from explorer.service import combined_sha256, ingest_paths
+from explorer.store.catalog import RunRecord
+from explorer.store.queries import DEFAULT_OP_VIEW
+from explorer.store.runs import RunStore
+from explorer.store.sql import run_sql
+
+SLICE_COLUMNS = ("slice_id", "track_id", "lane", "ts_ns", "dur_ns", "depth", "name", "cat", "parent_id",
+                 "correlation", "external_id")
+REPR_TOP_OPS = 10  # rows of the op table a notebook cell shows
+LANES = tuple(lane.value for lane in Lane)
+T = TypeVar("T")
+
+
+def open_run(path_or_id: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None,
+             name: str | None = None) -> Run:
+    """A run of the data folder (default: the CLI's, `./explorer-data` or $EXPLORER_DATA_DIR).
+
+    A path to a trace file, folder or archive is ingested, unless a run of the same content (the same
+    sha256 the server's upload deduplicates by) is already there, which is then reused; anything else is
+    a run id, or else the name of the newest ready run so named (RunNotFound when neither)."""
+    settings = Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
+    store = RunStore(settings.data_dir, settings.cache_runs, settings.op_table_cache)
+    path = Path(path_or_id)
+    if path.exists():
+        rec = store.catalog.find_by_sha(input_sha256([path])) or ingest_paths(store, [path], name)
+    else:
+        rec = _find_run(store, str(path_or_id))
+    store.require_ready(rec.id)
+    return Run(store, settings, store.get(rec.id))
+
+
+def input_sha256(paths: list[Path]) -> str:
+    """The content hash an ingest of `paths` records (explorer.service.run_ingest), without ingesting."""
+    return combined_sha256([sha256_file(f) for f, _, is_link in iter_input_files(paths) if not is_link])
+
+
+def _find_run(store: RunStore, key: str) -> RunRecord:
+    try:
+        return store.get(key)
+    except RunNotFound:
+        named = [r for r in store.catalog.list(name=key, status="ready", limit=1000)[0] if r.name == key]
+        if not named:
+            raise RunNotFound(key) from None
+        return named[0]  # newest first
+
+
+@dataclass
+class Run:
+    """One ready run. Times are integer ns; window arguments and `ts_ns` in `.slices()` are relative to
+    the run's origin (`origin_ns`), as in the HTTP API."""
+
+    store: RunStore
+    settings: Settings
+    record: RunRecord
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def origin_ns(self) -> int:
+        return self.record.summary.start_ns
+
+    @property
+    def span_ns(self) -> int:
+        return self.record.summary.span_ns
+
+    def info(self) -> dict[str, Any]:
+        """The run as GET /api/runs/{id} returns it."""
+        return dict(run_json(self.record))
+
+    def ops(self, view: str = DEFAULT_OP_VIEW, by_shape: bool = False, by_module: bool = False,
+            sort: str | None = None, q: str = "", limit: int | None = None, start_ns: int | None = None,
+            end_ns: int | None = None) -> pa.Table:
+        """The op table (like key_averages()): the rows of GET /api/runs/{id}/ops with the same arguments."""
+        data = compute_run_ops(self.store, self.record, sort, q, by_shape, limit, view, by_module, start_ns, end_ns)
+        return rows_table(data["rows"])
+
+    def kernels(self, sort: str = "-total_ns", q: str = "", category: str = "",
+                limit: int | None = None) -> pa.Table:
+        """Device executions by name: the rows of GET /api/runs/{id}/kernels."""
+        table = self._cached("kernels", lambda: compute_run_kernels(self.store, self.id))
+        return rows_table(kernels_json(table, sort, q, category, limit)["rows"])
+
+    def breakdown(self, by: str = "lane") -> pa.Table:
+        """Busy/idle time per lane (`by="lane"`) or per device (`by="device"`), as in GET .../breakdown."""
+        if by not in ("lane", "device"):
+            raise BadRequest(f"breakdown by {by!r}: choose 'lane' or 'device'")
+        data = self._breakdown()
+        return rows_table(data["lanes"] if by == "lane" else data["devices"])
+
+    def gaps(self) -> pa.Table:
+        """The largest gaps between device executions (relative ns) with their cause, as in GET
+        .../breakdown (`gaps.largest`); the slices before and after flattened to `before.slice_id`, ...."""
+        return rows_table(self._breakdown()["gaps"]["largest"]).flatten()
+
+    def slices(self, start_ns: int | None = None, end_ns: int | None = None,
+               lane: str | Lane | None = None) -> pa.Table:
+        """Every slice overlapping [start_ns, end_ns] (relative, the whole run by default), on one lane or all:
+        the slices the timeline window (GET .../timeline) draws or merges there, each one row, by time."""
+        start = 0 if start_ns is None else start_ns
+        end = max(self.span_ns, 1) if end_ns is None else end_ns
+        if end <= start:
+            raise BadRequest(f"end_ns ({end}) must be greater than start_ns ({start})")
+        if lane is not None and str(lane) not in LANES:
+            raise BadRequest(f"no lane {str(lane)!r}; lanes: {', '.join(LANES)}")
+        ix = self._index()
+        tracks = [t for t, kind in ix.track_kind.items() if kind == "slice"
+                  and (lane is None or ix.track_lane[t] == str(lane))]
+        groups = np.flatnonzero(np.isin(ix.group_track, np.asarray(tracks, np.int32)))
+        pos, _ = gather(*window_ranges(ix.ts, ix.end_max, ix.group_lo, ix.group_hi, groups, start, end))
+        pos = pos[ix.ts[pos] + ix.dur[pos] >= start]  # the running maximum let earlier ones in
+        pos = pos[np.lexsort((ix.slice_id[pos], ix.ts[pos]))]
+        table = self.store.table(self.id, "slices").take(pa.array(ix.slice_id[pos]))
+        ts = pa.array(ix.ts[pos], pa.int64())
+        return table.set_column(table.schema.get_field_index("ts_ns"), "ts_ns", ts).select(list(SLICE_COLUMNS))
+
+    def sql(self, query: str) -> pa.Table:
+        """One read-only SELECT over the run's tables, as POST /api/runs/{id}/sql runs it (same limits)."""
+        s = self.settings
+        result = run_sql(self.store, self.id, query, s.sql_timeout_s, s.sql_max_rows)
+        if result.truncated:
+            warnings.warn(f"SQL result cut at {s.sql_max_rows} rows (Settings.sql_max_rows)", stacklevel=2)
+        values = list(zip(*result.rows, strict=True)) if result.rows else [()] * len(result.columns)
+        return pa.Table.from_arrays([pa.array(list(v)) for v in values], names=result.columns)
+
+    def compare(self, *others: Run | str, baseline: str | None = None, kernels: bool = False) -> pa.Table:
+        """This run against others (runs or ids), op by op (or kernel by kernel) as GET /api/compare: one row
+        per name and run, the baseline's first; `delta_*` and `pct_change` against the baseline."""
+        ids = [self.id, *(o.id if isinstance(o, Run) else o for o in others)]
+        data = compute_run_compare(self.store, ids, baseline)
+        return compare_table(data, kernels)
+
+    def _breakdown(self) -> Breakdown:
+        return self._cached("breakdown", lambda: compute_run_breakdown(self.store, self.id))
+
+    def _index(self) -> TimelineIndex:
+        def build() -> TimelineIndex:
+            t = self.store.table
+            return build_timeline_index(t(self.id, "slices"), t(self.id, "tracks"), t(self.id, "counters"),
+                                        t(self.id, "flows"), self.origin_ns, t(self.id, "instants"))
+
+        return self._cached("timeline", build)
+
+    def _cached(self, key: str, build: Callable[[], T]) -> T:
+        """Computed once per Run object, as the server's RunMemo keeps them once per run."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        value: T = self._memo[key]
+        return value
+
+    def __repr__(self) -> str:
+        return f"Run(id={self.id!r}, name={self.name!r}, span_ns={self.span_ns})"
+
+    def _repr_html_(self) -> str:
+        """The summary and the top of the op table, as a Jupyter cell shows it (names escaped)."""
+        ops = build_ops_page(self.store, self.id, limit=REPR_TOP_OPS)
+        return _environment().get_template("_notebook_run.html").render(run=run_json(self.record), ops=ops,
+                                                                        client_sort=True)
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return make_environment()
+
+
+def rows_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """API rows as a table: a column for every key any row has (in order of first use), null where a row
+    lacks it (pyarrow's from_pylist would keep only the first row's keys)."""
+    listed = list(rows)
+    columns = dict.fromkeys(k for r in listed for k in r)
+    return pa.table({k: pa.array([r.get(k) for r in listed]) for k in columns})
+
+
+def compare_table(data: CompareResult, kernels: bool = False) -> pa.Table:
+    """GET /api/compare's rows in long form: per name, one row for each run that has it or lost it."""
+    runs = [r["id"] for r in data["runs"]]
+    diff: list[DiffRow] = data["kernels"]["rows"] if kernels else data["rows"]
+    out = []
+    for row in diff:
+        for i, run_id in enumerate(runs):
+            values = row["per_run"][i]
+            entry: dict[str, Any] = {"name": row["name"], "status": row["status"], "run": run_id,
+                                     "baseline": i == 0, **(values or {})}
+            if i:
+                vs = row["vs_baseline"][i - 1]
+                entry |= {"run_status": vs["status"], "pct_change": vs["pct_change"],
+                          **{f"delta_{k}": v for k, v in vs.items() if k not in ("run", "status", "pct_change")}}
+            out.append(entry)
+    return rows_table(out)

@@ -1,0 +1,178 @@
+"""The package as a user installs it: the wheel built from this checkout, installed into a fresh virtualenv
+outside the checkout, serves every page and asset and writes a self-contained report; the sdist carries the
+templates and static assets too.
+
+The virtualenv reuses this environment's installed dependencies (a .pth line, no network); the project itself
+comes from the wheel only (asserted), and every command runs from a folder outside the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import import_module
+from pathlib import Path
+
+import fastapi
+import httpx
+import pytest
+
+from explorer import __version__
+from tests.support import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "tests" / "api" / "fixtures" / "tiny_kineto.json"  # a GPU trace: ops, kernels, gaps
+FRAMES = ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"  # a host trace, the compare's other run
+DEVICE_EXPORT = ROOT / "tests" / "fixtures" / "neuron" / "device_export"  # Neuron device profiles: device pages
+ASSET_REF = re.compile(r'(?:src|href)="(/static/[^"]+)"')
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Installed:
+    venv: Path
+    work: Path  # the cwd of every command: outside the checkout
+    wheel: Path
+
+    def env(self) -> dict[str, str]:
+        """This environment minus anything pointing Python at the checkout."""
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+        return {**env, "PYTHONUNBUFFERED": "1", "PATH": f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+
+    def run(self, *args: str) -> str:
+        done = subprocess.run([str(self.venv / "bin" / "trace-explorer"), *args], cwd=self.work, env=self.env(),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def python(self, code: str) -> str:
+        done = subprocess.run([str(self.venv / "bin" / "python"), "-c", code], cwd=self.work, env=self.env(),
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    tmp = tmp_path_factory.mktemp("package")
+    dist, venv, work = tmp / "dist", tmp / "venv", tmp / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist),
+                    str(ROOT)], check=True, cwd=work, capture_output=True, timeout=120)
+    (wheel,) = dist.glob("trace_explorer-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    # the dependencies as installed here; a plain path line, so that folder's own .pth files (an editable
+    # install of this checkout among them) are not processed and the project can only come from the wheel
+    (site / "_deps.pth").write_text(str(Path(fastapi.__file__).resolve().parent.parent) + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", str(wheel)], check=True, cwd=work, capture_output=True, timeout=120)
+    return Installed(venv, work, wheel)
+
+
+def test_project_comes_from_the_wheel(installed: Installed) -> None:
+    where = installed.python("import api, explorer; print(explorer.__file__); print(api.__file__)").splitlines()
+    for path in where:
+        assert Path(path).is_relative_to(installed.venv), where
+        assert not Path(path).is_relative_to(ROOT), where
+    assets = installed.python("from explorer.config import asset_dir; print(asset_dir('templates'));"
+                              "print(asset_dir('static'))").splitlines()
+    assert [Path(a).relative_to(installed.venv).parts[-3:] for a in assets] == [
+        ("explorer", "_assets", "templates"), ("explorer", "_assets", "static")]
+    assert installed.run("--version").strip().endswith(__version__)
+
+
+@pytest.fixture(scope="module")
+def served(installed: Installed) -> Iterator[tuple[str, dict[str, str]]]:
+    data = installed.work / "data"
+    runs = {name: installed.run("ingest", str(path), "--name", name, "--data-dir", str(data)).strip()
+            for name, path in (("gpu", TINY), ("host", FRAMES), ("neuron", DEVICE_EXPORT))}
+    port = free_port()
+    proc = subprocess.Popen([str(installed.venv / "bin" / "trace-explorer"), "serve", "--port", str(port),
+                             "--data-dir", str(data)], cwd=installed.work, env=installed.env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/-/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the installed server did not start"
+                time.sleep(0.1)
+        yield base, runs
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _pages(base: str, runs: dict[str, str]) -> list[str]:
+    gpu, host, neuron = runs["gpu"], runs["host"], runs["neuron"]
+    profiles = httpx.get(f"{base}/api/runs/{neuron}/device/profiles").json()["profiles"]
+    assert len(profiles) >= 2, profiles
+    a, b = (p["profile_id"] for p in profiles[:2])
+    pages = ["/", f"/compare?runs={gpu},{host}", f"/runs/{neuron}/device/{a}",
+             f"/device/compare?a={neuron}:{a}&b={neuron}:{b}"]
+    for run in (gpu, host):
+        pages += [f"/runs/{run}", f"/runs/{run}/ops", f"/runs/{run}/kernels", f"/runs/{run}/timeline"]
+    return pages
+
+
+def test_installed_server_serves_every_page_and_asset(served: tuple[str, dict[str, str]]) -> None:
+    base, runs = served
+    assert httpx.get(f"{base}/-/version").json()["version"] == __version__
+    assets: set[str] = set()
+    for page in _pages(base, runs):
+        r = httpx.get(base + page)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html"), (page, r.text[:300])
+        assets |= set(ASSET_REF.findall(r.text))
+    assert any(a.endswith(".css") for a in assets) and any(a.endswith(".js") for a in assets), assets
+    assert any("plotly" in a for a in assets), assets
+    for asset in sorted(assets):
+        r = httpx.get(base + asset)
+        assert r.status_code == 200 and len(r.content) > 100, asset
+    breakdown = httpx.get(f"{base}/api/runs/{runs['gpu']}/breakdown")
+    assert breakdown.status_code == 200 and breakdown.json()["lanes"]
+    download = httpx.get(f"{base}/runs/{runs['gpu']}/report", params={"download": 1})
+    assert download.status_code == 200 and "attachment" in download.headers.get("content-disposition", "")
+    assert "<script src=" not in download.text
+
+
+def test_installed_report_inlines_its_assets(installed: Installed, served: tuple[str, dict[str, str]]) -> None:
+    _, runs = served
+    out = installed.work / "report.html"
+    installed.run("report", runs["gpu"], "-o", str(out), "--data-dir", str(installed.work / "data"))
+    html = out.read_text(encoding="utf-8")
+    assert "<script src=" not in html and 'rel="stylesheet"' not in html  # nothing to fetch
+    css = (ROOT / "static" / "css" / "app.css").read_text(encoding="utf-8")
+    js = (ROOT / "static" / "js" / "common.js").read_text(encoding="utf-8")
+    for text in (css, js):
+        line = max(text.splitlines(), key=len)  # a line of the checkout's asset, inside the report
+        assert line in html
+    assert "plotly.js v" in html or "Plotly" in html
+
+
+def test_sdist_carries_templates_and_static(tmp_path: Path) -> None:
+    """Built by the backend pyproject.toml names (PEP 517 hook), as pip would build it."""
+    backend = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["build-backend"]
+    cwd = Path.cwd()
+    os.chdir(ROOT)
+    try:
+        name = import_module(backend).build_sdist(str(tmp_path))
+    finally:
+        os.chdir(cwd)
+    with tarfile.open(tmp_path / name) as sdist:
+        members = {m.split("/", 1)[1] for m in sdist.getnames() if "/" in m}
+    wanted = {p.relative_to(ROOT).as_posix() for folder in ("templates", "static") for p in (ROOT / folder).rglob("*")
+              if p.is_file()}
+    assert wanted and wanted <= members, sorted(wanted - members)
+    assert {"pyproject.toml", "README.md", "explorer/__init__.py", "api/cli.py"} <= members
