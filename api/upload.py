@@ -13,12 +13,15 @@ import logging
 import re
 import secrets
 import shutil
+import unicodedata
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import unquote
 
+from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
@@ -29,14 +32,19 @@ from explorer.store.runs import RunStore
 log = logging.getLogger(__name__)
 
 MAX_FIELD_BYTES = 64 * 1024
+MAX_FIELDS = 64  # text fields in one upload (name, tags, ...: a handful are used)
+MAX_HEADER_BYTES = 16 * 1024  # one part's headers together
+MAX_BOUNDARY = 70  # RFC 2046 §5.1.1
 MAX_FILES = 1000
+_EXTENDED_FILENAME = re.compile(r"filename\*\s*=\s*([A-Za-z0-9_-]+)'[^']*'([^;\s]+)")
 FILE_FIELDS = ("files", "file")
 
 
 def safe_filename(name: str) -> str:
-    """The base name of a client-supplied path, reduced to [A-Za-z0-9._-], never '', '.' or '..'."""
-    base = re.split(r"[\\/]", name)[-1]
-    keep = re.sub(r"[^A-Za-z0-9._-]", "_", base).lstrip(".")
+    """The base name of a client-supplied path, reduced to letters and digits of any script and `._-`
+    (NFC-normalised, so one name is one file name), never '', '.' or '..'."""
+    base = unicodedata.normalize("NFC", re.split(r"[\\/]", name)[-1])
+    keep = "".join(c if c.isalnum() or c in "._-" else "_" for c in base).lstrip(".")
     return keep[:120] or "upload"
 
 
@@ -111,6 +119,8 @@ class _Sink:
         self._hash: Any = None
         self._text: bytearray | None = None
         self._name = ""
+        self._header_bytes = 0
+        self._fields = 0
 
     def callbacks(self) -> dict[str, Any]:
         return {"on_part_begin": self.part_begin, "on_part_data": self.part_data, "on_part_end": self.part_end,
@@ -118,25 +128,37 @@ class _Sink:
                 "on_header_end": self.header_end, "on_headers_finished": self.headers_finished}
 
     def part_begin(self) -> None:
-        self._headers, self._field, self._value = {}, b"", b""
+        self._headers, self._field, self._value, self._header_bytes = {}, b"", b"", 0
 
     def header_field(self, data: bytes, start: int, end: int) -> None:
-        self._field += data[start:end]
+        self._field += self._header_part(data, start, end)
 
     def header_value(self, data: bytes, start: int, end: int) -> None:
-        self._value += data[start:end]
+        self._value += self._header_part(data, start, end)
+
+    def _header_part(self, data: bytes, start: int, end: int) -> bytes:
+        self._header_bytes += end - start
+        self._count(end - start)
+        if self._header_bytes > MAX_HEADER_BYTES:
+            raise BadRequest(f"a multipart part's headers are longer than {MAX_HEADER_BYTES} bytes")
+        return data[start:end]
 
     def header_end(self) -> None:
-        self._headers[self._field.decode("latin-1").lower()] = self._value.decode("utf-8", "replace")
+        # latin-1 keeps the bytes as they came: a UTF-8 file name (RFC 7578 §4.2) is decoded below
+        self._headers[self._field.decode("latin-1").lower()] = self._value.decode("latin-1")
         self._field, self._value = b"", b""
 
     def headers_finished(self) -> None:
-        _, options = parse_options_header(self._headers.get("content-disposition", ""))
+        disposition = self._headers.get("content-disposition", "")
+        _, options = parse_options_header(disposition)
         self._name = options.get(b"name", b"").decode("utf-8", "replace")
-        filename = options.get(b"filename")
+        filename = client_filename(disposition, options.get(b"filename"))
         if filename is not None and self._name in FILE_FIELDS:
-            self._open_file(filename.decode("utf-8", "replace"))
+            self._open_file(filename)
         else:
+            self._fields += 1
+            if self._fields > MAX_FIELDS:
+                raise BadRequest(f"too many form fields in one upload (limit {MAX_FIELDS})")
             self._text = bytearray()
 
     def _open_file(self, client_name: str) -> None:
@@ -157,17 +179,20 @@ class _Sink:
 
     def part_data(self, data: bytes, start: int, end: int) -> None:
         chunk = data[start:end]
+        self._count(len(chunk))  # files, fields and headers all count towards the upload limit
         if self._file is not None:
-            self.upload.total_bytes += len(chunk)
-            if self.upload.total_bytes > self.max_bytes:
-                raise TooLarge(f"upload is larger than the limit of {self.max_bytes} bytes",
-                               {"limit_bytes": self.max_bytes})
             self._file.write(chunk)
             self._hash.update(chunk)
         elif self._text is not None:
             self._text += chunk
             if len(self._text) > MAX_FIELD_BYTES:
                 raise BadRequest(f"form field {self._name!r} is too long")
+
+    def _count(self, n: int) -> None:
+        self.upload.total_bytes += n
+        if self.upload.total_bytes > self.max_bytes:
+            raise TooLarge(f"upload is larger than the limit of {self.max_bytes} bytes",
+                           {"limit_bytes": self.max_bytes})
 
     def part_end(self) -> None:
         if self._file is not None:
@@ -183,12 +208,25 @@ class _Sink:
             self._file.close()
 
 
+def client_filename(disposition: str, plain: bytes | None) -> str | None:
+    """The part's file name: RFC 5987 `filename*=UTF-8''...` when a client sends it, else the plain
+    `filename` (UTF-8 bytes as RFC 7578 says; undecodable bytes replaced, never an error)."""
+    extended = _EXTENDED_FILENAME.search(disposition)
+    if extended:
+        charset = extended.group(1).lower()
+        return unquote(extended.group(2), encoding=charset if charset in ("utf-8", "iso-8859-1") else "utf-8",
+                       errors="replace")
+    return None if plain is None else plain.decode("utf-8", "replace")
+
+
 async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upload:
     """Stream a multipart/form-data body into a new folder under `tmp_dir`; raises TooLarge/BadRequest."""
     ctype, options = parse_options_header(request.headers.get("content-type", ""))
     boundary = options.get(b"boundary")
     if ctype != b"multipart/form-data" or not boundary:
         raise BadRequest("expected a multipart/form-data body with one or more `files` parts")
+    if len(boundary) > MAX_BOUNDARY:
+        raise BadRequest(f"the multipart boundary is longer than {MAX_BOUNDARY} characters (RFC 2046)")
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > max_bytes + MAX_FIELD_BYTES * 4:
         raise TooLarge(f"upload is larger than the limit of {max_bytes} bytes", {"limit_bytes": max_bytes})
@@ -200,6 +238,10 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
         async for chunk in request.stream():
             parser.write(chunk)
         parser.finalize()
+    except MultipartParseError as exc:
+        sink.close()
+        upload.discard()
+        raise BadRequest(f"malformed multipart body ({exc})") from None
     except BaseException:
         sink.close()
         upload.discard()

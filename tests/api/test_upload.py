@@ -75,6 +75,7 @@ def test_hostile_file_names_stay_inside(client: TestClient, settings: Settings) 
 @pytest.mark.parametrize("given, safe", [
     ("../../etc/passwd", "passwd"), ("..\\..\\x.json", "x.json"), ("..", "upload"), ("", "upload"),
     (".hidden", "hidden"), ("a b<script>.json", "a_b_script_.json"), ("/abs/path.json.gz", "path.json.gz"),
+    ("训练 步骤.json", "训练_步骤.json"), ("e\u0301.json", "\u00e9.json"), ("tab\there\u200b.json", "tab_here_.json"),
 ])
 def test_safe_filename(given: str, safe: str) -> None:
     assert safe_filename(given) == safe
