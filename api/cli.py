@@ -39,15 +39,18 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data folder")
 @click.option("--root-path", default=None, help="Path prefix when served behind a reverse proxy")
 @click.option("--token", default=None, help="Access token (or $EXPLORER_TOKEN); required off loopback")
+@click.option("--allowed-hosts", multiple=True, help="A host name the server answers to besides loopback (repeatable)")
+@click.option("--forwarded-allow-ips", default=None, help="Proxies trusted for X-Forwarded-* (default 127.0.0.1)")
 def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: str | None,
-          token: str | None) -> None:
+          token: str | None, allowed_hosts: tuple[str, ...], forwarded_allow_ips: str | None) -> None:
     """Serve pages, API and static files on one port."""
     import uvicorn
 
     from api.app import create_app
     from explorer.config import Settings
 
-    given = {"host": host, "port": port, "data_dir": data_dir, "root_path": root_path, "token": token}
+    given = {"host": host, "port": port, "data_dir": data_dir, "root_path": root_path, "token": token,
+             "allowed_hosts": list(allowed_hosts) or None, "forwarded_allow_ips": forwarded_allow_ips}
     settings = Settings().model_copy(update={k: v for k, v in given.items() if v is not None})
     if not is_loopback(settings.host) and not settings.token:
         raise click.UsageError(f"refusing to bind {settings.host} (not loopback) without a token: "
@@ -59,7 +62,8 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: 
         click.echo(f"Token required: open {tunnel_hint(settings.port, settings.root_path)[0].split()[-1]}"
                    "?token=<token> once in the browser")
     # the path prefix is the server's to apply (FastAPI's own root_path parameter is deprecated)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", root_path=settings.root_path)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", root_path=settings.root_path,
+                proxy_headers=True, forwarded_allow_ips=settings.forwarded_allow_ips)
 
 
 main.add_command(serve)

@@ -53,13 +53,14 @@ class AccessMiddleware:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         set_cookies: list[str] = []
         landing = SHARE_LANDING.match(path)
+        secure = scope.get("scheme") == "https"  # behind a TLS proxy too, once it is trusted (--forwarded-allow-ips)
         if landing and self._share_run(landing.group(1)):
-            set_cookies.append(_cookie(SHARE_COOKIE, landing.group(1)))
+            set_cookies.append(_cookie(SHARE_COOKIE, landing.group(1), secure))
         if self.token and not path.startswith(OPEN_PREFIXES) and not landing:
             given = _bearer(headers) or cookies.get(TOKEN_COOKIE) or (query.get("token") or [""])[0]
             if given and secrets.compare_digest(given, self.token):
                 if query.get("token") and cookies.get(TOKEN_COOKIE) != given:
-                    set_cookies.append(_cookie(TOKEN_COOKIE, given))
+                    set_cookies.append(_cookie(TOKEN_COOKIE, given, secure))
             elif not self._share_allows(scope["method"], path, headers.get(SHARE_HEADER) or cookies.get(SHARE_COOKIE)):
                 response = explorer_error_response(Unauthorized(
                     "this server requires a token: send `Authorization: Bearer <token>`, or open the link with "
@@ -114,5 +115,5 @@ def _cookies(header: str) -> dict[str, str]:
     return {k: m.value for k, m in jar.items()}
 
 
-def _cookie(name: str, value: str) -> str:
-    return f"{name}={value}; Path=/; HttpOnly; SameSite=Lax"
+def _cookie(name: str, value: str, secure: bool) -> str:
+    return f"{name}={value}; Path=/; HttpOnly; SameSite=Lax" + ("; Secure" if secure else "")

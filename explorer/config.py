@@ -26,6 +26,10 @@ class Settings(BaseSettings):
     port: int = Field(8000, description="Port serving pages, API and static files")
     root_path: str = Field("", description="Path prefix when served behind a reverse proxy")
     token: str | None = Field(None, description="Access token; required when binding a non-loopback address")
+    allowed_hosts: list[str] = Field(
+        [], description="Host names the server answers to besides loopback and the bound address ('*': any)")
+    forwarded_allow_ips: str = Field(
+        "127.0.0.1", description="Proxies trusted for X-Forwarded-Proto/For (HTTPS is then seen, cookies Secure)")
     max_upload_bytes: int = Field(4 * 2**30, description="Largest accepted upload, all files together")
     max_uncompressed_bytes: int = Field(8 * 2**30, description="Largest decompressed size of one input file")
     ingest_workers: int = Field(1, description="Concurrent background ingests")

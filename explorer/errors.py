@@ -67,6 +67,10 @@ class QueryRejected(ExplorerError, code="query_rejected"):
     """A SQL query was refused (writes, file/network access) or failed."""
 
 
+class Forbidden(ExplorerError, code="forbidden"):
+    """The request is understood but not allowed from where it came (another origin)."""
+
+
 class Unauthorized(ExplorerError, code="unauthorized"):
     """The server requires a token and the request carries none that matches."""
 

@@ -82,6 +82,16 @@ def fmt_time(epoch_s: float | None) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+# The pages' Content-Security-Policy (sent as a header by api/guard.py, and as a meta tag): everything
+# from this server, nothing inline but styles; the self-contained report's: everything inline, no fetch.
+PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+            "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'")
+REPORT_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; "
+              "font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
+# Who may frame a page: this server, and VS Code's Simple Browser (a webview) — no other site.
+FRAME_ANCESTORS = "'self' vscode-webview: vscode-file:"
+
+
 def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
     """The Jinja environment: autoescape on, undefined variables are errors, the formatting filters."""
     env = jinja2.Environment(
@@ -93,6 +103,7 @@ def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
     )
     env.filters.update(ns=fmt_ns, us=fmt_us, dur=fmt_dur, thousands=fmt_int, pct=fmt_pct, when=fmt_time, script_json=json_for_script)
     env.globals["demo_note"] = demo_note  # the "what you are looking at" note of the demo's compare page
+    env.globals.update(page_csp=PAGE_CSP, report_csp=REPORT_CSP)
     env.globals.update(theme=THEME, theme_css=theme_css)  # the one colour table, for CSS and the scripts
     return env
 

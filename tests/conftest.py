@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from explorer.store.runs import RunStore
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# Starlette's TestClient names the server `testserver`: a Host the guard (api/guard.py) refuses unless told
+os.environ.setdefault("EXPLORER_ALLOWED_HOSTS", '["testserver"]')
 
 
 @pytest.fixture

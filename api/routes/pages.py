@@ -26,7 +26,7 @@ from explorer.pages import (
     build_timeline_page,
     run_json,
 )
-from explorer.render import APP_SCRIPTS, make_environment
+from explorer.render import APP_SCRIPTS, REPORT_CSP, make_environment
 from explorer.report import build_report, render_report
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
@@ -115,13 +115,16 @@ def compare_page(request: Request, state: StateDep, runs: str = "", baseline: st
     return _render(request, state, "compare.html", build_compare_page(state.store, ids, baseline), plotly=True)
 
 
+REPORT_HEADERS = {"Content-Security-Policy": REPORT_CSP}  # its scripts are inline: not the pages' policy
+
+
 @router.get("/runs/{run_id}/report", response_class=HTMLResponse)
 def report_page(run: RunDep, state: StateDep, download: bool = False) -> Response:
     """The self-contained report (the same file `trace-explorer report` writes)."""
     if download:  # a file to keep: no links back to this server
-        headers = {"Content-Disposition": f'attachment; filename="report-{run.id}.html"'}
+        headers = {"Content-Disposition": f'attachment; filename="report-{run.id}.html"', **REPORT_HEADERS}
         return HTMLResponse(_report_html(state, run, readonly=False), headers=headers)
-    return HTMLResponse(_report_html(state, run, readonly=False, twin=f"/api/runs/{run.id}"))
+    return HTMLResponse(_report_html(state, run, readonly=False, twin=f"/api/runs/{run.id}"), headers=REPORT_HEADERS)
 
 
 @router.get("/s/{token}", response_class=HTMLResponse)
