@@ -204,8 +204,31 @@ class SliceRef(TypedDict):
 
 
 @with_config(STRICT)
+class HostActivity(TypedDict):
+    """What one host thread did during a gap: a slice name, united over its slices clipped to the gap."""
+
+    name: str
+    lane: str
+    thread: str
+    covered_ns: int
+
+
+@with_config(STRICT)
+class TimeWindow(TypedDict):
+    """The timeline window a link opens (relative ns): `start`/`end` with a margin, `hl_*` highlighted;
+    `query` is the timeline page's query string for it."""
+
+    start: int
+    end: int
+    hl_start: int
+    hl_end: int
+    query: str
+
+
+@with_config(STRICT)
 class Gap(TypedDict):
-    """A gap between two device executions, relative ns, with a guess at its cause."""
+    """A gap between two device executions, relative ns, with its cause from the host evidence
+    (explorer.analysis.gap_evidence.decide_cause) and the top host activities over it."""
 
     start: int
     end: int
@@ -214,6 +237,10 @@ class Gap(TypedDict):
     before: SliceRef
     after: SliceRef
     cause: str
+    cause_detail: str
+    host_activity: list[HostActivity]
+    top_activity: HostActivity | None
+    timeline: TimeWindow
 
 
 @with_config(STRICT)

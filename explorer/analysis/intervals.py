@@ -1,0 +1,27 @@
+"""Interval arithmetic in integer ns: the union of [start, end) intervals. Nothing run-specific here."""
+
+from __future__ import annotations
+
+import numpy as np
+
+I64 = np.int64
+
+
+def union_segments(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint [start, end) segments covering the given intervals (any order)."""
+    if not len(ts):
+        return np.zeros(0, I64), np.zeros(0, I64)
+    order = np.argsort(ts, kind="stable")
+    ts, end = ts[order], np.maximum.accumulate(end[order])
+    new = np.empty(len(ts), bool)
+    new[0] = True
+    new[1:] = ts[1:] > end[:-1]
+    starts = np.flatnonzero(new)
+    seg_end = end[np.append(starts[1:] - 1, len(ts) - 1)]
+    return ts[starts], seg_end
+
+
+def union_ns(ts: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of [ts, end) intervals."""
+    a, b = union_segments(ts, end)
+    return int((b - a).sum())
