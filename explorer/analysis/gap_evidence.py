@@ -81,7 +81,8 @@ class HostEvidence:
 
     @staticmethod
     def _flag(slices: pa.Table, order: np.ndarray, mask: pa.ChunkedArray) -> np.ndarray:
-        return np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), bool)[order]
+        flags: np.ndarray = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), bool)
+        return flags[order]
 
     def _threads(self, slices: pa.Table, tracks: pa.Table, order: np.ndarray) -> None:
         """Each host slice's thread code (process + thread) and the label to show for it."""
