@@ -81,8 +81,9 @@ class HostEvidence:
 
     @staticmethod
     def _flag(slices: pa.Table, order: np.ndarray, mask: pa.ChunkedArray) -> np.ndarray:
-        flags: np.ndarray = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), bool)
-        return flags[order]
+        flags = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), bool)
+        picked: np.ndarray = flags[order]
+        return picked
 
     def _threads(self, slices: pa.Table, tracks: pa.Table, order: np.ndarray) -> None:
         """Each host slice's thread code (process + thread) and the label to show for it."""
