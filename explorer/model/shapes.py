@@ -259,6 +259,38 @@ class Breakdown(TypedDict):
     gaps: Gaps
 
 
+# ---- steps --------------------------------------------------------------------------------------
+
+@with_config(STRICT)
+class StepRow(TypedDict):
+    """One step (relative ns): its time and the device time in it by part, in priority order
+    (explorer.analysis.steps.STEP_PARTS); the parts plus `idle_ns` add up to `dur_ns`."""
+
+    name: str
+    start: int
+    end: int
+    dur_ns: int
+    busy_ns: int
+    busy_pct: float
+    compute_ns: int
+    communication_ns: int
+    memcpy_ns: int
+    memset_ns: int
+    other_ns: int
+    idle_ns: int
+    timeline: TimeWindow
+
+
+@with_config(STRICT)
+class StepsResult(TypedDict):
+    """GET /api/runs/{id}/steps: the steps marked by `annotation` (a name prefix) and the slowest one's index."""
+
+    annotation: str
+    count: int
+    steps: list[StepRow]
+    slowest: int | None
+
+
 # ---- compare ------------------------------------------------------------------------------------
 
 @with_config(STRICT)
