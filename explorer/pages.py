@@ -392,8 +392,6 @@ def build_kernels_page(store: RunStore, run_id: str, sort: str = "-total_ns", q:
     return page
 
 
-
-
 @dataclass
 class StepsPage:
     """`/runs/{id}/steps?annotation=`; twin `/api/runs/{id}/steps` with the same query."""
