@@ -30,7 +30,7 @@ def test_steps_route_page_and_twin(client: TestClient, upload: Uploader, tmp_pat
     assert text.count('class="step-row') == len(names)
     other = client.get(f"/api/runs/{run}/steps?annotation=aten::mul").json()
     assert other["count"] == 3 and other["annotation"] == "aten::mul"
-    assert 'href="/api/runs/{}/steps?annotation=aten%3A%3Amul"'.format(run) in client.get(
+    assert f'href="/api/runs/{run}/steps?annotation=aten%3A%3Amul"' in client.get(
         f"/runs/{run}/steps?annotation=aten::mul").text
 
 
