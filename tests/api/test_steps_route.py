@@ -28,6 +28,9 @@ def test_steps_route_page_and_twin(client: TestClient, upload: Uploader, tmp_pat
     slow = body["steps"][body["slowest"]]
     assert html.escape(f'/runs/{run}/timeline?{slow["timeline"]["query"]}') in text
     assert text.count('class="step-row') == len(names)
+    report = client.get(f"/runs/{run}/report").text
+    section = report.split('id="report-steps"')[1].split("</section>")[0]
+    assert section.count('class="step-row') == len(names) and "/timeline?" not in section  # offline: no links
     other = client.get(f"/api/runs/{run}/steps?annotation=aten::mul").json()
     assert other["count"] == 3 and other["annotation"] == "aten::mul"
     assert f'href="/api/runs/{run}/steps?annotation=aten%3A%3Amul"' in client.get(
