@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.analysis.intervals import union_ns
+from explorer.analysis.intervals import overlapping, union_ns
 from explorer.model.lanes import Lane
 from explorer.model.shapes import HostActivity, TimeWindow
 
@@ -67,6 +67,7 @@ class HostEvidence:
         self.idx = order
         self.ts = ts[order]
         self.end = self.ts + slices.column("dur_ns").to_numpy().astype(I64)[order]
+        self.end_max = np.maximum.accumulate(self.end)
         self.depth = slices.column("depth").to_numpy()[order]
         names = pc.dictionary_encode(pc.fill_null(slices.column("name"), "")).combine_chunks()
         self.names = names.dictionary.to_pylist()
@@ -114,8 +115,7 @@ class HostEvidence:
 
     def explain(self, gap_start: int, gap_end: int, after: int) -> GapEvidence:
         """The cause of the gap [gap_start, gap_end) (absolute ns) before execution `after`."""
-        k = int(np.searchsorted(self.ts, gap_end, side="left"))
-        sel = np.flatnonzero(self.end[:k] > gap_start)
+        sel = overlapping(self.ts, self.end_max, self.end, gap_start, gap_end)
         a = np.maximum(self.ts[sel], gap_start)
         b = np.minimum(self.end[sel], gap_end)
         ranked = self._ranked(sel, a, b)

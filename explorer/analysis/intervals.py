@@ -25,3 +25,14 @@ def union_ns(ts: np.ndarray, end: np.ndarray) -> int:
     """Length of the union of [ts, end) intervals."""
     a, b = union_segments(ts, end)
     return int((b - a).sum())
+
+
+def overlapping(starts: np.ndarray, ends_max: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Indices of the intervals overlapping [lo, hi), given `starts` sorted and `ends_max` the running
+    maximum of their ends (np.maximum.accumulate): only the run of candidates between the first interval
+    that may still be open at `lo` and the last starting before `hi` is scanned."""
+    first = int(np.searchsorted(ends_max, lo, side="right"))
+    last = int(np.searchsorted(starts, hi, side="left"))
+    if first >= last:
+        return np.zeros(0, np.int64)
+    return first + np.flatnonzero(ends[first:last] > lo)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.analysis.gap_evidence import timeline_window
-from explorer.analysis.intervals import union_ns
+from explorer.analysis.intervals import overlapping, union_ns
 from explorer.analysis.kernels import categorize
 from explorer.errors import BadRequest
 from explorer.model.lanes import Lane
@@ -52,47 +52,40 @@ def compute_steps(slices: pa.Table, start_ns: int, end_ns: int,
     ts = slices.column("ts_ns").to_numpy().astype(I64)
     end = ts + slices.column("dur_ns").to_numpy().astype(I64)
     idx = idx[np.lexsort((end[idx], ts[idx]))][:MAX_STEPS]
+    if not len(idx):
+        return {"annotation": annotation, "count": 0, "steps": [], "slowest": None}
     parts = _device_parts(slices, ts, end)
+    ends_max = np.maximum.accumulate(parts[1])
     span = end_ns - start_ns
-    rows = [_step_row(str(names[i].as_py()), int(ts[i]), int(end[i]), parts, start_ns, span) for i in idx.tolist()]
+    rows = [_step_row(str(names[i].as_py()), int(ts[i]), int(end[i]), parts, ends_max, start_ns, span)
+            for i in idx.tolist()]
     slowest = max(range(len(rows)), key=lambda k: (rows[k]["dur_ns"], -k)) if rows else None
     return {"annotation": annotation, "count": len(rows), "steps": rows, "slowest": slowest}
 
 
-def _device_parts(slices: pa.Table, ts: np.ndarray, end: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Device executions sorted by start, per step part, as (start, end) arrays."""
+def _device_parts(slices: pa.Table, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every device execution as (start, end, part index into STEP_PARTS), sorted by start."""
     dev = np.flatnonzero(slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool))
     take = pa.array(dev, pa.int64())
     cats = categorize(slices.column("name").take(take).combine_chunks(), slices.column("cat").take(take).combine_chunks())
-    part = np.asarray([part_of(str(c)) for c in cats.to_pylist()], dtype=object)
-    out = {}
-    for name in STEP_PARTS:
-        sel = dev[part == name]
-        sel = sel[np.argsort(ts[sel], kind="stable")]
-        out[name] = (ts[sel], end[sel])
-    return out
+    rank = {name: k for k, name in enumerate(STEP_PARTS)}
+    part = np.asarray([rank[part_of(str(c))] for c in cats.to_pylist()], dtype=np.int8)
+    order = np.argsort(ts[dev], kind="stable")
+    return ts[dev][order], end[dev][order], part[order]
 
 
-def _clipped(parts: dict[str, tuple[np.ndarray, np.ndarray]], name: str, lo: int, hi: int) -> tuple[np.ndarray,
-                                                                                                    np.ndarray]:
-    """The executions of one part that overlap [lo, hi), clipped to it."""
-    a, b = parts[name]
-    k = int(np.searchsorted(a, hi, side="left"))
-    keep = b[:k] > lo
-    return np.maximum(a[:k][keep], lo), np.minimum(b[:k][keep], hi)
-
-
-def _step_row(name: str, lo: int, hi: int, parts: dict[str, tuple[np.ndarray, np.ndarray]], origin: int,
-              span: int) -> StepRow:
+def _step_row(name: str, lo: int, hi: int, parts: tuple[np.ndarray, np.ndarray, np.ndarray], ends_max: np.ndarray,
+              origin: int, span: int) -> StepRow:
     """One step: each part is the union of its and the higher-priority parts' executions minus the
     union of the higher-priority parts alone (STEP_PARTS order)."""
     dur = hi - lo
-    seen_a, seen_b = np.zeros(0, I64), np.zeros(0, I64)
+    starts, ends, rank = parts
+    keep = overlapping(starts, ends_max, ends, lo, hi)
+    a, b, r = np.maximum(starts[keep], lo), np.minimum(ends[keep], hi), rank[keep]
     covered, shares = 0, dict.fromkeys(STEP_PARTS, 0)
-    for part in STEP_PARTS:
-        a, b = _clipped(parts, part, lo, hi)
-        seen_a, seen_b = np.concatenate([seen_a, a]), np.concatenate([seen_b, b])
-        now = union_ns(seen_a, seen_b)
+    for level, part in enumerate(STEP_PARTS):
+        upto = r <= level
+        now = union_ns(a[upto], b[upto]) if upto.any() else covered
         shares[part] = now - covered
         covered = now
     return {"name": name, "start": lo - origin, "end": hi - origin, "dur_ns": dur, "busy_ns": covered,

@@ -11,9 +11,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from explorer.analysis.gap_evidence import timeline_window
+from explorer.analysis.intervals import overlapping
 from explorer.model.shapes import Gap
 from explorer.pages import compute_run_breakdown
 from explorer.service import ingest_paths
@@ -172,6 +174,16 @@ def test_gap_table_shows_cause_detail_and_escapes_names(causes_run: tuple[RunSto
     first = api["gaps"]["largest"][0]
     assert f'/runs/{run_id}/timeline?{first["timeline"]["query"]}'.replace("&", "&amp;") in html
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_overlapping_equals_a_scan() -> None:
+    rng = np.random.default_rng(7)
+    starts = np.sort(rng.integers(0, 10_000, 500))
+    ends = starts + rng.integers(0, 2_000, 500)
+    for lo, hi in [(0, 1), (5_000, 5_001), (100, 9_000), (11_999, 20_000), (-5, 0)] + [
+            tuple(sorted(rng.integers(0, 12_000, 2).tolist())) for _ in range(50)]:
+        got = overlapping(starts, np.maximum.accumulate(ends), ends, lo, hi).tolist()
+        assert got == [i for i in range(500) if starts[i] < hi and ends[i] > lo], (lo, hi)
 
 
 # ---- gap links ---------------------------------------------------------------------------------------
