@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.analysis.gap_evidence import timeline_window
-from explorer.analysis.intervals import overlapping, union_ns
+from explorer.analysis.intervals import covered_between, union_segments
 from explorer.analysis.kernels import categorize
 from explorer.errors import BadRequest
 from explorer.model.lanes import Lane
@@ -54,40 +54,38 @@ def compute_steps(slices: pa.Table, start_ns: int, end_ns: int,
     idx = idx[np.lexsort((end[idx], ts[idx]))][:MAX_STEPS]
     if not len(idx):
         return {"annotation": annotation, "count": 0, "steps": [], "slowest": None}
-    parts = _device_parts(slices, ts, end)
-    ends_max = np.maximum.accumulate(parts[1])
+    lo, hi = ts[idx], end[idx]
+    shares = _part_shares(slices, ts, end, lo, hi)
     span = end_ns - start_ns
-    rows = [_step_row(str(names[i].as_py()), int(ts[i]), int(end[i]), parts, ends_max, start_ns, span)
-            for i in idx.tolist()]
+    step_names = names.take(pa.array(idx, pa.int64())).to_pylist()
+    rows = [_step_row(str(step_names[k]), int(lo[k]), int(hi[k]), {p: int(v[k]) for p, v in shares.items()},
+                      start_ns, span) for k in range(len(idx))]
     slowest = max(range(len(rows)), key=lambda k: (rows[k]["dur_ns"], -k)) if rows else None
     return {"annotation": annotation, "count": len(rows), "steps": rows, "slowest": slowest}
 
 
-def _device_parts(slices: pa.Table, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every device execution as (start, end, part index into STEP_PARTS), sorted by start."""
+def _part_shares(slices: pa.Table, ts: np.ndarray, end: np.ndarray, lo: np.ndarray,
+                 hi: np.ndarray) -> dict[str, np.ndarray]:
+    """Per step window [lo, hi), the ns of each part: the union of its and the higher-priority parts'
+    executions inside the window minus the union of the higher-priority parts alone (STEP_PARTS order)."""
     dev = np.flatnonzero(slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool))
     take = pa.array(dev, pa.int64())
     cats = categorize(slices.column("name").take(take).combine_chunks(), slices.column("cat").take(take).combine_chunks())
     rank = {name: k for k, name in enumerate(STEP_PARTS)}
-    part = np.asarray([rank[part_of(str(c))] for c in cats.to_pylist()], dtype=np.int8)
-    order = np.argsort(ts[dev], kind="stable")
-    return ts[dev][order], end[dev][order], part[order]
+    level = np.asarray([rank[part_of(str(c))] for c in cats.to_pylist()], dtype=np.int8)
+    shares: dict[str, np.ndarray] = {}
+    below = np.zeros(len(lo), I64)
+    for k, part in enumerate(STEP_PARTS):
+        upto = dev[level <= k]
+        covered = covered_between(*union_segments(ts[upto], end[upto]), lo, hi)
+        shares[part] = covered - below
+        below = covered
+    return shares
 
 
-def _step_row(name: str, lo: int, hi: int, parts: tuple[np.ndarray, np.ndarray, np.ndarray], ends_max: np.ndarray,
-              origin: int, span: int) -> StepRow:
-    """One step: each part is the union of its and the higher-priority parts' executions minus the
-    union of the higher-priority parts alone (STEP_PARTS order)."""
+def _step_row(name: str, lo: int, hi: int, shares: dict[str, int], origin: int, span: int) -> StepRow:
     dur = hi - lo
-    starts, ends, rank = parts
-    keep = overlapping(starts, ends_max, ends, lo, hi)
-    a, b, r = np.maximum(starts[keep], lo), np.minimum(ends[keep], hi), rank[keep]
-    covered, shares = 0, dict.fromkeys(STEP_PARTS, 0)
-    for level, part in enumerate(STEP_PARTS):
-        upto = r <= level
-        now = union_ns(a[upto], b[upto]) if upto.any() else covered
-        shares[part] = now - covered
-        covered = now
+    covered = sum(shares.values())
     return {"name": name, "start": lo - origin, "end": hi - origin, "dur_ns": dur, "busy_ns": covered,
             "busy_pct": 100.0 * covered / dur if dur else 0.0, "compute_ns": shares["compute"],
             "communication_ns": shares["communication"], "memcpy_ns": shares["memcpy"],

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from explorer.analysis.gap_evidence import timeline_window
-from explorer.analysis.intervals import overlapping
+from explorer.analysis.intervals import covered_between, overlapping, union_segments
 from explorer.model.shapes import Gap
 from explorer.pages import compute_run_breakdown
 from explorer.service import ingest_paths
@@ -176,7 +176,7 @@ def test_gap_table_shows_cause_detail_and_escapes_names(causes_run: tuple[RunSto
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
-def test_overlapping_equals_a_scan() -> None:
+def test_overlapping_and_covered_between_equal_a_scan() -> None:
     rng = np.random.default_rng(7)
     starts = np.sort(rng.integers(0, 10_000, 500))
     ends = starts + rng.integers(0, 2_000, 500)
@@ -184,6 +184,12 @@ def test_overlapping_equals_a_scan() -> None:
             tuple(sorted(rng.integers(0, 12_000, 2).tolist())) for _ in range(50)]:
         got = overlapping(starts, np.maximum.accumulate(ends), ends, lo, hi).tolist()
         assert got == [i for i in range(500) if starts[i] < hi and ends[i] > lo], (lo, hi)
+
+    a, b = union_segments(starts, ends)
+    windows = [(0, 1), (100, 9_000), (3_000, 3_000), (11_999, 20_000)]
+    got = covered_between(a, b, np.asarray([w[0] for w in windows]), np.asarray([w[1] for w in windows])).tolist()
+    assert got == [len({t for s, e in zip(starts.tolist(), ends.tolist(), strict=True) for t in range(max(s, lo), min(e, hi))})
+                   for lo, hi in windows]
 
 
 # ---- gap links ---------------------------------------------------------------------------------------
