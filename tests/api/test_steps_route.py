@@ -47,3 +47,15 @@ def test_steps_bad_annotation_is_a_clear_error(client: TestClient, run_id: str) 
     page = client.get(f"/runs/{run_id}/steps?annotation=%3Cscript%3E")
     assert page.status_code == 200 and 'id="steps-empty"' in page.text and "<script>" not in page.text.split(
         "steps-empty")[1].split("</div>")[0]
+
+
+def test_hostile_step_names_are_escaped(client: TestClient, upload: Uploader) -> None:
+    name = "<script>alert(1)</script>#1"
+    events = [{"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": 0, "dur": 50},
+              {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+               "args": {"stream": 7, "device": 0}}]
+    run = upload(files=[("hostile.json", json.dumps({"traceEvents": events}).encode())])["id"]
+    body = client.get(f"/api/runs/{run}/steps", params={"annotation": "<script>"}).json()
+    assert [(s["name"], s["dur_ns"], s["compute_ns"]) for s in body["steps"]] == [(name, 50_000, 5_000)]
+    text = client.get(f"/runs/{run}/steps", params={"annotation": "<script>"}).text
+    assert "<script>alert(1)" not in text and html.escape(name, quote=False) in text
