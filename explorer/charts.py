@@ -249,3 +249,23 @@ def make_sbuf_figure(rects: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     layout = _layout(f"SBUF allocations (address × time, {unit})", 300, shapes=shapes)
     layout["yaxis"] = {**layout["yaxis"], "title": {"text": "address"}}
     return {"data": data, "layout": layout}
+
+
+STEP_PART_COLORS = {"compute": KERNEL_CATEGORY_COLORS["compute"], "communication": KERNEL_CATEGORY_COLORS["communication"],
+                    "memcpy": KERNEL_CATEGORY_COLORS["memcpy HtoD"], "memset": KERNEL_CATEGORY_COLORS["memset"],
+                    "other": "#9c9c9c", "idle": "#d9dce0"}
+
+
+def make_steps_figure(steps: Mapping[str, Any]) -> dict[str, Any]:
+    """Per step, stacked bars of device compute / communication / memcpy / memset / other / idle time
+    (the step analysis' parts add up to the step time), one bar per step in order."""
+    rows = steps.get("steps", [])
+    names = [label(f"{r['name']}", 40) for r in rows]
+    unit, scale = time_unit(max((r["dur_ns"] for r in rows), default=0))
+    data = [{"type": "bar", "name": part, "x": names, "y": [r[f"{part}_ns"] / scale for r in rows],
+             "marker": {"color": color}, "hovertemplate": "%{x}<br>" + part + ": %{y:,.1f} " + unit + "<extra></extra>"}
+            for part, color in STEP_PART_COLORS.items()]
+    layout = _layout(f"Step time by device activity ({unit})", 320, barmode="stack", showlegend=True,
+                     legend={"orientation": "h", "y": -0.2})
+    layout["xaxis"] = {**layout["xaxis"], "type": "category"}
+    return {"data": data, "layout": layout}

@@ -22,10 +22,12 @@ from explorer.analysis.kernels import (
     sort_descending,
     sort_kernel_rows,
 )
+from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, compute_steps
 from explorer.charts import (
     make_compare_figure,
     make_kernel_category_figure,
     make_lane_breakdown_figure,
+    make_steps_figure,
     make_top_kernels_figure,
     make_top_ops_figure,
 )
@@ -43,6 +45,7 @@ from explorer.model.shapes import (
     RunJson,
     RunLinks,
     RunList,
+    StepsResult,
     Tracks,
 )
 from explorer.store.catalog import RunRecord
@@ -389,3 +392,23 @@ def build_kernels_page(store: RunStore, run_id: str, sort: str = "-total_ns", q:
     return page
 
 
+@dataclass
+class StepsPage:
+    """`/runs/{id}/steps?annotation=`; twin `/api/runs/{id}/steps` with the same query."""
+
+    run: RunJson
+    steps: StepsResult
+    figures: dict[str, dict[str, Any]]
+    twin: str = ""
+
+
+def compute_run_steps(store: RunStore, run_id: str, annotation: str = DEFAULT_STEP_ANNOTATION) -> StepsResult:
+    s = store.require_ready(run_id).summary
+    return compute_steps(store.table(run_id, "slices"), s.start_ns, s.end_ns, annotation)
+
+
+def build_steps_page(store: RunStore, run_id: str, annotation: str = DEFAULT_STEP_ANNOTATION) -> StepsPage:
+    rec = store.require_ready(run_id)
+    data = compute_run_steps(store, run_id, annotation)
+    q = "" if annotation == DEFAULT_STEP_ANNOTATION else "?" + urlencode({"annotation": annotation})
+    return StepsPage(run_json(rec), data, {"steps": make_steps_figure(data)}, f"/api/runs/{run_id}/steps{q}")

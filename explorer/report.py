@@ -28,9 +28,11 @@ from explorer.pages import (
     KernelsPage,
     OpsPage,
     OverviewPage,
+    StepsPage,
     build_kernels_page,
     build_ops_page,
     build_overview,
+    build_steps_page,
     build_tracks,
 )
 from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
@@ -51,6 +53,7 @@ class ReportPage:
     snapshot: dict[str, Any]
     kernels: KernelsPage | None = None  # None: the run has no device executions
     devices: list[DevicePage] = field(default_factory=list)  # Neuron device profiles: Summary and roofline
+    steps: StepsPage | None = None  # None: no ProfilerStep#N in the run
     generated_at: float = field(default_factory=time.time)
     version: str = __version__
     readonly: bool = True
@@ -103,9 +106,10 @@ def snapshot_details(store: RunStore, run_id: str, slice_ids: list[int],
 def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = None,
                  index: TimelineIndex | None = None, kernels: KernelTable | None = None) -> ReportPage:
     kernel_page = build_kernels_page(store, run_id, kernels=kernels)
+    steps = build_steps_page(store, run_id)
     return ReportPage(overview or build_overview(store, run_id), build_ops_page(store, run_id),
                       build_snapshot(store, run_id, index=index), kernel_page if kernel_page.rows else None,
-                      build_device_pages(store, run_id))
+                      build_device_pages(store, run_id), steps=steps if steps.steps["count"] else None)
 
 
 # ---- rendering --------------------------------------------------------------------------------

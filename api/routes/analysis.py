@@ -9,8 +9,9 @@ from fastapi import APIRouter, Query
 from api.deps import RelNs, RunDep, StateDep
 from api.responses import FastJSONResponse, fast_json
 from api.routes.runs import parse_csv
-from explorer.model.shapes import Breakdown, CompareResult, OpsResult
-from explorer.pages import compute_run_compare, compute_run_ops
+from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, MAX_ANNOTATION_CHARS
+from explorer.model.shapes import Breakdown, CompareResult, OpsResult, StepsResult
+from explorer.pages import compute_run_compare, compute_run_ops, compute_run_steps
 from explorer.store.queries import DEFAULT_OP_VIEW
 
 router = APIRouter(tags=["analysis"])
@@ -31,6 +32,14 @@ def ops(run: RunDep, state: StateDep, sort: str | None = None,
 def breakdown(run: RunDep, state: StateDep) -> FastJSONResponse:
     """Busy/idle per lane and device, and the gaps between device executions with a cause guess."""
     return fast_json(state.breakdown(run.id))
+
+
+@router.get("/api/runs/{run_id}/steps")
+def steps(run: RunDep, state: StateDep,
+          annotation: Annotated[str, Query(max_length=MAX_ANNOTATION_CHARS)] = DEFAULT_STEP_ANNOTATION) -> StepsResult:
+    """One row per step (host slices whose name starts with `annotation`, default ProfilerStep#): step time,
+    device busy, compute / communication / memcpy / memset / other / idle ns, and the slowest step."""
+    return compute_run_steps(state.store, run.id, annotation)
 
 
 @router.get("/api/compare")

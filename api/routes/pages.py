@@ -15,6 +15,7 @@ from fastapi.templating import Jinja2Templates
 from api.deps import AnyRunDep, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns
 from api.routes.runs import parse_csv
 from api.state import AppState
+from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION
 from explorer.device_pages import device_nav
 from explorer.pages import (
     NotReadyPage,
@@ -23,6 +24,7 @@ from explorer.pages import (
     build_ops_page,
     build_overview,
     build_runs_page,
+    build_steps_page,
     build_timeline_page,
     run_json,
 )
@@ -97,6 +99,14 @@ def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str | None
     page = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit, view=view,
                           by_module=by_module)
     return _render(request, state, "ops.html", page, active="ops", plotly=True)
+
+
+@router.get("/runs/{run_id}/steps", response_class=HTMLResponse)
+def steps_page(request: Request, run: AnyRunDep, state: StateDep, annotation: str = DEFAULT_STEP_ANNOTATION) -> HTMLResponse:
+    if run.status != "ready":
+        return _not_ready(request, state, run)
+    return _render(request, state, "steps.html", build_steps_page(state.store, run.id, annotation), active="steps",
+                   plotly=True)
 
 
 @router.get("/runs/{run_id}/kernels", response_class=HTMLResponse)

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.analysis.breakdown import union_segments
+from explorer.analysis.intervals import union_segments
 from explorer.errors import BadRequest
 
 I64 = np.int64

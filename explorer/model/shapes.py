@@ -204,8 +204,31 @@ class SliceRef(TypedDict):
 
 
 @with_config(STRICT)
+class HostActivity(TypedDict):
+    """What one host thread did during a gap: a slice name, united over its slices clipped to the gap."""
+
+    name: str
+    lane: str
+    thread: str
+    covered_ns: int
+
+
+@with_config(STRICT)
+class TimeWindow(TypedDict):
+    """The timeline window a link opens (relative ns): `start`/`end` with a margin, `hl_*` highlighted;
+    `query` is the timeline page's query string for it."""
+
+    start: int
+    end: int
+    hl_start: int
+    hl_end: int
+    query: str
+
+
+@with_config(STRICT)
 class Gap(TypedDict):
-    """A gap between two device executions, relative ns, with a guess at its cause."""
+    """A gap between two device executions, relative ns, with its cause from the host evidence
+    (explorer.analysis.gap_evidence.decide_cause) and the top host activities over it."""
 
     start: int
     end: int
@@ -214,6 +237,10 @@ class Gap(TypedDict):
     before: SliceRef
     after: SliceRef
     cause: str
+    cause_detail: str
+    host_activity: list[HostActivity]
+    top_activity: HostActivity | None
+    timeline: TimeWindow
 
 
 @with_config(STRICT)
@@ -230,6 +257,38 @@ class Breakdown(TypedDict):
     lanes: list[LaneBusy]
     devices: list[DeviceBusy]
     gaps: Gaps
+
+
+# ---- steps --------------------------------------------------------------------------------------
+
+@with_config(STRICT)
+class StepRow(TypedDict):
+    """One step (relative ns): its time and the device time in it by part, in priority order
+    (explorer.analysis.steps.STEP_PARTS); the parts plus `idle_ns` add up to `dur_ns`."""
+
+    name: str
+    start: int
+    end: int
+    dur_ns: int
+    busy_ns: int
+    busy_pct: float
+    compute_ns: int
+    communication_ns: int
+    memcpy_ns: int
+    memset_ns: int
+    other_ns: int
+    idle_ns: int
+    timeline: TimeWindow
+
+
+@with_config(STRICT)
+class StepsResult(TypedDict):
+    """GET /api/runs/{id}/steps: the steps marked by `annotation` (a name prefix) and the slowest one's index."""
+
+    annotation: str
+    count: int
+    steps: list[StepRow]
+    slowest: int | None
 
 
 # ---- compare ------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from explorer.analysis.breakdown import union_segments
 from explorer.analysis.compare import RunOps, compute_compare, pct_change
+from explorer.analysis.intervals import union_segments
 from explorer.analysis.search import match_strings
 from explorer.errors import BadRequest, QueryRejected
 from explorer.model.tables import OP_STATS

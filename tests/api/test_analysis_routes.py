@@ -45,7 +45,7 @@ def test_breakdown_lanes_devices_and_gap_causes(client: TestClient, run_id: str)
     gaps = body["gaps"]
     assert gaps["count"] == 2 and gaps["total_ns"] == 500_000 + 245_000
     assert [(g["start"], g["end"], g["cause"]) for g in gaps["largest"]] == [
-        (200_000, 700_000, "sync"), (720_000, 965_000, "launch latency")]
+        (200_000, 700_000, "launch latency"), (720_000, 965_000, "host busy")]
     assert gaps["largest"][0]["after"]["name"] == "mul_kernel"
 
 

@@ -1,0 +1,64 @@
+"""Breakdown and step benchmark: server-side time of the lane breakdown with its gap evidence (host activity
+and causes of the largest gaps) and of the step table, on synthetic Kineto runs (bench/synth.py).
+
+Both are computed once per run and memoised by the server, so this is the cost of a run's first overview
+or steps page; it prints numbers for the README and asserts nothing.
+
+    .venv/bin/python bench/breakdown.py [--events 100000,1000000] [--repeat 3] [--annotation aten::linear]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from window import ensure_run  # noqa: E402
+
+from explorer.pages import compute_run_breakdown, compute_run_steps  # noqa: E402
+from explorer.store.runs import RunStore  # noqa: E402
+
+
+def timed(fn: Callable[[], object], repeat: int) -> float:
+    """Median ms of `repeat` calls of fn()."""
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", default="100000,1000000")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--annotation", default="aten::linear",
+                    help="the step name prefix (synthetic runs have no ProfilerStep#; each op is a step, up to 10,000)")
+    ap.add_argument("--data-dir", type=Path, default=None, help="reuse runs from an earlier benchmark here")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = args.data_dir or Path(tmp)
+        print(f"{'events':>10} {'slices':>10} {'gaps':>8} {'breakdown ms':>13} {'steps':>6} {'steps ms':>9}")
+        for n in (int(v) for v in args.events.split(",")):
+            run_id = ensure_run(data_dir, n)
+            store = RunStore(data_dir)
+            store.table(run_id, "slices")  # loaded once, as a server keeps it
+            bd = compute_run_breakdown(store, run_id)
+            steps = compute_run_steps(store, run_id, args.annotation)
+            bd_ms = timed(partial(compute_run_breakdown, store, run_id), args.repeat)
+            st_ms = timed(partial(compute_run_steps, store, run_id, args.annotation), args.repeat)
+            print(f"{n:>10,} {store.get(run_id).summary.slices:>10,} {bd['gaps']['count']:>8,} {bd_ms:>13.1f} "
+                  f"{steps['count']:>6} {st_ms:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()
