@@ -43,6 +43,7 @@ from explorer.model.shapes import (
     RunJson,
     RunLinks,
     RunList,
+    SqlSchema,
     Tracks,
 )
 from explorer.store.catalog import RunRecord
@@ -61,6 +62,7 @@ from explorer.store.queries import (
 )
 from explorer.store.run_queries import load_ops_in_range
 from explorer.store.runs import RunStore
+from explorer.store.sql import load_sql_schema
 
 KERNEL_CATEGORIES = tuple(dict.fromkeys(rule.category for rule in CATEGORY_RULES))
 TOP_OPS = 15
@@ -233,6 +235,17 @@ class ComparePage:
         return "/compare?" + compare_query([run_id, *(i for i in ids if i != run_id)], run_id)
 
 
+@dataclass
+class SqlPage:
+    """`/runs/{id}/sql?q=...`: the editor, the schema beside it; the page runs `q` itself. Twin: the query's
+    result, `/api/runs/{id}/sql?q=...` (or the schema, `/api/runs/{id}/sql/schema`, without a query)."""
+
+    run: RunJson
+    schema: SqlSchema
+    q: str
+    twin: str = ""
+
+
 # ---- builders: one per page; `compute_*` is the JSON twin's object ------------------------------
 
 def compute_run_list(store: RunStore, name: str | None = None, tag: str | None = None, status: str | None = None,
@@ -389,3 +402,9 @@ def build_kernels_page(store: RunStore, run_id: str, sort: str = "-total_ns", q:
     return page
 
 
+
+
+def build_sql_page(store: RunStore, run_id: str, q: str = "") -> SqlPage:
+    rec = store.require_ready(run_id)
+    api = f"/api/runs/{run_id}/sql"
+    return SqlPage(run_json(rec), load_sql_schema(store, run_id), q, f"{api}?{urlencode({'q': q})}" if q else f"{api}/schema")
