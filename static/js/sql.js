@@ -54,6 +54,7 @@
       errorBox.textContent = message;
       errorBox.hidden = false;
       results.hidden = true;
+      root.dataset.state = "error";
       csv.hidden = true;
       status.textContent = "";
     }
@@ -66,6 +67,7 @@
       if (twin) twin.href = TE.base() + api + "/sql" + query;
       csv.href = TE.base() + api + "/sql.csv" + query;
       const mine = ++seq;
+      root.dataset.state = "running";
       status.textContent = "running…";
       errorBox.hidden = true;
       let resp, text;
@@ -90,7 +92,7 @@
       const n = body.rows.length;
       status.textContent = TE.fmtInt(n) + (n === 1 ? " row" : " rows") + (body.truncated ? " (cut at the row limit)" : "")
         + " · " + Number(body.elapsed_ms).toFixed(1) + " ms";
-      status.dataset.rows = String(n);
+      root.dataset.state = "done";
     }
 
     function insert(text) {
