@@ -237,8 +237,9 @@ class ComparePage:
 
 @dataclass
 class SqlPage:
-    """`/runs/{id}/sql?q=...`: the editor, the schema beside it; the page runs `q` itself. Twin: the query's
-    result, `/api/runs/{id}/sql?q=...` (or the schema, `/api/runs/{id}/sql/schema`, without a query)."""
+    """`/runs/{id}/sql?q=...`: the editor, the schema beside it; twin `/api/runs/{id}/sql/schema`. The page
+    runs `q` itself (POST /api/runs/{id}/sql) and then points its twin link at the result,
+    `/api/runs/{id}/sql?q=...`."""
 
     run: RunJson
     schema: SqlSchema
@@ -406,5 +407,4 @@ def build_kernels_page(store: RunStore, run_id: str, sort: str = "-total_ns", q:
 
 def build_sql_page(store: RunStore, run_id: str, q: str = "") -> SqlPage:
     rec = store.require_ready(run_id)
-    api = f"/api/runs/{run_id}/sql"
-    return SqlPage(run_json(rec), load_sql_schema(store, run_id), q, f"{api}?{urlencode({'q': q})}" if q else f"{api}/schema")
+    return SqlPage(run_json(rec), load_sql_schema(store, run_id), q, f"/api/runs/{run_id}/sql/schema")

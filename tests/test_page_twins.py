@@ -26,6 +26,7 @@ from explorer.pages import (
     OpsPage,
     OverviewPage,
     RunsPage,
+    SqlPage,
     TimelinePage,
 )
 from explorer.service import ingest_paths
@@ -99,6 +100,8 @@ def twin_data(page: Any) -> dict[str, Any]:
         return dict(page.compare)
     if isinstance(page, DevicePage):
         return dict(page.view)
+    if isinstance(page, SqlPage):  # the schema; the query's result is the page's script's to fetch
+        return dict(page.schema)
     raise AssertionError(f"no twin rule for {type(page).__name__}")
 
 
@@ -111,7 +114,8 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/compare?runs={gpu},{host1}", "/compare?runs={gpu},{host1},{host2}",
          "/runs/{neuron}/device/matmul", "/runs/{neuron}/device/rmsnorm_naive",
          "/runs/{neuron}/device/matmul?start_ns=90000&end_ns=100000",
-         "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul"]
+         "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul",
+         "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201"]
 
 
 def page_and_twin(client: TestClient, path: str) -> tuple[Any, dict[str, Any]]:
