@@ -28,7 +28,9 @@
     const numeric = body.columns.map((_, i) => body.rows.length > 0 && body.rows.every((r) => r[i] === null || isNumber(r[i])));
     const head = el("tr", null, ...body.columns.map((c, i) => el("th", { class: numeric[i] ? "num" : null, title: "sort" }, c)));
     const rows = body.rows.map((r) => el("tr", null, ...r.map((v, i) => {
-      const td = el("td", { class: (numeric[i] ? "num" : "") + (v === null ? " null" : "") || null }, cellText(v));
+      const text = cellText(v);
+      const td = el("td", { class: (numeric[i] ? "num" : "") + (v === null ? " null" : "") || null,
+        title: text.length > 80 ? text : null }, text);  // the cell may cut a long value; the hover has it all
       if (numeric[i]) td.dataset.v = v === null ? "" : String(v);
       return td;
     })));
