@@ -6,6 +6,7 @@ explorer.upload_client, and this module only prints and shows progress.
 
 from __future__ import annotations
 
+import shlex
 import socket
 import sys
 import time
@@ -39,6 +40,17 @@ def _fail(message: str) -> None:
 def _settings(**overrides: object) -> Settings:
     """Settings (environment and defaults) with the options the user gave on the command line."""
     return Settings().model_copy(update={k: v for k, v in overrides.items() if v is not None})
+
+
+def serve_command(settings: Settings) -> str:
+    """The `trace-explorer serve` line that serves what the demo just made, at the URL it printed."""
+    parts = ["trace-explorer", "serve", "--port", str(settings.port), "--data-dir",
+             shlex.quote(str(settings.data_dir.resolve()))]
+    if settings.host != Settings.model_fields["host"].default:
+        parts += ["--host", settings.host]
+    if settings.root_path:
+        parts += ["--root-path", shlex.quote(settings.root_path)]
+    return " ".join(parts)
 
 
 @click.command()
@@ -88,7 +100,9 @@ def demo(ctx: click.Context, device: str | None, no_compile: bool, compile_timeo
     console.print("Open the comparison (lower time is better; click a run name for its timeline):",
                   highlight=False)
     out.print(base + result.compare_path, highlight=False, soft_wrap=True)
-    if no_serve:
+    if no_serve:  # the link is for the server the user starts next: say which one, exactly
+        console.print(f"The link is for a server on port {settings.port} reading {settings.data_dir.resolve()}; "
+                      f"start it with:\n    {serve_command(settings)}", highlight=False, markup=False, soft_wrap=True)
         return
     console.print(f"On a remote box, first run on your laptop: ssh -L {settings.port}:localhost:{settings.port} "
                   f"{socket.gethostname()}  — then open the link above. Starting the server (Ctrl+C stops it).",

@@ -37,8 +37,17 @@ def fmt_ns(ns: int | float) -> str:
     return f"{v:,.0f} ns"
 
 
+def _settings(data_dir: Path | None) -> Settings:
+    return Settings() if data_dir is None else Settings(data_dir=data_dir)
+
+
+def _data_dir(data_dir: Path | None) -> Path:
+    """The folder a command reads: --data-dir, else $EXPLORER_DATA_DIR, else ./explorer-data."""
+    return _settings(data_dir).data_dir
+
+
 def _store(data_dir: Path | None) -> RunStore:
-    settings = Settings() if data_dir is None else Settings(data_dir=data_dir)
+    settings = _settings(data_dir)
     return RunStore(settings.data_dir, settings.cache_runs, settings.op_table_cache)
 
 
@@ -100,9 +109,18 @@ RUNS_TABLE_LANES = (Lane.FRAMEWORK, Lane.RUNTIME, Lane.HARDWARE)  # the `runs` t
 @click.option("--json", "as_json", is_flag=True, help="Print JSON")
 @data_dir_option
 def runs(as_json: bool, data_dir: Path | None) -> None:
-    """List runs: id, name, status, span, slices per lane."""
+    """List runs: id, name, status, span, slices per lane (and, on stderr, which data folder was read)."""
+    folder = _data_dir(data_dir).resolve()
+    if not folder.is_dir():  # do not create one just to list it
+        console.print(f"no data folder at {folder}: nothing was ingested here. Pass --data-dir or set "
+                      "EXPLORER_DATA_DIR to read another one.", highlight=False, markup=False, soft_wrap=True)
+        if as_json:
+            out.print_json("[]")
+        return
     store = _store(data_dir)
     records, _ = store.catalog.list(limit=10000)
+    console.print(f"{len(records)} run{'' if len(records) == 1 else 's'} in {folder}", highlight=False, markup=False,
+                  soft_wrap=True)
     rows = [run_row(r) for r in records]
     if as_json:
         out.print_json(json.dumps(rows))

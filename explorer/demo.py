@@ -1,16 +1,21 @@
 """The demo: profile three RMSNorm implementations with torch.profiler and ingest each trace as a run.
 
 Torch is imported lazily (it is the optional `[torch]` extra). Nothing here prints or serves: the
-CLI (api/cli.py) reports progress through the callbacks and starts the server afterwards.
+CLI (api/cli.py) reports progress through the callbacks and starts the server afterwards. What the
+profiler's C++ side writes to stderr goes through a filter that drops its log noise (`USDT:` lines).
 """
 
 from __future__ import annotations
 
+import io
 import logging
+import os
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -167,6 +172,60 @@ def compile_variant(torch: ModuleType, x: Any, weight: Any, timeout_s: float) ->
     return compiled  # type: ignore[no-any-return]
 
 
+# Lines libkineto logs to stderr from C++ on every profiler start/stop (no setting silences them:
+# KINETO_LOG_LEVEL leaves the USDT lines, TORCH_CPP_LOG_LEVEL does not reach them).
+PROFILER_NOISE = (b"USDT:", b"STAGE:")
+
+
+def _forward_lines(read_fd: int, write_fd: int, noise: tuple[bytes, ...]) -> None:
+    """Copy lines from the pipe to the real stderr, leaving out profiler noise; ends at EOF."""
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+        pending = b""
+        while chunk := pipe.read(65536):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            kept = b"".join(line + b"\n" for line in lines if not line.lstrip().startswith(noise))
+            if kept:
+                try:
+                    os.write(write_fd, kept)
+                except OSError:
+                    return
+        if pending and not pending.lstrip().startswith(noise):
+            os.write(write_fd, pending)
+    os.close(write_fd)
+
+
+@contextmanager
+def quiet_profiler_noise(noise: tuple[bytes, ...] = PROFILER_NOISE) -> Iterator[None]:
+    """Inside: file descriptor 2 (where native code writes) is a pipe that drops `noise` lines, while
+    Python's sys.stderr writes to the real stderr directly, so progress bars are not delayed or filtered.
+    Does nothing when stderr has no file descriptor (a test's captured stream)."""
+    try:
+        sys.stderr.flush()
+        real = os.dup(2)
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    read_fd, write_fd = os.pipe()
+    forwarder = threading.Thread(target=_forward_lines, args=(read_fd, os.dup(real), noise),
+                                 name="demo-stderr-filter", daemon=True)
+    forwarder.start()
+    saved_stderr = sys.stderr
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    sys.stderr = io.TextIOWrapper(os.fdopen(os.dup(real), "wb", buffering=0), encoding=saved_stderr.encoding,
+                                  errors="backslashreplace", line_buffering=True, write_through=True)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        own, sys.stderr = sys.stderr, saved_stderr
+        own.close()
+        os.dup2(real, 2)  # the pipe's last writer in this process is gone: the forwarder drains and ends
+        os.close(real)
+        forwarder.join(timeout=2.0)  # compile workers may still hold the pipe; they keep being filtered
+
+
 def run_demo(store: RunStore, *, device: str | None = None, shape: tuple[int, ...] | None = None,
              use_compile: bool = True, compile_timeout_s: float = COMPILE_TIMEOUT_S,
              notify: Notify | None = None, progress: Progress | None = None) -> DemoResult:
@@ -192,7 +251,7 @@ def run_demo(store: RunStore, *, device: str | None = None, shape: tuple[int, ..
         result.skipped[COMPILED] = "not requested"
         say("torch.compile variant not requested: two runs")
     steps = 2 * len(variants)
-    with tempfile.TemporaryDirectory(prefix="trace-explorer-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trace-explorer-demo-") as tmp, quiet_profiler_noise():
         for i, (key, fn) in enumerate(variants):
             name = RUN_NAMES[key]
             if fn is None:

@@ -45,6 +45,7 @@ from explorer.model.shapes import (
     RunJson,
     RunLinks,
     RunList,
+    SqlSchema,
     StepsResult,
     Tracks,
 )
@@ -64,6 +65,7 @@ from explorer.store.queries import (
 )
 from explorer.store.run_queries import load_ops_in_range
 from explorer.store.runs import RunStore
+from explorer.store.sql import load_sql_schema
 
 KERNEL_CATEGORIES = tuple(dict.fromkeys(rule.category for rule in CATEGORY_RULES))
 TOP_OPS = 15
@@ -234,6 +236,18 @@ class ComparePage:
         """This comparison with `run_id` as the baseline (first, and chosen in the link)."""
         ids = [r["id"] for r in self.compare["runs"]]
         return "/compare?" + compare_query([run_id, *(i for i in ids if i != run_id)], run_id)
+
+
+@dataclass
+class SqlPage:
+    """`/runs/{id}/sql?q=...`: the editor, the schema beside it; twin `/api/runs/{id}/sql/schema`. The page
+    runs `q` itself (POST /api/runs/{id}/sql) and then points its twin link at the result,
+    `/api/runs/{id}/sql?q=...`."""
+
+    run: RunJson
+    schema: SqlSchema
+    q: str
+    twin: str = ""
 
 
 # ---- builders: one per page; `compute_*` is the JSON twin's object ------------------------------
@@ -412,3 +426,8 @@ def build_steps_page(store: RunStore, run_id: str, annotation: str = DEFAULT_STE
     data = compute_run_steps(store, run_id, annotation)
     q = "" if annotation == DEFAULT_STEP_ANNOTATION else "?" + urlencode({"annotation": annotation})
     return StepsPage(run_json(rec), data, {"steps": make_steps_figure(data)}, f"/api/runs/{run_id}/steps{q}")
+
+
+def build_sql_page(store: RunStore, run_id: str, q: str = "") -> SqlPage:
+    rec = store.require_ready(run_id)
+    return SqlPage(run_json(rec), load_sql_schema(store, run_id), q, f"/api/runs/{run_id}/sql/schema")

@@ -130,3 +130,23 @@ def test_ops_views_and_default_sort(tmp_path: Path) -> None:
     table = runner.invoke(main, ["ops", run_id, "--view", "all", "--by-module", "--data-dir", data])
     assert table.exit_code == 0 and "Net_0/Linear_0" in table.stdout
     assert runner.invoke(main, ["ops", run_id, "--view", "kernels", "--data-dir", data]).exit_code == 2
+
+
+def test_runs_without_a_data_dir_says_which_folder_it_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EXPLORER_DATA_DIR", raising=False)
+    runner = CliRunner()
+    empty = runner.invoke(main, ["runs"])
+    assert empty.exit_code == 0 and f"no data folder at {tmp_path / 'explorer-data'}" in empty.stderr
+    assert "--data-dir" in empty.stderr and not (tmp_path / "explorer-data").exists()  # nothing created
+    assert json.loads(runner.invoke(main, ["runs", "--json"]).stdout) == []
+
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps(GOOD))
+    assert runner.invoke(main, ["ingest", str(path)]).exit_code == 0
+    listed = runner.invoke(main, ["runs"])
+    assert f"1 run in {tmp_path / 'explorer-data'}" in listed.stderr and "good" in listed.stdout
+
+    other = tmp_path / "elsewhere"
+    monkeypatch.setenv("EXPLORER_DATA_DIR", str(other))
+    assert f"no data folder at {other}" in runner.invoke(main, ["runs"]).stderr

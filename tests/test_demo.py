@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,34 @@ def test_demo_makes_three_runs_and_prints_the_compare_url(demo_run: dict[str, An
         assert "torch.compile" in demo_run["stderr"] and "continuing with 2 runs" in demo_run["stderr"]
 
 
+def test_demo_output_has_no_profiler_noise_and_says_how_to_serve(demo_run: dict[str, Any]) -> None:
+    output = demo_run["stdout"] + demo_run["stderr"]
+    assert "USDT" not in output and "STAGE:" not in output, output[-3000:]
+    assert "profiling on cpu" in demo_run["stderr"]  # our own progress lines still show
+    assert demo_run["stdout"].strip().splitlines()[-1].startswith("http://localhost:8000/compare?runs=")
+    assert f"trace-explorer serve --port 8000 --data-dir {demo_run['data'].resolve()}" in demo_run["stderr"]
+
+
+NATIVE_WRITER = r"""
+import os, sys
+from explorer.demo import quiet_profiler_noise
+with quiet_profiler_noise():
+    os.write(2, b"USDT:2026-12-01 12:58:30 1:1 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+    os.write(2, b"a native warning worth seeing\n  STAGE:noise too\n")
+    sys.stderr.write("python progress\n")  # one write: lines from Python and from the pipe may interleave
+os.write(2, b"after the block\n")
+"""
+
+
+def test_profiler_noise_filter_keeps_everything_else() -> None:
+    proc = subprocess.run([sys.executable, "-c", NATIVE_WRITER], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert sorted(lines) == sorted(["a native warning worth seeing", "python progress", "after the block"])
+    assert lines[-1] == "after the block"  # the filter is drained before the block ends
+
+
 def test_naive_run_has_the_six_ops(demo_run: dict[str, Any]) -> None:
     store, runs = demo_runs(demo_run)
     rows = {r["name"]: r for r in load_ops(store, runs[RUN_NAMES["naive"]])}
@@ -105,13 +134,16 @@ def test_demo_continues_without_torch_compile(tmp_path: Path) -> None:
     env = {**os.environ, "CXX": str(tmp_path / "no-such-compiler"), "COLUMNS": "200",
            "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}  # a fresh cache: the compiler is needed
     data = tmp_path / "data"
-    proc = subprocess.run(cli("demo", "--no-serve", "--device", "cpu", "--data-dir", str(data)), capture_output=True,
-                          text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(cli("demo", "--no-serve", "--device", "cpu", "--data-dir", str(data), "--port", "8123"),
+                          capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "torch.compile is not usable here" in proc.stderr and "continuing with 2 runs" in proc.stderr
     records, _ = RunStore(data).catalog.list(tag=DEMO_TAG)
     assert sorted(r.name for r in records) == sorted([RUN_NAMES["naive"], RUN_NAMES["fused"]])
     assert proc.stdout.strip().count(",") == 1  # the compare URL names the two runs
+    # the URL is for the port the user asked for, and the demo says which server to start for it
+    assert proc.stdout.strip().startswith("http://localhost:8123/compare?runs=")
+    assert f"trace-explorer serve --port 8123 --data-dir {data.resolve()}" in proc.stderr
 
 
 def test_demo_without_torch_says_how_to_install(tmp_path: Path) -> None:

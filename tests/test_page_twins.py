@@ -26,6 +26,7 @@ from explorer.pages import (
     OpsPage,
     OverviewPage,
     RunsPage,
+    SqlPage,
     StepsPage,
     TimelinePage,
 )
@@ -102,6 +103,8 @@ def twin_data(page: Any) -> dict[str, Any]:
         return dict(page.view)
     if isinstance(page, StepsPage):
         return dict(page.steps)
+    if isinstance(page, SqlPage):  # the schema; the query's result is the page's script's to fetch
+        return dict(page.schema)
     raise AssertionError(f"no twin rule for {type(page).__name__}")
 
 
@@ -115,7 +118,8 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/runs/{neuron}/device/matmul", "/runs/{neuron}/device/rmsnorm_naive",
          "/runs/{neuron}/device/matmul?start_ns=90000&end_ns=100000",
          "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul",
-         "/runs/{gpu}/steps", "/runs/{gpu}/steps?annotation=aten%3A%3Amul", "/runs/{host1}/steps"]
+         "/runs/{gpu}/steps", "/runs/{gpu}/steps?annotation=aten%3A%3Amul", "/runs/{host1}/steps",
+         "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201"]
 
 
 def page_and_twin(client: TestClient, path: str) -> tuple[Any, dict[str, Any]]:

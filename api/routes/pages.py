@@ -24,6 +24,7 @@ from explorer.pages import (
     build_ops_page,
     build_overview,
     build_runs_page,
+    build_sql_page,
     build_steps_page,
     build_timeline_page,
     run_json,
@@ -32,6 +33,7 @@ from explorer.render import APP_SCRIPTS, REPORT_CSP, make_environment
 from explorer.report import build_report, render_report
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
+from explorer.store.sql import MAX_SQL_CHARS
 
 router = APIRouter(include_in_schema=False)
 
@@ -117,6 +119,13 @@ def kernels_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = 
     page = build_kernels_page(state.store, run.id, sort=sort, q=q, category=category, limit=limit,
                               kernels=state.kernels(run.id))
     return _render(request, state, "kernels.html", page, active="kernels", plotly=True)
+
+
+@router.get("/runs/{run_id}/sql", response_class=HTMLResponse)
+def sql_page(request: Request, run: AnyRunDep, state: StateDep, q: str = Query("", max_length=MAX_SQL_CHARS)) -> HTMLResponse:
+    if run.status != "ready":
+        return _not_ready(request, state, run)
+    return _render(request, state, "sql.html", build_sql_page(state.store, run.id, q), active="sql")
 
 
 @router.get("/compare", response_class=HTMLResponse)

@@ -468,3 +468,32 @@ class SqlResult(TypedDict):
     rows: list[list[Any]]
     truncated: bool
     elapsed_ms: float
+
+
+@with_config(STRICT)
+class SqlColumn(TypedDict):
+    name: str
+    type: str  # DuckDB's type name, as a query sees the column
+
+
+@with_config(STRICT)
+class SqlTable(TypedDict):
+    name: str
+    rows: int
+    note: str
+    columns: list[SqlColumn]
+
+
+@with_config(STRICT)
+class SqlExampleJson(TypedDict):
+    key: str
+    title: str
+    sql: str
+
+
+@with_config(STRICT)
+class SqlSchema(TypedDict):
+    """GET /api/runs/{id}/sql/schema: the tables a query sees, their columns and row counts, example queries."""
+
+    tables: list[SqlTable]
+    examples: list[SqlExampleJson]

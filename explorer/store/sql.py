@@ -8,12 +8,17 @@ interrupts the query at the time limit; results stop at the row limit.
 
 from __future__ import annotations
 
+import csv
 import datetime
 import decimal
+import io
+import json
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +26,7 @@ import duckdb
 import pyarrow.dataset as ds
 
 from explorer.errors import QueryRejected
+from explorer.model.shapes import SqlColumn, SqlExampleJson, SqlSchema, SqlTable
 from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)
@@ -63,15 +69,24 @@ def check_select(sql: str) -> None:
 def run_sql(store: RunStore, run_id: str, sql: str, timeout_s: float, max_rows: int) -> SqlResult:
     """Run one read-only SELECT over the run's tables; QueryRejected on refusal, error or timeout."""
     check_select(sql)
+    with _sandbox(store, run_id) as (con, _tables):
+        return _execute(con, sql, timeout_s, max_rows)
+
+
+@contextmanager
+def _sandbox(store: RunStore, run_id: str) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, ds.Dataset]]]:
+    """A locked in-memory DuckDB with the run's tables registered (and those tables by name)."""
     store.require_ready(run_id)
     con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))  # type: ignore[arg-type]
     try:
+        tables = {}
         for name in SQL_TABLES:
             path = store.table_path(run_id, name)
             if path.exists():
-                con.register(name, ds.dataset(path, format="parquet"))
+                tables[name] = ds.dataset(path, format="parquet")
+                con.register(name, tables[name])
         con.execute("SET lock_configuration = true")
-        return _execute(con, sql, timeout_s, max_rows)
+        yield con, tables
     finally:
         con.close()
 
@@ -113,3 +128,112 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     return str(value)
+
+
+# ---- the SQL page: what it lists beside the editor, and the CSV form of a result -----------------
+
+SQL_TABLE_NOTES = {
+    "slices": "every span: ts_ns/dur_ns absolute integer ns; lane framework|runtime|hardware|other; "
+              "device_time marks device executions that count as device time",
+    "tracks": "one row per thread, stream or counter series (kind slice|counter|instant)",
+    "flows": "arrows between slices (kind launch|execute|fwdbwd|generic)",
+    "counters": "counter samples (memory, utilization...): value per track_id and ts_ns",
+    "instants": "instant events with their args",
+    "op_stats": "the op table per name (key_averages()): times in ns",
+    "op_stats_by_shape": "the op table per name and input shapes",
+}
+
+
+@dataclass(frozen=True)
+class SqlExample:
+    """One example query of the SQL page; every example is tested on real traces (tests/store/test_sql_examples.py)."""
+
+    key: str
+    title: str
+    sql: str
+
+
+SQL_EXAMPLES = (
+    SqlExample("top_kernels", "Top device executions (kernels, copies) by total time", """\
+select name, count(*) as calls, sum(dur_ns) as total_ns, cast(avg(dur_ns) as bigint) as avg_ns,
+       max(dur_ns) as max_ns
+from slices
+where lane = 'hardware' and device_time
+group by name
+order by total_ns desc
+limit 50"""),
+    SqlExample("ops_by_shape", "Ops by input shape (self CPU time)", """\
+select name, input_shapes, calls, self_cpu_ns, cpu_total_ns, device_total_ns
+from op_stats_by_shape
+order by self_cpu_ns desc
+limit 50"""),
+    SqlExample("gaps_1ms", "Device idle gaps over 1 ms", """\
+with hw as (
+  select t.device, s.name, s.ts_ns, s.ts_ns + s.dur_ns as end_ns
+  from slices s join tracks t using (track_id)
+  where s.lane = 'hardware' and s.device_time
+), ordered as (
+  select *, max(end_ns) over (partition by device order by ts_ns, end_ns
+                              rows between unbounded preceding and 1 preceding) as prev_end_ns
+  from hw
+)
+select device, prev_end_ns as gap_start_ns, ts_ns - prev_end_ns as gap_ns, name as next_execution
+from ordered
+where ts_ns - prev_end_ns > 1000000
+order by gap_ns desc
+limit 100"""),
+    SqlExample("memory_peaks", "Memory peaks per counter series", """\
+select t.label as series, cast(max(c.value) as bigint) as peak_bytes, arg_max(c.ts_ns, c.value) as peak_ts_ns,
+       count(*) as samples
+from counters c join tracks t using (track_id)
+where t.label like 'memory%'
+group by t.label
+order by peak_bytes desc"""),
+    SqlExample("slowest_ops", "Slowest single framework ops", """\
+select name, dur_ns, ts_ns, shapes
+from slices
+where lane = 'framework' and is_op
+order by dur_ns desc
+limit 50"""),
+)
+
+
+def load_sql_schema(store: RunStore, run_id: str) -> SqlSchema:
+    """The run's SQL tables with their columns (DuckDB's types, as a query sees them) and row counts,
+    and the example queries."""
+    with _sandbox(store, run_id) as (con, tables):
+        out: list[SqlTable] = []
+        for name, dataset in tables.items():
+            columns: list[SqlColumn] = [{"name": str(row[0]), "type": str(row[1])}
+                                        for row in con.execute(f'describe "{name}"').fetchall()]
+            out.append({"name": name, "rows": dataset.count_rows(), "note": SQL_TABLE_NOTES.get(name, ""),
+                        "columns": columns})
+    examples: list[SqlExampleJson] = [{"key": e.key, "title": e.title, "sql": e.sql} for e in SQL_EXAMPLES]
+    return {"tables": out, "examples": examples}
+
+
+def csv_cell(value: Any) -> str:
+    """A JSON result value as CSV text: empty for null, true/false, JSON for lists and maps."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def iter_sql_csv(result: SqlResult, chunk_rows: int = 1000) -> Iterator[str]:
+    """The result as CSV (header first, RFC 4180 quoting), in chunks of rows for a streamed response."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\r\n")
+    writer.writerow(result.columns)
+    for i, row in enumerate(result.rows, 1):
+        writer.writerow([csv_cell(v) for v in row])
+        if i % chunk_rows == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
