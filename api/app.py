@@ -21,6 +21,7 @@ from api.upload import IngestWorker
 from explorer import __version__
 from explorer.config import Settings
 from explorer.store.runs import RunStore
+from explorer.watch import Watcher
 
 log = logging.getLogger(__name__)
 WARM_AT_START = 2  # latest ready runs whose timeline index is built when the server starts
@@ -37,13 +38,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     state = AppState(settings, store, IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes),
                      RunMemo(settings.derived_cache_entries), RunMemo(settings.device_cache_entries))
     state.worker.on_ready = state.warm
+    watcher = make_watcher(state)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # runs ingested by the CLI (or before a restart): index the latest in the background, so their
         # first timeline view does not wait for it
         threading.Thread(target=state.warm_latest, args=(WARM_AT_START,), name="warm", daemon=True).start()
+        if watcher is not None:
+            watcher.start()
         yield
+        if watcher is not None:
+            watcher.stop()
         state.worker.shutdown()
 
     app = FastAPI(title="Trace Explorer", version=__version__, lifespan=lifespan,
@@ -59,6 +65,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _mount_static(app, settings)
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
     return app
+
+
+def make_watcher(state: AppState) -> Watcher | None:
+    """The log-folder watcher of `serve --watch DIR` (explorer/watch.py), None when nothing is watched."""
+    s = state.settings
+    if not s.watch_dirs:
+        return None
+    return Watcher(state.store, s.watch_dirs, poll_s=s.watch_poll_s, settle_s=s.watch_settle_s,
+                   stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.warm)
 
 
 def _mount_static(app: FastAPI, settings: Settings) -> None:

@@ -30,7 +30,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("charts", ("explorer.charts",)),
     Layer("render", ("explorer.render",)),
     Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot")),
-    Layer("cli", ("explorer.service", "explorer.demo", "explorer.upload_client", "explorer.cli")),
+    Layer("cli", ("explorer.service", "explorer.demo", "explorer.upload_client", "explorer.watch", "explorer.cli")),
     Layer("api", ("api",)),
 )
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer.units}

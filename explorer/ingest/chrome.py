@@ -69,7 +69,10 @@ def decode_events(data: bytes, filename: str) -> tuple[list[Event], dict[str, An
         pass  # some event has unexpected types: go event by event below
     except msgspec.DecodeError as exc:
         raise BadTrace(filename, f"not valid JSON ({exc})") from None
-    loose = _LOOSE.decode(body)
+    try:  # a mistyped event may come before malformed JSON: the loose pass meets the syntax error
+        loose = _LOOSE.decode(body)
+    except msgspec.DecodeError as exc:
+        raise BadTrace(filename, f"not valid JSON ({exc})") from None
     if isinstance(loose, dict):
         raw_events = loose.get("traceEvents", [])
         meta = doc_meta(to_ns(loose.get("baseTimeNanoseconds")), None, None, None)
