@@ -14,7 +14,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from api.errors import install_error_handlers
-from api.routes import analysis, device, kernels, meta, pages, runs, share, sql, timeline
+from api.routes import analysis, check, device, kernels, meta, pages, runs, share, sql, timeline
 from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
 from api.upload import IngestWorker
@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router):
         app.include_router(router)
     app.include_router(kernels.router)  # the kernel view's API (api/routes/kernels.py)
+    app.include_router(check.router)  # the CI regression gate (api/routes/check.py)
     app.include_router(device.router)  # Neuron device profiles' API (api/routes/device.py)
     app.include_router(device.pages)
     app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)

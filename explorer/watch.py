@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from explorer.ingest.capture import is_process_folder_name
-from explorer.ingest.sources import DEFAULT_MAX_BYTES, sha256_file
-from explorer.service import combined_sha256, run_ingest
+from explorer.ingest.sources import DEFAULT_MAX_BYTES
+from explorer.service import paths_sha256, run_ingest
 from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)
@@ -266,7 +266,7 @@ class Watcher:
         items = sorted(group.items, key=lambda i: (trace_rank(i), i.path.name))
         paths = [i.path for i in items]
         try:
-            sha = combined_sha256([a for p in paths for a in _sha_all(p)])
+            sha = paths_sha256(paths)
         except OSError as exc:  # vanished between the scan and now: the next scan decides
             log.warning("watch: %s: %s", paths[0], exc)
             return None
@@ -324,12 +324,6 @@ def folder_label(root: Path, folder: Path) -> str:
     """A folder as run names show it: the watched folder's name, then the path below it."""
     rel = folder.relative_to(root).as_posix()
     return root.name if rel == "." else f"{root.name}/{rel}"
-
-
-def _sha_all(path: Path) -> list[str]:
-    if path.is_dir():
-        return [sha256_file(p) for p in sorted(path.rglob("*")) if p.is_file() and not p.is_symlink()]
-    return [sha256_file(path)]
 
 
 def _folder_signature(folder: Path) -> tuple[int, ...]:
