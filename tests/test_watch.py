@@ -209,6 +209,21 @@ def test_tensorboard_trace_handler_steps_each_become_a_run(store: RunStore, logd
         assert got[name].summary.slices == events
 
 
+def test_an_unclosed_file_left_alone_is_ingested_after_the_stale_time(store: RunStore, logdir: Path) -> None:
+    events = kineto(8, 3)["traceEvents"]
+    path = logdir / "array.pt.trace.json"
+    path.write_text(json.dumps(events)[:-1])  # the JSON Array Format without its closing "]": legal
+    watcher = Watcher(store, [logdir], poll_s=POLL_S, settle_s=0, stale_s=1.0)
+    started = time.monotonic()
+    watcher.start()
+    try:
+        (rec,) = wait_for(settled(store, 1))
+    finally:
+        watcher.stop()
+    assert time.monotonic() - started >= 1.0
+    assert rec.status == "ready" and rec.summary.slices == len(events) == 4
+
+
 @pytest.mark.parametrize(("tail", "closed"), [
     (b'{"traceEvents": []}\n  ', True), (b"[{}]", True), (b'{"traceEvents": [{"ph": "X"},', False), (b"", False),
     (b'{"traceEvents": [{"ph": "X"}', False), (b'{"traceEvents": [\n{"name": "}]\\"}"}]}', True)])

@@ -95,7 +95,7 @@ def compute_check(baseline: CheckSide, candidate: CheckSide, metrics: Sequence[s
             missing = baseline if base is None else candidate
             raise BadRequest(f"run {missing.id} ({missing.name}) has no ProfilerStep#N: step_time needs a "
                              "profile recorded with a schedule (prof.step())")
-        _no_such_name(metric, base, cand, baseline, candidate, device)
+        _no_such_name(metric, baseline, candidate, device)
         rows.append({"metric": metric, "baseline_ns": base, "candidate_ns": cand, "delta_ns": cand - base,
                      "pct_change": pct_change(base, cand), "verdict": verdict(base, cand, max_regression)})
     regressions = sum(r["verdict"] == "regression" for r in rows)
@@ -114,8 +114,7 @@ def verdict(base: int, cand: int, max_regression: Fraction) -> str:
     return "improvement" if change < -max_regression else "ok"
 
 
-def _no_such_name(metric: str, base: int, cand: int, baseline: CheckSide, candidate: CheckSide,
-                  device: bool) -> None:
+def _no_such_name(metric: str, baseline: CheckSide, candidate: CheckSide, device: bool) -> None:
     """A name in neither run is a typo, not a pass."""
     kind, _, name = metric.partition(":")
     if not name:
