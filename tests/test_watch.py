@@ -22,6 +22,7 @@ from explorer.store.catalog import RunRecord
 from explorer.store.runs import RunStore
 from explorer.watch import LEDGER, WATCH_TAG, Watcher, is_closed, trace_label
 from tests.conftest import FIXTURES
+from tests.support import serve_subprocess
 
 POLL_S, SETTLE_S = 0.1, 0.4
 
@@ -270,3 +271,20 @@ def test_the_watcher_thread_survives_a_vanishing_folder(store: RunStore, logdir:
         assert threading.active_count() >= 1
     finally:
         watcher.stop()
+
+
+@pytest.mark.slow
+def test_serve_watch_ingests_into_the_running_server(tmp_path: Path, logdir: Path) -> None:
+    import httpx
+
+    env = {"EXPLORER_WATCH_POLL_S": "0.2", "EXPLORER_WATCH_SETTLE_S": "0.3"}
+    with serve_subprocess(tmp_path / "data", "--watch", str(logdir), env=env) as (base, _proc):
+        (logdir / "rank0.step9.pt.trace.json").write_text(json.dumps(kineto(9, 7, 0)))
+
+        def ready() -> list[dict[str, Any]] | None:
+            got = httpx.get(f"{base}/api/runs").json()["runs"]
+            return got if got and got[0]["status"] == "ready" else None
+
+        (run,) = wait_for(ready)
+    assert run["name"] == "logs/rank0 step 9" and run["tags"] == [WATCH_TAG]
+    assert run["summary"]["slices"] == complete_events(logdir / "rank0.step9.pt.trace.json")
