@@ -30,6 +30,9 @@ TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")  # torch.profiler / ten
 WATCH_TAG = "watch"  # every run the watcher makes carries it (`tag:watch@latest` in `check`)
 LEDGER = "watch-ledger.json"
 PEEK_BYTES = 8 << 20  # how much of a trace is read for its step number and rank
+# a file counts as moved in only when last written this long before the previous scan: coarse mtimes
+# (NFS, FAT: 1-2 s) must not make a file still being written look older than that scan
+MTIME_SLACK_NS = 2_000_000_000
 CLOSING = (ord("}"), ord("]"))
 
 # tensorboard_trace_handler: f"{worker_name}.{time.time_ns()}.pt.trace.json" (older torch: ms)
@@ -54,6 +57,7 @@ class Sighting:
     renamed: bool = False  # appeared by rename: the writer has finished
     complete_at: float | None = None
     closed: bool | None = None  # cached for this signature
+    group: tuple[tuple[str, ...], str, int] | None = None  # group key, run name, rank: read once complete
 
 
 @dataclass
@@ -224,14 +228,14 @@ class Watcher:
             item = self._items[path] = Sighting(path, root, is_capture, signature, now)
             # new since the last scan, yet last written before it: moved here whole
             item.renamed = (not is_capture and self._last_scan_ns is not None
-                            and signature[1] < self._last_scan_ns)
+                            and signature[1] < self._last_scan_ns - MTIME_SLACK_NS)
         elif item.signature != signature:
             item.signature, item.changed_at, item.polls_stable = signature, now, 0
-            item.complete_at, item.closed = None, None
+            item.complete_at, item.closed, item.group = None, None, None
         else:
             item.polls_stable += 1
         if item.complete_at is None and not self.ledger.knows(item) and self._complete(item, now):
-            item.complete_at = now
+            item.complete_at, item.group = now, group_of(item)
 
     def _complete(self, item: Sighting, now: float) -> bool:
         if item.is_capture:
@@ -250,10 +254,10 @@ class Watcher:
         for item in self._items.values():
             if self.ledger.knows(item):
                 continue
-            if item.complete_at is None:
+            if item.complete_at is None or item.group is None:
                 busy.add(item.path.parent)
                 continue
-            key, name = group_of(item)
+            key, name, _rank = item.group
             groups.setdefault(key, Group(key, name)).items.append(item)
         ready = []
         for group in groups.values():
@@ -263,7 +267,7 @@ class Watcher:
         return ready
 
     def _ingest(self, group: Group) -> str | None:
-        items = sorted(group.items, key=lambda i: (trace_rank(i), i.path.name))
+        items = sorted(group.items, key=lambda i: (i.group[2] if i.group else -1, i.path.name))
         paths = [i.path for i in items]
         try:
             sha = paths_sha256(paths)
@@ -290,26 +294,20 @@ class Watcher:
         return rec.id
 
 
-def group_of(item: Sighting) -> tuple[tuple[str, ...], str]:
-    """The group key and run name of a complete item. A capture folder is its own run, named by its path
-    under the watched folder. A trace file joins the files of the same folder with the same step (from
-    its name, else the first ProfilerStep#N inside); without a step it is a run of its own."""
+def group_of(item: Sighting) -> tuple[tuple[str, ...], str, int]:
+    """The group key, run name and rank (-1: unknown) of a complete item. A capture folder is its own run,
+    named by its path under the watched folder. A trace file joins the files of the same folder with the
+    same step (from its name, else the first ProfilerStep#N inside); without a step it is a run of its own."""
     if item.is_capture:
-        return ("capture", str(item.path)), folder_label(item.root, item.path)
-    base = folder_label(item.root, item.path.parent)
-    label, step, _rank = trace_label(item.path)
+        return ("capture", str(item.path)), folder_label(item.root, item.path), -1
+    label, step, rank = trace_label(item.path)
+    if step is None or rank is None:
+        seen_step, seen_rank = peek_trace(item.path)
+        step, rank = (seen_step if step is None else step), (seen_rank if rank is None else rank)
+    base, rank = folder_label(item.root, item.path.parent), -1 if rank is None else rank
     if step is None:
-        step = peek_trace(item.path)[0]
-    if step is None:
-        return ("file", str(item.path)), f"{base}/{label}"
-    return ("step", str(item.path.parent), str(step)), f"{base}/{label} step {step}"
-
-
-def trace_rank(item: Sighting) -> int:
-    rank = trace_label(item.path)[2]
-    if rank is None and not item.is_capture:
-        rank = peek_trace(item.path)[1]
-    return -1 if rank is None else rank
+        return ("file", str(item.path)), f"{base}/{label}", rank
+    return ("step", str(item.path.parent), str(step)), f"{base}/{label} step {step}", rank
 
 
 def group_name(group: Group) -> str:

@@ -102,19 +102,36 @@ def test_a_slowly_written_trace_is_ingested_once_when_complete(store: RunStore, 
     assert rec.name == "logs/slow step 3" and rec.tags == [WATCH_TAG]
 
 
-def test_a_file_moved_in_by_rename_is_ingested(store: RunStore, logdir: Path, watching: Watcher) -> None:
+def test_a_file_moved_in_by_rename_is_ingested_at_once(store: RunStore, logdir: Path, watching: Watcher) -> None:
     sub = logdir / "exp1"
     sub.mkdir()
     hidden = sub / ".worker0.1700000000000.pt.trace.json.tmp"  # a writer's temporary name is never read
-    hidden.write_bytes(gzip.compress(json.dumps(kineto(7, 12)).encode()))
+    events = kineto(7, 12)["traceEvents"]
+    hidden.write_text(json.dumps(events)[:-1])  # JSON Array Format without its "]": never "closed"
+    old = time.time() - 60
+    os.utime(hidden, (old, old))  # written well before the scans (rsync and mv keep the mtime)
     time.sleep(5 * POLL_S)
     assert runs(store) == []
-    final = sub / "worker0.1700000000000.pt.trace.json.gz"
+    final = sub / "worker0.1700000000000.pt.trace.json"
     os.rename(hidden, final)
-    (rec,) = wait_for(settled(store, 1))
+    (rec,) = wait_for(settled(store, 1), timeout=10)  # well before the watcher's stale time (30 s)
     assert rec.status == "ready", rec.message
     assert rec.name == "logs/exp1/worker0 step 7"
-    assert rec.summary.slices == complete_events(final)
+    assert rec.summary.slices == len(events) == 13
+
+
+def test_a_gzip_trace_is_ingested_when_its_stream_is_complete(store: RunStore, logdir: Path,
+                                                               watching: Watcher) -> None:
+    packed = gzip.compress(json.dumps(kineto(2, 9)).encode())
+    path = logdir / "host_1.1700000000000.pt.trace.json.gz"
+    path.write_bytes(packed[:-8])  # everything but the gzip trailer
+    time.sleep(6 * POLL_S)
+    assert runs(store) == []
+    with path.open("ab") as f:
+        f.write(packed[-8:])
+    (rec,) = wait_for(settled(store, 1))
+    assert rec.status == "ready" and rec.name == "logs/host_1 step 2"
+    assert rec.summary.slices == complete_events(path) == 10
 
 
 def test_two_ranks_of_one_step_become_one_run(store: RunStore, logdir: Path, watching: Watcher) -> None:
