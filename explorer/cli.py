@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from explorer import __version__
+from explorer.analysis.check import DEFAULT_MAX_REGRESSION
 from explorer.config import Settings
 from explorer.errors import ExplorerError
 from explorer.model.lanes import Lane
@@ -186,7 +187,7 @@ VERDICT_MARK = {"regression": "❌", "improvement": "✅", "ok": "✓"}
 @click.option("--metric", "metrics", multiple=True, metavar="METRIC",
               help="device_total | cpu_total | step_time | op:NAME | kernel:NAME (repeatable) "
                    "[default: device_total (cpu_total without device time), and step_time when both have steps]")
-@click.option("--max-regression", default="5%", show_default=True,
+@click.option("--max-regression", default=DEFAULT_MAX_REGRESSION, show_default=True,
               help="Largest allowed growth of a metric: a percentage (5%) or a fraction (0.05)")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (the /api/check object)")
 @click.option("--markdown", is_flag=True, help="Print a Markdown summary for a PR comment")

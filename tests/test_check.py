@@ -4,7 +4,9 @@ runs (profiled on this CPU), with step times recomputed from the raw trace files
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.cli import main
+from explorer.analysis.check import CheckSide, compute_check
+from explorer.cli import check_markdown
 from explorer.config import Settings
 from explorer.model.demo import DEMO_TAG, RUN_NAMES
 from explorer.store.runs import RunStore
@@ -155,3 +159,17 @@ def test_tag_refs(demo: dict[str, Any]) -> None:
     assert code == 2 and "only 2 ready runs are tagged 'nightly'" in out
     code, out = check(demo["data"], "tag:", demo["naive"])
     assert code == 2
+
+
+def test_markdown_keeps_hostile_names_inside_their_cells() -> None:
+    hostile = "aten::<script>alert(1)</script>|x`y"
+    result = compute_check(CheckSide("a", "run | one", 0, 10, op_cpu_ns={hostile: 100}),
+                           CheckSide("b", "<img src=x>", 0, 10, op_cpu_ns={hostile: 300}),
+                           [f"op:{hostile}"], Fraction(1, 20))
+    text = check_markdown(result)
+    (row,) = [line for line in text.splitlines() if line.startswith("| op:")]
+    cells = re.split(r"(?<!\\)\|", row.strip("|"))
+    assert len(cells) == 6 and "<script>" not in text and "<img src=x>" not in text  # every < and > escaped
+    assert "**\\<img src=x\\>**" in text and "**run \\| one**" in text
+    assert cells[0].strip() == "op:aten::\\<script\\>alert(1)\\</script\\>\\|x\\`y"
+    assert cells[-1].strip() == "❌ regression"
