@@ -282,12 +282,13 @@ class Watcher:
         name = group_name(group)
         rec = self.store.catalog.create(name[:200], source=", ".join(str(p) for p in paths), sha256=sha)
         self.store.catalog.set_tags(rec.id, [WATCH_TAG])
-        self.ledger.record(items, rec.id)  # before the ingest: a failed run is not retried either
         try:
             run_ingest(self.store, rec.id, paths, keep_failed=True, max_bytes=self.max_bytes)
         except Exception as exc:  # the run is marked failed with the message; the watching goes on
             log.warning("watch: ingest of %s failed: %s", name, exc)
+            self.ledger.record(items, rec.id)  # a bad file is not retried; one killed mid-ingest is
             return rec.id
+        self.ledger.record(items, rec.id)
         log.info("watch: run %s (%s) ingested", rec.id, name)
         if self.on_ready is not None:
             self.on_ready(rec.id)
