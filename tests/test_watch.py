@@ -148,6 +148,17 @@ def test_two_ranks_of_one_step_become_one_run(store: RunStore, logdir: Path, wat
     assert {"rank 0", "rank 1"} <= instances
 
 
+def test_handler_files_of_two_workers_join_by_the_step_inside(store: RunStore, logdir: Path,
+                                                              watching: Watcher) -> None:
+    # tensorboard_trace_handler names carry no step: the ProfilerStep#N and distributedInfo inside do
+    for rank, worker in enumerate(("nodeA_101", "nodeB_202")):
+        (logdir / f"{worker}.17000000000{rank}0.pt.trace.json").write_text(json.dumps(kineto(12, 3 + rank, rank)))
+    (rec,) = wait_for(settled(store, 1))
+    assert rec.name == "logs step 12 (2 ranks)" and rec.status == "ready", rec.message
+    assert [f["name"] for f in rec.summary.files] == sorted(p.name for p in logdir.iterdir())
+    assert rec.summary.slices == 4 + 5
+
+
 def test_a_restart_does_not_ingest_again(store: RunStore, logdir: Path) -> None:
     (logdir / "a.pt.trace.json").write_text(json.dumps(kineto(1, 3)))
     first = Watcher(store, [logdir], poll_s=POLL_S, settle_s=0)
