@@ -15,13 +15,14 @@ from fastapi.staticfiles import StaticFiles
 
 from api.errors import install_error_handlers
 from api.guard import OriginGuard
-from api.routes import analysis, device, kernels, meta, pages, runs, share, sql, timeline
+from api.routes import analysis, check, device, kernels, meta, pages, runs, share, sql, timeline
 from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
 from api.upload import IngestWorker
 from explorer import __version__
 from explorer.config import Settings
 from explorer.store.runs import RunStore
+from explorer.watch import Watcher
 
 log = logging.getLogger(__name__)
 WARM_AT_START = 2  # latest ready runs whose timeline index is built when the server starts
@@ -38,13 +39,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     state = AppState(settings, store, IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes),
                      RunMemo(settings.derived_cache_entries), RunMemo(settings.device_cache_entries))
     state.worker.on_ready = state.warm
+    watcher = make_watcher(state)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # runs ingested by the CLI (or before a restart): index the latest in the background, so their
         # first timeline view does not wait for it
         threading.Thread(target=state.warm_latest, args=(WARM_AT_START,), name="warm", daemon=True).start()
+        if watcher is not None:
+            watcher.start()
         yield
+        if watcher is not None:
+            watcher.stop()
         state.worker.shutdown()
 
     app = FastAPI(title="Trace Explorer", version=__version__, lifespan=lifespan,
@@ -54,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router):
         app.include_router(router)
     app.include_router(kernels.router)  # the kernel view's API (api/routes/kernels.py)
+    app.include_router(check.router)  # the CI regression gate (api/routes/check.py)
     app.include_router(device.router)  # Neuron device profiles' API (api/routes/device.py)
     app.include_router(device.pages)
     app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
@@ -61,6 +68,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
     app.add_middleware(OriginGuard, settings=settings)  # outermost: Host and Origin before anything else
     return app
+
+
+def make_watcher(state: AppState) -> Watcher | None:
+    """The log-folder watcher of `serve --watch DIR` (explorer/watch.py), None when nothing is watched."""
+    s = state.settings
+    if not s.watch_dirs:
+        return None
+    return Watcher(state.store, s.watch_dirs, poll_s=s.watch_poll_s, settle_s=s.watch_settle_s,
+                   stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.warm)
 
 
 def _mount_static(app: FastAPI, settings: Settings) -> None:

@@ -41,8 +41,11 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
 @click.option("--token", default=None, help="Access token (or $EXPLORER_TOKEN); required off loopback")
 @click.option("--allowed-hosts", multiple=True, help="A host name the server answers to besides loopback (repeatable)")
 @click.option("--forwarded-allow-ips", default=None, help="Proxies trusted for X-Forwarded-* (default 127.0.0.1)")
+@click.option("--watch", "watch", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Ingest every trace that appears under this folder (repeatable), like a TensorBoard logdir")
 def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: str | None,
-          token: str | None, allowed_hosts: tuple[str, ...], forwarded_allow_ips: str | None) -> None:
+          token: str | None, allowed_hosts: tuple[str, ...], forwarded_allow_ips: str | None,
+          watch: tuple[Path, ...]) -> None:
     """Serve pages, API and static files on one port."""
     import uvicorn
 
@@ -50,7 +53,8 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: 
     from explorer.config import Settings
 
     given = {"host": host, "port": port, "data_dir": data_dir, "root_path": root_path, "token": token,
-             "allowed_hosts": list(allowed_hosts) or None, "forwarded_allow_ips": forwarded_allow_ips}
+             "allowed_hosts": list(allowed_hosts) or None, "forwarded_allow_ips": forwarded_allow_ips,
+             "watch_dirs": list(watch) or None}
     settings = Settings().model_copy(update={k: v for k, v in given.items() if v is not None})
     if not is_loopback(settings.host) and not settings.token:
         raise click.UsageError(f"refusing to bind {settings.host} (not loopback) without a token: "
@@ -58,6 +62,8 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: 
     app = create_app(settings)
     for line in tunnel_hint(settings.port, settings.root_path):
         click.echo(line)
+    for folder in settings.watch_dirs:
+        click.echo(f"Watching {folder} for new traces")
     if settings.token:
         click.echo(f"Token required: open {tunnel_hint(settings.port, settings.root_path)[0].split()[-1]}"
                    "?token=<token> once in the browser")

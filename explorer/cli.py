@@ -15,8 +15,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from explorer import __version__
+from explorer.analysis.check import DEFAULT_MAX_REGRESSION
 from explorer.config import Settings
 from explorer.errors import ExplorerError
 from explorer.model.lanes import Lane
@@ -189,6 +191,106 @@ def report(run_id: str, output: Path | None, data_dir: Path | None) -> None:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
     console.print(f"wrote {target} ({size / 1e6:.1f} MB)", highlight=False, markup=False)
+
+
+# ---- check: the CI regression gate ---------------------------------------------------------------
+
+CHECK_OK, CHECK_REGRESSION, CHECK_USAGE = 0, 1, 2  # exit codes of `check` (README, "CI regression gate")
+VERDICT_MARK = {"regression": "❌", "improvement": "✅", "ok": "✓"}
+
+
+@main.command()
+@click.argument("baseline")
+@click.argument("candidate")
+@click.option("--metric", "metrics", multiple=True, metavar="METRIC",
+              help="device_total | cpu_total | step_time | op:NAME | kernel:NAME (repeatable) "
+                   "[default: device_total (cpu_total without device time), and step_time when both have steps]")
+@click.option("--max-regression", default=DEFAULT_MAX_REGRESSION, show_default=True,
+              help="Largest allowed growth of a metric: a percentage (5%) or a fraction (0.05)")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (the /api/check object)")
+@click.option("--markdown", is_flag=True, help="Print a Markdown summary for a PR comment")
+@data_dir_option
+def check(baseline: str, candidate: str, metrics: tuple[str, ...], max_regression: str, as_json: bool,
+          markdown: bool, data_dir: Path | None) -> None:
+    """Check CANDIDATE against BASELINE; exit 1 when a metric regressed beyond the threshold.
+
+    Each is a run id, tag:NAME@latest (tag:NAME@1: the one before), or a trace file or folder (ingested
+    unless a run holds exactly these files). Exit codes: 0 no regression, 1 regression, 2 bad usage or
+    reference."""
+    from explorer.gate import compute_run_check
+
+    store = _store(data_dir)
+    try:
+        refs = [_check_ref(store, ref) for ref in (baseline, candidate)]
+        result = compute_run_check(store, refs[0], refs[1], metrics, max_regression)
+    except ExplorerError as exc:  # names from traces: neither markup nor :emoji: codes
+        console.print(f"error: {exc.message}", markup=False, emoji=False, highlight=False)
+        sys.exit(CHECK_USAGE)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    elif markdown:
+        click.echo(check_markdown(result), nl=False)
+    else:
+        out.print(_check_table(result))
+        console.print(_check_verdict(result), markup=False, emoji=False, highlight=False)
+    sys.exit(CHECK_OK if result["passed"] else CHECK_REGRESSION)
+
+
+def _check_ref(store: RunStore, ref: str) -> str:
+    """A path on disk becomes the id of the run holding it (ingested when none does); other refs pass."""
+    path = Path(ref)
+    if ref.startswith("tag:") or not path.exists():
+        return ref
+    from explorer.service import ingest_or_find
+
+    rec = ingest_or_find(store, [path])
+    console.print(f"{ref}: run {rec.id}", markup=False, emoji=False, highlight=False)
+    return rec.id
+
+
+def _pct(value: float | None) -> str:
+    return "new" if value is None else f"{value:+.1f}%"
+
+
+def _check_cells(row: Any) -> list[str]:
+    return [row["metric"], fmt_ns(row["baseline_ns"]), fmt_ns(row["candidate_ns"]),
+            ("+" if row["delta_ns"] > 0 else "") + fmt_ns(row["delta_ns"]),
+            _pct(row["pct_change"]) if row["baseline_ns"] or row["candidate_ns"] else "0.0%", row["verdict"]]
+
+
+def _check_table(result: Any) -> Table:
+    table = Table("metric", "baseline", "candidate", "Δ", "Δ %", "verdict",
+                  title=Text(f"{result['candidate']['name']} vs {result['baseline']['name']}"))
+    for row in result["rows"]:
+        table.add_row(*(Text(c) for c in _check_cells(row)))
+    return table
+
+
+def _check_verdict(result: Any) -> str:
+    limit = f"{result['max_regression_pct']:g}%"
+    if result["passed"]:
+        return f"ok: no metric regressed by more than {limit}"
+    return f"REGRESSION: {result['regressions']} metric(s) regressed by more than {limit}"
+
+
+def _md(text: str) -> str:
+    """Trace names in a Markdown table cell: pipes, backticks and markup characters escaped."""
+    return "".join("\\" + c if c in "\\`*_[]<>|#" else c for c in text).replace("\n", " ")
+
+
+def check_markdown(result: Any) -> str:
+    """The check as a Markdown summary, ready for a PR comment."""
+    head = "❌ regression" if not result["passed"] else "✅ no regression"
+    b, c = result["baseline"], result["candidate"]
+    lines = [f"### Trace Explorer check: {head}", "",
+             f"Candidate **{_md(c['name'])}** (`{c['id']}`) against baseline **{_md(b['name'])}** (`{b['id']}`), "
+             f"max regression {result['max_regression_pct']:g}%.", "",
+             "| metric | baseline | candidate | Δ | Δ % | verdict |", "|---|---:|---:|---:|---:|---|"]
+    for row in result["rows"]:
+        cells = _check_cells(row)
+        cells[0], cells[-1] = _md(cells[0]), f"{VERDICT_MARK[row['verdict']]} {row['verdict']}"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

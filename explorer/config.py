@@ -44,3 +44,10 @@ class Settings(BaseSettings):
         8, description="Op tables computed on load (grouped by nn.Module, or of runs stored before op views)")
     templates_dir: Path = Field(asset_dir("templates"), description="Jinja templates")
     static_dir: Path = Field(asset_dir("static"), description="Static assets (JS, CSS, vendored plotly)")
+    watch_dirs: list[Path] = Field(
+        default_factory=list, description="Folders whose new traces are ingested as they appear (serve --watch)")
+    watch_poll_s: float = Field(1.0, gt=0, description="Seconds between two scans of the watched folders")
+    watch_settle_s: float = Field(
+        3.0, ge=0, description="Quiet seconds after a step's last file completes before its run is ingested")
+    watch_stale_s: float = Field(
+        60.0, gt=0, description="Seconds unchanged after which an unclosed watched file is ingested anyway")

@@ -40,10 +40,10 @@ class TooLarge(ExplorerError, code="too_large"):
 
 
 class RunNotFound(ExplorerError, code="run_not_found"):
-    """No run has this id."""
+    """No run has this id (or no run matches this reference: `message` says how)."""
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"no run with id {run_id!r}")
+    def __init__(self, run_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"no run with id {run_id!r}")
         self.run_id = run_id
 
 

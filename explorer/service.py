@@ -12,7 +12,7 @@ from pathlib import Path
 
 from explorer.errors import ExplorerError
 from explorer.ingest.pipeline import ingest_inputs
-from explorer.ingest.sources import DEFAULT_MAX_BYTES, collect_inputs
+from explorer.ingest.sources import DEFAULT_MAX_BYTES, collect_inputs, sha256_file
 from explorer.store.catalog import RunRecord
 from explorer.store.runs import RunStore
 
@@ -23,6 +23,25 @@ Progress = Callable[[float, str], None]
 
 def combined_sha256(shas: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(shas)).encode()).hexdigest()
+
+
+def paths_sha256(paths: list[Path]) -> str:
+    """The sha256 an ingest of `paths` stores (combined over every file, folders walked as collect_inputs
+    walks them): equal content finds the existing run (catalog.find_by_sha) without parsing anything."""
+    shas = []
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.is_dir() else [path]
+        shas += [sha256_file(f) for f in files]
+    return combined_sha256(shas)
+
+
+def ingest_or_find(store: RunStore, paths: list[Path], name: str | None = None, *,
+                   progress: Progress | None = None) -> RunRecord:
+    """The ready run holding exactly these files, ingesting them only when no run does."""
+    existing = store.catalog.find_by_sha(paths_sha256(paths))
+    if existing is not None and existing.status == "ready":
+        return existing
+    return ingest_paths(store, paths, name, progress=progress)
 
 
 def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: bool,

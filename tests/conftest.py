@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from explorer.store.runs import RunStore
+from tests.support import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
@@ -26,3 +29,14 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.skip("../shared/traces is absent (only present beside the project's own checkout)")
     return SHARED_TRACES
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`trace-explorer demo --no-serve` on CPU, run once (tests/test_demo.py, tests/test_check.py)."""
+    data = tmp_path_factory.mktemp("demo") / "data"
+    proc = subprocess.run(cli("demo", "--no-serve", "--device", "cpu", "--data-dir", str(data)),
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"data": data, "stdout": proc.stdout, "stderr": proc.stderr}

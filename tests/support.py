@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +35,33 @@ def shift_drag(page: Any, y: float, x0: float, x1: float) -> None:
     page.mouse.move(x1, y, steps=4)
     page.mouse.up()
     page.keyboard.up("Shift")
+
+
+@contextmanager
+def serve_subprocess(data_dir: Path, *args: str, env: dict[str, str] | None = None,
+                     ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`trace-explorer serve` in a subprocess on a free port, once its health check answers: (URL, process)."""
+    import httpx
+
+    port = free_port()
+    cmd = [sys.executable, "-c", "from api.cli import main; main()", "serve", "--port", str(port),
+           "--data-dir", str(data_dir), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/-/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("server did not start")
+        yield base, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout:
+            proc.stdout.close()

@@ -26,6 +26,7 @@ BAD_INPUTS: list[tuple[str, str, bytes, str]] = [
     ("empty", "empty.json", b"", "empty"),
     ("not_json", "notes.json", b"hello, this is not a trace", "not a recognized trace format"),
     ("broken_json", "broken.json", b'{"traceEvents": [{"ph": "X", "ts": 1,', "not valid JSON"),
+    ("mistyped_then_broken", "mixed.json", b'{"traceEvents": [{"ph": "X", "ts": "soon"}], "x": }', "not valid JSON"),
     ("no_events", "meta.json", b'{"schemaVersion": 1, "traceEvents": []}', "no events"),
     ("wrong_types", "types.json", event_file([{"ph": "X", "name": {"a": 1}, "ts": [1], "pid": 1, "tid": 1}]),
      "wrong type"),

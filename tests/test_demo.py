@@ -33,16 +33,6 @@ def compiler_present() -> bool:
     return bool(os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++"))
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    data = tmp_path_factory.mktemp("demo") / "data"
-    proc = subprocess.run(cli("demo", "--no-serve", "--device", "cpu", "--data-dir", str(data)),
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "COLUMNS": "200"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return {"data": data, "stdout": proc.stdout, "stderr": proc.stderr}
-
-
 def demo_runs(demo_run: dict[str, Any]) -> tuple[RunStore, dict[str, str]]:
     store = RunStore(demo_run["data"])
     records, _ = store.catalog.list(tag=DEMO_TAG)

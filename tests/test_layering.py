@@ -29,8 +29,9 @@ LAYERS: tuple[Layer, ...] = (
     Layer("core", ("explorer.ingest", "explorer.store", "explorer.analysis"), independent=True),
     Layer("charts", ("explorer.charts",)),
     Layer("render", ("explorer.render",)),
-    Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot")),
-    Layer("cli", ("explorer.service", "explorer.demo", "explorer.upload_client", "explorer.cli", "explorer.notebook")),
+    Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot", "explorer.gate")),
+    Layer("cli", ("explorer.service", "explorer.demo", "explorer.upload_client", "explorer.watch", "explorer.cli",
+                  "explorer.notebook")),
     Layer("api", ("api",)),
 )
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer.units}

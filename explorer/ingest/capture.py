@@ -50,6 +50,11 @@ class ProcessFolder:
         return f"{self.instance}_pid_{self.pid}"
 
 
+def is_process_folder_name(name: str) -> bool:
+    """Whether a folder name is a capture's process folder (`<instance>_pid_<pid>`)."""
+    return _PROCESS_DIR.match(name) is not None
+
+
 def find_process_folders(members: list[Member]) -> tuple[list[ProcessFolder], list[Member]]:
     """Split members into capture process folders and loose files. Framework traces sort first in
     each folder, so that a system export's copy of the same framework events can be told apart."""

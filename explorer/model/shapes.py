@@ -355,6 +355,40 @@ class CompareResult(TypedDict):
     kernels: KernelCompare
 
 
+# ---- check (the CI regression gate) -------------------------------------------------------------
+
+@with_config(STRICT)
+class CheckRun(TypedDict):
+    id: str
+    name: str
+
+
+@with_config(STRICT)
+class CheckRow(TypedDict):
+    """One metric of GET /api/check: its value in both runs (ns), the delta and the verdict against the
+    threshold (`regression` | `improvement` | `ok`)."""
+
+    metric: str
+    baseline_ns: int
+    candidate_ns: int
+    delta_ns: int
+    pct_change: float | None
+    verdict: str
+
+
+@with_config(STRICT)
+class CheckResult(TypedDict):
+    """GET /api/check: the candidate run against the baseline, metric by metric; `passed` is false when
+    any metric regressed by more than `max_regression_pct`."""
+
+    baseline: CheckRun
+    candidate: CheckRun
+    max_regression_pct: float
+    rows: list[CheckRow]
+    regressions: int
+    passed: bool
+
+
 # ---- timeline -----------------------------------------------------------------------------------
 
 @with_config(STRICT)

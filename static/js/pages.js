@@ -162,6 +162,21 @@
     }
   }
 
+  // new runs (serve --watch, the CLI, another browser) appear without a reload: the newest rows of the
+  // JSON twin are compared with the table's, and the table is re-rendered by the server when they differ
+  const LIVE_ROWS = 20;
+  async function pollRuns() {
+    const table = document.getElementById("runs-table");
+    if (!table || document.hidden) return;
+    const query = new URLSearchParams(location.search);
+    query.set("limit", String(LIVE_ROWS));
+    const list = await TE.api("/api/runs?" + query.toString());
+    const fresh = list.runs.map((r) => r.id + ":" + r.status).join(",");
+    const shown = Array.from(table.querySelectorAll("tr[data-run]")).slice(0, LIVE_ROWS)
+      .map((tr) => tr.dataset.run + ":" + tr.dataset.status).join(",");
+    if (fresh !== shown || String(list.total) !== table.dataset.total) await refreshRunsTable();
+  }
+
   function initRuns() {
     const drop = document.getElementById("drop");
     const inputs = [document.getElementById("file-input"), document.getElementById("folder-input")];
@@ -185,6 +200,8 @@
       location.href = compareHref(selectedRuns());
     });
     updateCompare();
+    const live = Number(document.getElementById("runs-table").dataset.pollMs);
+    if (live > 0) setInterval(() => { pollRuns().catch(() => {}); }, live);
     // runs still ingesting (uploaded from elsewhere) refresh until they settle
     if (document.querySelector("#runs-table .status.queued, #runs-table .status.ingesting")) {
       const timer = setInterval(async () => {

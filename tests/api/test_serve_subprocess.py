@@ -3,10 +3,8 @@ uploaded over HTTP, polled until ready, then its timeline and op table read back
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from api.cli import main, tunnel_hint
-from tests.support import free_port
+from tests.support import serve_subprocess
 
 
 def _torch_trace(path: Path) -> Path:
@@ -33,28 +31,8 @@ def _torch_trace(path: Path) -> Path:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = free_port()
-    cmd = [sys.executable, "-c", "from api.cli import main; main()", "serve", "--port", str(port),
-           "--data-dir", str(tmp_path / "data")]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/-/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("server did not start")
-        yield base, proc
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stdout:
-            proc.stdout.close()
+    with serve_subprocess(tmp_path / "data") as running:
+        yield running
 
 
 @pytest.mark.slow

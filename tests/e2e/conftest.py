@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,8 +129,6 @@ class Server:
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory, traces: Traces) -> Iterator[Server]:
-    import uvicorn
-
     from api.app import create_app
     from explorer.config import Settings
     from explorer.service import ingest_paths
@@ -140,6 +139,15 @@ def server(tmp_path_factory: pytest.TempPathFactory, traces: Traces) -> Iterator
     runs = {}
     for name, path in (("fused", traces.fused), ("hostile", traces.hostile), ("synth", traces.synth)):
         runs[name] = ingest_paths(state.store, [path], f"rmsnorm {name}" if name == "fused" else name).id
+    with serving(app) as url:
+        yield Server(url, state, runs)
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """`app` served by uvicorn in a thread on a free port (its lifespan runs); yields its URL."""
+    import uvicorn
+
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     srv = uvicorn.Server(config)
@@ -155,9 +163,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, traces: Traces) -> Iterator
             time.sleep(0.05)
     else:
         raise RuntimeError("server did not start")
-    yield Server(url, state, runs)
-    srv.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield url
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="session")
