@@ -6,7 +6,10 @@ Printing happens here and nowhere else in the core.
 from __future__ import annotations
 
 import json
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +84,16 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], dat
             bar.update(task, completed=fraction, description=what[:60])
 
         try:
-            rec = ingest_paths(store, list(paths), name, progress=progress)
+            with terminate_as_interrupt():
+                rec = ingest_paths(store, list(paths), name, progress=progress)
         except ExplorerError as exc:
             bar.stop()
             console.print(f"[red]error:[/red] {escape(exc.message)}", markup=True, highlight=False)
             sys.exit(2)
+        except KeyboardInterrupt:
+            bar.stop()
+            console.print("error: interrupted; the run is marked failed", markup=False, highlight=False)
+            sys.exit(130)
     if tags:
         store.catalog.set_tags(rec.id, list(tags))
     s = rec.summary
@@ -94,6 +102,20 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], dat
     for w in s.warnings[:10]:
         console.print(f"  warning: {w.count} x {w.message}", highlight=False, markup=False)
     out.print(rec.id, highlight=False)
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a job scheduler, `kill`) unwinds like Ctrl-C, so the ingest marks its run failed."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_row(rec: RunRecord) -> dict[str, Any]:

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from explorer.errors import ExplorerError
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import DEFAULT_MAX_BYTES, collect_inputs, sha256_file
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog import HEARTBEAT_S, RunRecord
 from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,9 @@ def ingest_or_find(store: RunStore, paths: list[Path], name: str | None = None, 
 def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: bool,
                max_bytes: int = DEFAULT_MAX_BYTES, progress: Progress | None = None) -> RunRecord:
     """Ingest `paths` into the existing catalog record `run_id`. On error the record becomes
-    `failed` with the message (keep_failed) or disappears, and the error is raised."""
+    `failed` with the message (keep_failed) or disappears, and the error is raised. Interrupted
+    (Ctrl-C, SIGTERM through the CLI's handler), the run is marked failed whatever keep_failed says, so
+    no run stays `ingesting`; killed outright, its lease lapses and the next process marks it failed."""
 
     def report(fraction: float, what: str) -> None:
         store.catalog.update(run_id, status="ingesting", progress=round(fraction, 3), message=what)
@@ -55,16 +59,8 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
             progress(fraction, what)
 
     try:
-        report(0.0, "reading files")
-        inputs = collect_inputs(paths, max_bytes, scratch_root=store.tmp_dir)
-        try:
-            sha = combined_sha256([a.sha256 for a in inputs.artifacts])
-            store.catalog.update(run_id, sha256=sha)
-            trace = ingest_inputs(inputs, report)
-            report(0.95, "writing tables")
-            store.save(run_id, trace, inputs.artifacts)
-        finally:
-            inputs.cleanup()
+        with holding_lease(store, run_id):
+            _ingest_into(store, run_id, paths, max_bytes, report)
     except Exception as exc:
         message = exc.message if isinstance(exc, ExplorerError) else f"internal error: {exc!r}"
         if not isinstance(exc, ExplorerError):
@@ -74,7 +70,47 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
         else:
             store.catalog.delete(run_id)
         raise
+    except BaseException:  # KeyboardInterrupt, SystemExit from a signal handler
+        store.catalog.update(run_id, status="failed", message="interrupted during ingest; ingest it again")
+        raise
     return store.get(run_id)
+
+
+def _ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int, report: Progress) -> None:
+    report(0.0, "reading files")
+    inputs = collect_inputs(paths, max_bytes, scratch_root=store.tmp_dir)
+    try:
+        sha = combined_sha256([a.sha256 for a in inputs.artifacts])
+        store.catalog.update(run_id, sha256=sha)
+        trace = ingest_inputs(inputs, report)
+        report(0.95, "writing tables")
+        store.save(run_id, trace, inputs.artifacts)
+    finally:
+        inputs.cleanup()
+
+
+@contextmanager
+def holding_lease(store: RunStore, run_id: str) -> Iterator[None]:
+    """This process owns the run's ingest: the lease is renewed every HEARTBEAT_S from a thread while
+    the body runs (parsing holds no catalog calls for long stretches) and dropped at the end."""
+    store.catalog.take_lease(run_id)
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            try:
+                store.catalog.renew_lease(run_id)
+            except Exception:  # a busy or closed catalog: the next beat tries again
+                log.warning("could not renew the ingest lease of run %s", run_id, exc_info=True)
+
+    beat = threading.Thread(target=renew, name=f"lease-{run_id}", daemon=True)
+    beat.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        beat.join(timeout=HEARTBEAT_S)
+        store.catalog.drop_lease(run_id)
 
 
 def ingest_paths(store: RunStore, paths: list[Path], name: str | None = None, *, keep_failed: bool = False,

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import secrets
+import socket
 import sqlite3
 import threading
 import time
@@ -39,6 +41,12 @@ CREATE TABLE IF NOT EXISTS tags (
     tag TEXT NOT NULL,
     PRIMARY KEY (run_id, tag)
 );
+CREATE TABLE IF NOT EXISTS leases (   -- who is ingesting a run right now: a live process renews it
+    run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    heartbeat_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS shares (
     token TEXT PRIMARY KEY,
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -48,6 +56,10 @@ CREATE TABLE IF NOT EXISTS shares (
 """
 
 STATUSES = ("queued", "ingesting", "ready", "failed")
+# An ingest renews its lease every HEARTBEAT_S; one not renewed for LEASE_S, or whose process is gone from
+# this host, is dead, and its run may be marked failed by whoever looks (a server starting, `recover`).
+HEARTBEAT_S = 5.0
+LEASE_S = 30.0
 
 
 @dataclass
@@ -71,6 +83,29 @@ class ShareRecord:
     run_id: str
     created_at: float
     revoked: bool
+
+
+@dataclass
+class Lease:
+    run_id: str
+    host: str
+    pid: int
+    heartbeat_at: float
+
+    def alive(self, now: float | None = None) -> bool:
+        if (now or time.time()) - self.heartbeat_at > LEASE_S:
+            return False
+        return self.host != socket.gethostname() or _pid_alive(self.pid)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def new_run_id() -> str:
@@ -176,6 +211,28 @@ class Catalog:
         with self._lock:
             rows = self._db.execute("SELECT * FROM runs WHERE status IN ('queued', 'ingesting')").fetchall()
             return [self._record(r) for r in rows]
+
+    # ---- ingest leases ------------------------------------------------------------------------
+
+    def take_lease(self, run_id: str) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO leases (run_id, host, pid, heartbeat_at) VALUES (?,?,?,?)",
+                       (run_id, socket.gethostname(), os.getpid(), time.time()))
+
+    def renew_lease(self, run_id: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE leases SET heartbeat_at = ? WHERE run_id = ? AND pid = ?",
+                       (time.time(), run_id, os.getpid()))
+
+    def drop_lease(self, run_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM leases WHERE run_id = ? AND pid = ?", (run_id, os.getpid()))
+
+    def lease(self, run_id: str) -> Lease | None:
+        with self._lock:
+            row = self._db.execute("SELECT run_id, host, pid, heartbeat_at FROM leases WHERE run_id = ?",
+                                   (run_id,)).fetchone()
+        return Lease(*row) if row else None
 
     # ---- share tokens --------------------------------------------------------------------------
 

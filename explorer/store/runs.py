@@ -55,13 +55,23 @@ class RunStore:
         self.derived = RunMemo(op_table_cache)
 
     def recover(self) -> int:
-        """After a crash: runs left queued/ingesting become failed, temp folders are removed."""
+        """After a crash: runs left queued/ingesting by a process that is gone become failed, and temp
+        folders are removed — unless some ingest is alive (a CLI ingest while a server starts on the same
+        data folder): its run and its scratch files are left alone."""
         n = 0
+        live = False
         for rec in self.catalog.unfinished():
-            self.catalog.update(rec.id, status="failed", message="interrupted: the server stopped during ingest")
+            lease = self.catalog.lease(rec.id)
+            if lease is not None and lease.alive():
+                live = True
+                continue
+            who = f" (pid {lease.pid} on {lease.host})" if lease else ""
+            self.catalog.update(rec.id, status="failed",
+                                message=f"interrupted: the process ingesting it stopped{who}; ingest it again")
             n += 1
-        for leftover in self.tmp_dir.iterdir():
-            shutil.rmtree(leftover, ignore_errors=True)
+        if not live:
+            for leftover in self.tmp_dir.iterdir():
+                shutil.rmtree(leftover, ignore_errors=True)
         return n
 
     def run_dir(self, run_id: str) -> Path:

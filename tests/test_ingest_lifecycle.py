@@ -1,0 +1,98 @@
+"""An interrupted CLI ingest never leaves a run `ingesting`: Ctrl-C and SIGTERM mark it failed at once,
+kill -9 leaves a lease that lapses with its process; and a server started while a CLI ingest runs on the
+same data folder leaves that live run (and its scratch files) alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from api.app import create_app
+from explorer.config import Settings
+from explorer.store.catalog import Catalog
+from explorer.store.runs import RunStore
+
+EVENTS = 1_200_000  # a few seconds of ingest on this machine: long enough to interrupt
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("big") / "big.json"
+    with path.open("w") as f:
+        f.write('{"traceEvents": [')
+        f.write(",".join(f'{{"ph":"X","cat":"cpu_op","name":"op{i % 50}","pid":1,"tid":{i % 4},"ts":{i * 3},"dur":2}}'
+                         for i in range(EVENTS)))
+        f.write("]}")
+    return path
+
+
+def start_ingest(trace: Path, data: Path) -> subprocess.Popen[str]:
+    exe = Path(sys.executable).parent / "trace-explorer"
+    return subprocess.Popen([str(exe), "ingest", str(trace), "--data-dir", str(data)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_ingesting(data: Path, proc: subprocess.Popen[str]) -> str:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if (data / "catalog.sqlite").exists():
+            runs = [r for r in Catalog(data / "catalog.sqlite").list()[0] if r.status == "ingesting"]
+            if runs and Catalog(data / "catalog.sqlite").lease(runs[0].id):
+                return runs[0].id
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("the ingest never started")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_marks_the_run_failed(big_trace: Path, tmp_path: Path, sig: signal.Signals) -> None:
+    data = tmp_path / "data"
+    proc = start_ingest(big_trace, data)
+    run_id = wait_ingesting(data, proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    rec = RunStore(data).catalog.get(run_id)
+    assert rec.status == "failed" and "interrupted" in rec.message
+    assert RunStore(data).catalog.lease(run_id) is None
+
+
+@pytest.mark.slow
+def test_kill_9_lapses_and_the_next_process_marks_it_failed(big_trace: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    proc = start_ingest(big_trace, data)
+    run_id = wait_ingesting(data, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    store = RunStore(data)
+    assert store.catalog.get(run_id).status == "ingesting"  # nobody could say otherwise yet
+    assert store.recover() == 1
+    rec = store.catalog.get(run_id)
+    assert rec.status == "failed" and f"pid {proc.pid}" in rec.message
+    assert list(store.tmp_dir.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_server_starting_during_a_cli_ingest_leaves_it_alone(big_trace: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    proc = start_ingest(big_trace, data)
+    run_id = wait_ingesting(data, proc)
+    scratch_before = sorted(p.name for p in (data / "tmp").iterdir())
+    create_app(Settings(data_dir=data))  # what `serve` does first: recover the data folder
+    store = RunStore(data)
+    assert store.catalog.get(run_id).status == "ingesting"
+    assert sorted(p.name for p in store.tmp_dir.iterdir()) == scratch_before
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip().splitlines()[-1] == run_id
+    rec = store.catalog.get(run_id)
+    assert rec.status == "ready" and rec.summary.slices == EVENTS
+    assert store.catalog.lease(run_id) is None
