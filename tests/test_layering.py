@@ -29,7 +29,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("core", ("explorer.ingest", "explorer.store", "explorer.analysis"), independent=True),
     Layer("charts", ("explorer.charts",)),
     Layer("render", ("explorer.render",)),
-    Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot")),
+    Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot", "explorer.export")),
     Layer("cli", ("explorer.service", "explorer.demo", "explorer.upload_client", "explorer.cli")),
     Layer("api", ("api",)),
 )
