@@ -14,7 +14,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from api.errors import install_error_handlers
-from api.routes import analysis, device, kernels, meta, pages, runs, share, sql, timeline
+from api.routes import analysis, device, export, kernels, meta, neuron_v1, pages, runs, share, sql, timeline
 from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
 from api.upload import IngestWorker
@@ -55,6 +55,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(kernels.router)  # the kernel view's API (api/routes/kernels.py)
     app.include_router(device.router)  # Neuron device profiles' API (api/routes/device.py)
     app.include_router(device.pages)
+    app.include_router(export.router)  # Perfetto export (api/routes/export.py)
+    app.include_router(neuron_v1.router)  # Neuron Explorer-compatible query API (api/routes/neuron_v1.py)
     app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
     _mount_static(app, settings)
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)

@@ -23,3 +23,12 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.skip("../shared/traces is absent (only present beside the project's own checkout)")
     return SHARED_TRACES
+
+
+@pytest.fixture(scope="session")
+def stack_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real torch.profiler(with_stack=True) CPU trace of tests/stack_helper.py, made once per session."""
+    pytest.importorskip("torch")
+    from tests.stack_helper import profile_with_stack
+
+    return profile_with_stack(tmp_path_factory.mktemp("stack") / "with_stack.json")

@@ -14,10 +14,12 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pyarrow.dataset as ds
 
 from explorer.errors import QueryRejected
@@ -60,8 +62,10 @@ def check_select(sql: str) -> None:
         raise QueryRejected(f"only SELECT queries are allowed, not {kind.name}")
 
 
-def run_sql(store: RunStore, run_id: str, sql: str, timeout_s: float, max_rows: int) -> SqlResult:
-    """Run one read-only SELECT over the run's tables; QueryRejected on refusal, error or timeout."""
+def run_sql(store: RunStore, run_id: str, sql: str, timeout_s: float, max_rows: int, *,
+            tables: Mapping[str, pa.Table] | None = None, views: Mapping[str, str] | None = None) -> SqlResult:
+    """Run one read-only SELECT over the run's tables; QueryRejected on refusal, error or timeout.
+    `tables` (Arrow, in memory) and `views` (name -> SELECT over the tables) are added under their names."""
     check_select(sql)
     store.require_ready(run_id)
     con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))  # type: ignore[arg-type]
@@ -70,6 +74,10 @@ def run_sql(store: RunStore, run_id: str, sql: str, timeout_s: float, max_rows: 
             path = store.table_path(run_id, name)
             if path.exists():
                 con.register(name, ds.dataset(path, format="parquet"))
+        for name, table in (tables or {}).items():
+            con.register(name, table)
+        for name, select in (views or {}).items():
+            con.execute(f'CREATE VIEW "{name}" AS {select}')
         con.execute("SET lock_configuration = true")
         return _execute(con, sql, timeout_s, max_rows)
     finally:
