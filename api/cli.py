@@ -10,6 +10,7 @@ import socket
 from pathlib import Path
 
 import click
+from pydantic import ValidationError
 
 from api import client_commands
 from explorer.cli import main
@@ -39,16 +40,26 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data folder")
 @click.option("--root-path", default=None, help="Path prefix when served behind a reverse proxy")
 @click.option("--token", default=None, help="Access token (or $EXPLORER_TOKEN); required off loopback")
+@click.option("--source-host", default=None,
+              help="SSH host the profiled code lives on: source links open it with VS Code Remote-SSH")
+@click.option("--source-map", "source_map", multiple=True, metavar="FROM=TO",
+              help="Rewrite profiled path prefix FROM to TO in source links (repeatable)")
+@click.option("--source-root", default=None, help="Folder relative frame paths are joined to in source links")
 def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: str | None,
-          token: str | None) -> None:
+          token: str | None, source_host: str | None, source_map: tuple[str, ...], source_root: str | None) -> None:
     """Serve pages, API and static files on one port."""
     import uvicorn
 
     from api.app import create_app
     from explorer.config import Settings
 
-    given = {"host": host, "port": port, "data_dir": data_dir, "root_path": root_path, "token": token}
+    given = {"host": host, "port": port, "data_dir": data_dir, "root_path": root_path, "token": token,
+             "source_host": source_host, "source_map": list(source_map) or None, "source_root": source_root}
     settings = Settings().model_copy(update={k: v for k, v in given.items() if v is not None})
+    try:  # model_copy does not validate: check the source-link options here
+        Settings.model_validate(settings.model_dump())
+    except ValidationError as exc:
+        raise click.UsageError("; ".join(str(e["msg"]) for e in exc.errors())) from None
     if not is_loopback(settings.host) and not settings.token:
         raise click.UsageError(f"refusing to bind {settings.host} (not loopback) without a token: "
                                "pass --token or set EXPLORER_TOKEN")

@@ -102,6 +102,7 @@ class OpRow(TypedDict):
     device_total_ns: int
     self_device_ns: int
     device_pct: float
+    source_url: NotRequired[str]  # python view: the frame's vscode:// link (explorer.model.source_links)
 
 
 @with_config(STRICT)
@@ -351,6 +352,7 @@ class EventDetail(TypedDict):
     children: ChildrenSummary
     chain: list[dict[str, Any]]
     device_profile: NotRequired[DeviceProfileLink]  # an nc_exec_running slice's device profile
+    source_url: NotRequired[str]  # vscode:// link of the slice's Python frame or call stack (source_links)
 
 
 @with_config(STRICT)

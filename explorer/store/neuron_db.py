@@ -37,7 +37,8 @@ SELECT s.slice_id AS id, s.name AS name, s.ts_ns AS start_ts, s.ts_ns + s.dur_ns
 FROM slices s JOIN tracks t USING (track_id)
 """
 VIEWS = {"SystemProfileEvents": SYSTEM_PROFILE_EVENTS}
-EXTRA_FIELDS = {"SystemProfileEvents": [{"name": "lane", "type": "string", "unit": "", "required": True}]}
+EXTRA_FIELDS: dict[str, list[dict[str, object]]] = {
+    "SystemProfileEvents": [{"name": "lane", "type": "string", "unit": "", "required": True}]}
 _TYPE_NAMES = {"i64": "integer (int64)", "i32": "integer (int32)", "f32": "number (float)", "f64": "number (double)",
                "str": "string", "bool": "boolean", "[i64]": "array of integer", "[str]": "array of string"}
 
@@ -110,14 +111,16 @@ def table_schema(db: NeuronDb, table: str) -> list[dict[str, object]]:
     require_table(db, table)
     published = fields_of(table)
     if published:
-        return [{"name": f.name, "type": _TYPE_NAMES.get(f.type, f.type), "unit": "nanoseconds" if f.ns else "",
-                 "required": f.required} for f in published] + EXTRA_FIELDS.get(table, [])
+        fields: list[dict[str, object]] = [{"name": f.name, "type": _TYPE_NAMES.get(f.type, f.type),
+                                            "unit": "nanoseconds" if f.ns else "", "required": f.required}
+                                           for f in published]
+        return fields + EXTRA_FIELDS.get(table, [])
     schema = db.device_tables[table].schema if table in db.device_tables else TABLE_SCHEMAS[table]
     return [{"name": f.name, "type": str(f.type), "unit": "nanoseconds" if f.name.endswith("_ns") else "",
              "required": not f.nullable} for f in schema]
 
 
 def table_rows(store: RunStore, db: NeuronDb, table: str) -> int:
-    if table in db.device_tables:
-        return db.device_tables[table].num_rows
-    return store.table(db.run.id, "slices" if table in VIEWS else table).num_rows
+    rows = db.device_tables[table] if table in db.device_tables else store.table(
+        db.run.id, "slices" if table in VIEWS else table)
+    return int(rows.num_rows)
