@@ -8,11 +8,12 @@ from fastapi.responses import StreamingResponse
 
 from api.deps import RunDep, StateDep
 from explorer.export import check_format, iter_perfetto_json
+from explorer.model.shapes import PerfettoTrace
 
 router = APIRouter(prefix="/api/runs/{run_id}", tags=["export"])
 
 
-@router.get("/export", response_class=StreamingResponse)
+@router.get("/export", response_model=PerfettoTrace)
 def export(run: RunDep, state: StateDep, format: str = "perfetto-json") -> StreamingResponse:
     """The whole run (every lane, counters, flows, Neuron device tracks) as a download; open it at
     ui.perfetto.dev ("Open trace file") or with trace_processor."""

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from api.deps import StateDep
 from explorer import __version__
+from explorer.model.shapes import NeuronHealth, NeuronSearchResult
 from explorer.store.neuron_db import db_names, query_db, require_table, resolve_db, table_rows, table_schema
 from explorer.store.sql import MAX_SQL_CHARS
 
@@ -37,12 +38,12 @@ class ListBody(BaseModel):
 SearchBody = Annotated[QueryBody | SchemaBody | ListBody, Field(discriminator="type")]
 
 
-@router.get("/health")
-def health() -> dict[str, str]:
+@router.get("/health", response_model=NeuronHealth)
+def health() -> NeuronHealth:
     return {"status": "ok", "version": __version__}
 
 
-@router.post("/db/{name}/_search")
+@router.post("/db/{name}/_search", response_model=NeuronSearchResult)
 def search(name: str, body: SearchBody, state: StateDep) -> JSONResponse:
     """`name`: a run id or name (`<run>@<device profile>` for that profile's tables)."""
     db = resolve_db(state.store, name)

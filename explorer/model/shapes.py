@@ -411,3 +411,37 @@ class SqlResult(TypedDict):
     rows: list[list[Any]]
     truncated: bool
     elapsed_ms: float
+
+
+@with_config(STRICT)
+class PerfettoTrace(TypedDict):
+    """GET /api/runs/{id}/export?format=perfetto-json: a Chrome JSON trace (docs/API.md, "Perfetto export")."""
+
+    otherData: dict[str, str]
+    traceEvents: list[dict[str, Any]]
+
+
+@with_config(STRICT)
+class NeuronHealth(TypedDict):
+    """GET /api/v1/health."""
+
+    status: str
+    version: str
+
+
+@with_config(STRICT)
+class NeuronSearchResult(TypedDict):
+    """POST /api/v1/db/{name}/_search: `columns`..`elapsedMs` answer a databaseExplorerQuery, `fields` a
+    tableSchema, `files` and `databases` a listDbFiles (docs/API.md)."""
+
+    type: str
+    name: str
+    tableName: NotRequired[str]
+    columns: NotRequired[list[str]]
+    data: NotRequired[list[dict[str, Any]]]
+    rowCount: NotRequired[int]
+    truncated: NotRequired[bool]
+    elapsedMs: NotRequired[float]
+    fields: NotRequired[list[dict[str, Any]]]
+    files: NotRequired[list[dict[str, Any]]]
+    databases: NotRequired[list[str]]
