@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import IO, Any
 
 import numpy as np
@@ -126,10 +127,12 @@ def iter_perfetto_json(store: RunStore, run_id: str, device: DeviceTimeline | No
     yield b'{"otherData":' + _event(other).encode() + b',"traceEvents":[\n'
     first = True
 
-    def emit(lines: list[str]) -> Iterator[bytes]:
+    def emit(lines: Iterable[str]) -> Iterator[bytes]:
+        """Event lines, lazily, as comma-joined chunks of CHUNK_EVENTS."""
         nonlocal first
-        for lo in range(0, len(lines), CHUNK_EVENTS):
-            part = ",\n".join(lines[lo:lo + CHUNK_EVENTS])
+        it = iter(lines)
+        while chunk := list(islice(it, CHUNK_EVENTS)):
+            part = ",\n".join(chunk)
             yield (part if first else ",\n" + part).encode()
             first = False
 
@@ -159,48 +162,41 @@ def _slice_events(store: RunStore, run_id: str, slice_tid: np.ndarray, pid_of_ti
     columns = ["slice_id", "ts_ns", "dur_ns", "name", "cat", "args"]
     for group in range(pf.num_row_groups):
         t = pf.read_row_group(group, columns=columns).to_pydict()
-        lines = []
-        for sid, ts, dur, name, cat, args in zip(t["slice_id"], t["ts_ns"], t["dur_ns"], t["name"], t["cat"],
-                                                 t["args"], strict=True):
-            tid = int(slice_tid[sid])
-            lines.append(f'{{"ph":"X","name":{json.dumps(name)},"cat":{json.dumps(cat)},"pid":{pid_of_tid[tid]},'
-                         f'"tid":{tid},"ts":{us_text(ts)},"dur":{us_text(dur)},"args":{args or "{}"}}}')
-        yield from emit(lines)
+        yield from emit(
+            f'{{"ph":"X","name":{json.dumps(name)},"cat":{json.dumps(cat)},"pid":{pid_of_tid[int(slice_tid[sid])]},'
+            f'"tid":{int(slice_tid[sid])},"ts":{us_text(ts)},"dur":{us_text(dur)},"args":{args or "{}"}}}'
+            for sid, ts, dur, name, cat, args in zip(t["slice_id"], t["ts_ns"], t["dur_ns"], t["name"], t["cat"],
+                                                     t["args"], strict=True))
 
 
-def _instant_events(store: RunStore, run_id: str, threads: _Threads) -> list[str]:
+def _instant_events(store: RunStore, run_id: str, threads: _Threads) -> Iterator[str]:
     inst = store.table(run_id, "instants").to_pydict()
-    lines = []
     for track, ts, name, cat, args in zip(inst["track_id"], inst["ts_ns"], inst["name"], inst["cat"], inst["args"],
                                           strict=True):
         pid, tid = threads.tids[(int(track), 0)]
-        lines.append(f'{{"ph":"i","s":"t","name":{json.dumps(name)},"cat":{json.dumps(cat)},"pid":{pid},'
-                     f'"tid":{tid},"ts":{us_text(ts)},"args":{args or "{}"}}}')
-    return lines
+        yield (f'{{"ph":"i","s":"t","name":{json.dumps(name)},"cat":{json.dumps(cat)},"pid":{pid},'
+               f'"tid":{tid},"ts":{us_text(ts)},"args":{args or "{}"}}}')
 
 
-def _counter_lines(pid: int, label: str, ts: np.ndarray, values: np.ndarray) -> list[str]:
+def _counter_lines(pid: int, label: str, ts: np.ndarray, values: np.ndarray) -> Iterator[str]:
     """`C` events of one series: the name is the series, one arg holds the value (read back as `name`)."""
     name = json.dumps(label)
-    return [f'{{"ph":"C","name":{name},"pid":{pid},"tid":0,"ts":{us_text(t)},"args":{{"value":{_number(v)}}}}}'
-            for t, v in zip(ts.tolist(), values.tolist(), strict=True)]
+    for t, v in zip(ts.tolist(), values.tolist(), strict=True):
+        yield f'{{"ph":"C","name":{name},"pid":{pid},"tid":0,"ts":{us_text(t)},"args":{{"value":{_number(v)}}}}}'
 
 
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 2**63 else repr(float(value))
 
 
-def _counter_events(store: RunStore, run_id: str, tracks: list[dict[str, Any]], threads: _Threads) -> list[str]:
+def _counter_events(store: RunStore, run_id: str, tracks: list[dict[str, Any]], threads: _Threads) -> Iterator[str]:
     counters = store.table(run_id, "counters")
     track = counters.column("track_id").to_numpy()
     ts, values = counters.column("ts_ns").to_numpy(), counters.column("value").to_numpy()
-    lines: list[str] = []
     for t in tracks:
-        if t["kind"] != "counter":
-            continue
-        rows = np.flatnonzero(track == int(t["track_id"]))
-        lines += _counter_lines(threads.pids[_process_name(t)], str(t["label"]), ts[rows], values[rows])
-    return lines
+        if t["kind"] == "counter":
+            rows = np.flatnonzero(track == int(t["track_id"]))
+            yield from _counter_lines(threads.pids[_process_name(t)], str(t["label"]), ts[rows], values[rows])
 
 
 def _flow_lines(flow_id: int, cat: str, a: tuple[int, int, int], b: tuple[int, int, int]) -> list[str]:
@@ -210,14 +206,12 @@ def _flow_lines(flow_id: int, cat: str, a: tuple[int, int, int], b: tuple[int, i
             f'{{"ph":"f","bp":"e",{head},"pid":{b[0]},"tid":{b[1]},"ts":{us_text(b[2])}}}']
 
 
-def _flow_events(flows: pa.Table, slice_tid: np.ndarray, pid_of_tid: dict[int, int], ts: np.ndarray) -> list[str]:
-    lines: list[str] = []
+def _flow_events(flows: pa.Table, slice_tid: np.ndarray, pid_of_tid: dict[int, int], ts: np.ndarray) -> Iterator[str]:
     f = flows.to_pydict()
     for fid, a, b, kind in zip(f["flow_id"], f["from_slice"], f["to_slice"], f["kind"], strict=True):
         ta, tb = int(slice_tid[a]), int(slice_tid[b])
-        lines += _flow_lines(int(fid) + 1, FLOW_CATEGORY.get(kind, "flow"), (pid_of_tid[ta], ta, int(ts[a])),
-                             (pid_of_tid[tb], tb, int(ts[b])))
-    return lines
+        yield from _flow_lines(int(fid) + 1, FLOW_CATEGORY.get(kind, "flow"), (pid_of_tid[ta], ta, int(ts[a])),
+                               (pid_of_tid[tb], tb, int(ts[b])))
 
 
 @dataclass
@@ -252,22 +246,20 @@ class _DeviceParts:
                         dtype=np.int64)
         return cls(dt, threads, tids, counter_pid)
 
-    def events(self) -> list[str]:
+    def events(self) -> Iterator[str]:
         dt, cols = self.dt, self.dt.columns
         pid_of_tid = {tid: pid for pid, tid in self.threads.tids.values()}
-        lines: list[str] = []
-        for i, (ts, dur, name, table) in enumerate(zip(cols["ts"].tolist(), cols["dur"].tolist(), cols["name"].tolist(),
-                                                       cols["source_table"].tolist(), strict=True)):
-            tid = int(self.slice_tid[i])
-            lines.append(f'{{"ph":"X","name":{json.dumps(dt.names[name])},"cat":"{SLICE_TABLES[table]}",'
-                         f'"pid":{pid_of_tid[tid]},"tid":{tid},"ts":{us_text(ts)},"dur":{us_text(dur)}}}')
+        names = [json.dumps(n) for n in dt.names]
+        for tid, ts, dur, name, table in zip(self.slice_tid.tolist(), cols["ts"].tolist(), cols["dur"].tolist(),
+                                             cols["name"].tolist(), cols["source_table"].tolist(), strict=True):
+            yield (f'{{"ph":"X","name":{names[name]},"cat":"{SLICE_TABLES[table]}","pid":{pid_of_tid[tid]},'
+                   f'"tid":{tid},"ts":{us_text(ts)},"dur":{us_text(dur)}}}')
         labels = {int(t["track_id"]): str(t["label"]) for t in dt.tracks}
         for track, ts_arr, values in dt.counter_parts:
-            lines += _counter_lines(self.counter_pid[track], labels[track], ts_arr, values)
+            yield from _counter_lines(self.counter_pid[track], labels[track], ts_arr, values)
         f_from, f_to = dt.flows
         for k, (a, b) in enumerate(zip((f_from - dt.first_slice_id).tolist(), (f_to - dt.first_slice_id).tolist(),
                                        strict=True)):
             ta, tb = int(self.slice_tid[a]), int(self.slice_tid[b])
-            lines += _flow_lines(self.first_flow + k, FLOW_CATEGORY["dependency"],
-                                 (pid_of_tid[ta], ta, int(cols["ts"][a])), (pid_of_tid[tb], tb, int(cols["ts"][b])))
-        return lines
+            yield from _flow_lines(self.first_flow + k, FLOW_CATEGORY["dependency"],
+                                   (pid_of_tid[ta], ta, int(cols["ts"][a])), (pid_of_tid[tb], tb, int(cols["ts"][b])))
