@@ -195,6 +195,9 @@ def export(run_id: str, fmt: str, output: Path | None, data_dir: Path | None) ->
         target.unlink(missing_ok=True)
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
+    except BaseException:  # interrupted or failed mid-stream: no half-written file is left behind
+        target.unlink(missing_ok=True)
+        raise
     console.print(f"wrote {target} ({size / 1e6:.1f} MB); open it at ui.perfetto.dev (Open trace file)",
                   highlight=False, markup=False)
 

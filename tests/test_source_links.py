@@ -63,6 +63,10 @@ def test_link_variants(linker: SourceLinker, path: str, url: str | None) -> None
 def test_bad_source_settings_are_refused(update: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(ValidationError):
         Settings(data_dir=tmp_path, **update)
+
+
+@pytest.mark.parametrize("update", [{"source_map": ["no-equals"]}, {"source_host": "box/../../evil"}])
+def test_serve_refuses_bad_source_options(update: dict[str, Any], tmp_path: Path) -> None:
     proc = subprocess.run(cli("serve", "--data-dir", str(tmp_path), "--port", "1", *(
         ["--source-map", update["source_map"][0]] if "source_map" in update else
         ["--source-host", update["source_host"]])), capture_output=True, text=True, timeout=60)
