@@ -140,7 +140,7 @@ def iter_perfetto_json(store: RunStore, run_id: str, device: DeviceTimeline | No
     yield from _slice_events(store, run_id, slice_tid, pid_of_tid, emit)
     yield from emit(_instant_events(store, run_id, threads))
     yield from emit(_counter_events(store, run_id, tracks, threads))
-    yield from emit(_flow_events(store.table(run_id, "flows"), slice_tid, pid_of_tid, ts_col))
+    yield from emit(_flow_events(store.table(run_id, "flows"), slice_tid, pid_of_tid, ts_col, dur_col))
     if dev is not None:
         yield from emit(dev.events())
     yield b"\n]}\n"
@@ -199,19 +199,48 @@ def _counter_events(store: RunStore, run_id: str, tracks: list[dict[str, Any]], 
             yield from _counter_lines(threads.pids[_process_name(t)], str(t["label"]), ts[rows], values[rows])
 
 
+def binding_points(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each slice of `ends` (flow endpoints), a time at which it is the innermost slice covering it on its
+    thread, so a reader binding a flow step to the enclosing slice (Chrome's rule, Perfetto's and the
+    explorer's) finds it: its start, unless a descendant starts there too; then 1 ns after the descendants
+    that cover its start end (its start still, when they cover it to its end)."""
+    out: np.ndarray = np.array(ts[ends], dtype=np.int64)
+    if len(ends) == 0:
+        return out
+    order = np.lexsort((-dur, ts, tid))
+    pos = np.empty_like(order)
+    pos[order] = np.arange(len(order))
+    p = pos[ends]
+    nxt = order[np.minimum(p + 1, len(order) - 1)]
+    shared_start = (p + 1 < len(order)) & (tid[nxt] == tid[ends]) & (ts[nxt] == ts[ends]) & (nxt != ends)
+    for k in np.flatnonzero(shared_start).tolist():
+        s = int(ends[k])
+        end, cover, j = int(ts[s] + dur[s]), int(ts[s]), int(p[k]) + 1
+        while j < len(order) and tid[order[j]] == tid[s] and ts[order[j]] <= cover + 1 and ts[order[j]] < end:
+            cover = max(cover, int(ts[order[j]] + dur[order[j]]))
+            j += 1
+        if cover + 1 < end:
+            out[k] = cover + 1
+    return out
+
+
 def _flow_lines(flow_id: int, cat: str, a: tuple[int, int, int], b: tuple[int, int, int]) -> list[str]:
-    """One flow as a start step on its source slice and an end step bound to the enclosing slice (`bp: e`)."""
+    """One flow as a start step and an end step, each bound to the slice enclosing its time (`bp: e`)."""
     head = f'"name":"flow","cat":{json.dumps(cat)},"id":{flow_id}'
     return [f'{{"ph":"s",{head},"pid":{a[0]},"tid":{a[1]},"ts":{us_text(a[2])}}}',
             f'{{"ph":"f","bp":"e",{head},"pid":{b[0]},"tid":{b[1]},"ts":{us_text(b[2])}}}']
 
 
-def _flow_events(flows: pa.Table, slice_tid: np.ndarray, pid_of_tid: dict[int, int], ts: np.ndarray) -> Iterator[str]:
-    f = flows.to_pydict()
-    for fid, a, b, kind in zip(f["flow_id"], f["from_slice"], f["to_slice"], f["kind"], strict=True):
+def _flow_events(flows: pa.Table, slice_tid: np.ndarray, pid_of_tid: dict[int, int], ts: np.ndarray,
+                 dur: np.ndarray) -> Iterator[str]:
+    f_from, f_to = flows.column("from_slice").to_numpy(), flows.column("to_slice").to_numpy()
+    at_from = binding_points(slice_tid, ts, dur, f_from).tolist()
+    at_to = binding_points(slice_tid, ts, dur, f_to).tolist()
+    for i, (fid, a, b, kind) in enumerate(zip(flows.column("flow_id").to_pylist(), f_from.tolist(), f_to.tolist(),
+                                              flows.column("kind").to_pylist(), strict=True)):
         ta, tb = int(slice_tid[a]), int(slice_tid[b])
-        yield from _flow_lines(int(fid) + 1, FLOW_CATEGORY.get(kind, "flow"), (pid_of_tid[ta], ta, int(ts[a])),
-                               (pid_of_tid[tb], tb, int(ts[b])))
+        yield from _flow_lines(int(fid) + 1, FLOW_CATEGORY.get(kind, "flow"), (pid_of_tid[ta], ta, at_from[i]),
+                               (pid_of_tid[tb], tb, at_to[i]))
 
 
 @dataclass
@@ -257,9 +286,10 @@ class _DeviceParts:
         labels = {int(t["track_id"]): str(t["label"]) for t in dt.tracks}
         for track, ts_arr, values in dt.counter_parts:
             yield from _counter_lines(self.counter_pid[track], labels[track], ts_arr, values)
-        f_from, f_to = dt.flows
-        for k, (a, b) in enumerate(zip((f_from - dt.first_slice_id).tolist(), (f_to - dt.first_slice_id).tolist(),
-                                       strict=True)):
+        f_from, f_to = dt.flows[0] - dt.first_slice_id, dt.flows[1] - dt.first_slice_id
+        at_from = binding_points(self.slice_tid, cols["ts"], cols["dur"], f_from).tolist()
+        at_to = binding_points(self.slice_tid, cols["ts"], cols["dur"], f_to).tolist()
+        for k, (a, b) in enumerate(zip(f_from.tolist(), f_to.tolist(), strict=True)):
             ta, tb = int(self.slice_tid[a]), int(self.slice_tid[b])
-            yield from _flow_lines(self.first_flow + k, FLOW_CATEGORY["dependency"],
-                                   (pid_of_tid[ta], ta, int(cols["ts"][a])), (pid_of_tid[tb], tb, int(cols["ts"][b])))
+            yield from _flow_lines(self.first_flow + k, FLOW_CATEGORY["dependency"], (pid_of_tid[ta], ta, at_from[k]),
+                                   (pid_of_tid[tb], tb, at_to[k]))

@@ -185,3 +185,19 @@ def test_export_route_and_cli(tmp_path: Path) -> None:
     proc = subprocess.run(cli("export", "nope", "-o", str(tmp_path / "x.json"), "--data-dir", str(settings.data_dir)),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "no run" in proc.stderr and not (tmp_path / "x.json").exists()
+
+
+def test_flows_stay_on_a_parent_whose_child_starts_with_it(store: RunStore, tmp_path: Path) -> None:
+    # A [0, 100) holds B [0, 30) and B2 [30.001, 40): a step at A's start would bind to B (the innermost
+    # slice there), so the export binds A's steps to the first time only A covers (40 µs + 1 ns)
+    x = [("A", 1, 0, 100), ("B", 1, 0, 30), ("B2", 1, 30.001, 9.999), ("C", 2, 50, 10), ("D", 2, 50, 5)]
+    events: list[dict[str, Any]] = [{"ph": "X", "name": n, "cat": "cpu_op", "pid": 1, "tid": t, "ts": ts, "dur": d}
+                                    for n, t, ts, d in x]
+    events += [{"ph": "s", "id": 7, "cat": "flow", "name": "f", "pid": 1, "tid": 1, "ts": 45},
+               {"ph": "f", "id": 7, "cat": "flow", "name": "f", "pid": 1, "tid": 2, "ts": 52, "bp": "e"}]
+    (tmp_path / "flows.json").write_text(json.dumps({"traceEvents": events}))
+    a, b, doc = round_trip(store, tmp_path / "flows.json", tmp_path)
+    assert flow_ends(store, a) == Counter({("A", 0, "D", 50_000): 1})
+    assert flow_ends(store, b) == flow_ends(store, a)
+    s = next(e for e in doc["traceEvents"] if e["ph"] == "s")
+    assert ns(s["ts"]) == 40_001
