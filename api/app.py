@@ -15,7 +15,20 @@ from fastapi.staticfiles import StaticFiles
 
 from api.errors import install_error_handlers
 from api.guard import OriginGuard
-from api.routes import analysis, check, device, kernels, meta, pages, runs, share, sql, timeline
+from api.routes import (
+    analysis,
+    check,
+    device,
+    export,
+    kernels,
+    meta,
+    neuron_v1,
+    pages,
+    runs,
+    share,
+    sql,
+    timeline,
+)
 from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
 from api.upload import IngestWorker
@@ -63,6 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(check.router)  # the CI regression gate (api/routes/check.py)
     app.include_router(device.router)  # Neuron device profiles' API (api/routes/device.py)
     app.include_router(device.pages)
+    app.include_router(export.router)  # Perfetto export (api/routes/export.py)
+    app.include_router(neuron_v1.router)  # Neuron Explorer-compatible query API (api/routes/neuron_v1.py)
     app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
     _mount_static(app, settings)
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)

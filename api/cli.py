@@ -10,6 +10,7 @@ import socket
 from pathlib import Path
 
 import click
+from pydantic import ValidationError
 
 from api import client_commands
 from explorer.cli import main
@@ -43,9 +44,14 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
 @click.option("--forwarded-allow-ips", default=None, help="Proxies trusted for X-Forwarded-* (default 127.0.0.1)")
 @click.option("--watch", "watch", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Ingest every trace that appears under this folder (repeatable), like a TensorBoard logdir")
+@click.option("--source-host", default=None,
+              help="SSH host the profiled code lives on: source links open it with VS Code Remote-SSH")
+@click.option("--source-map", "source_map", multiple=True, metavar="FROM=TO",
+              help="Rewrite profiled path prefix FROM to TO in source links (repeatable)")
+@click.option("--source-root", default=None, help="Folder relative frame paths are joined to in source links")
 def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: str | None,
           token: str | None, allowed_hosts: tuple[str, ...], forwarded_allow_ips: str | None,
-          watch: tuple[Path, ...]) -> None:
+          watch: tuple[Path, ...], source_host: str | None, source_map: tuple[str, ...], source_root: str | None) -> None:
     """Serve pages, API and static files on one port."""
     import uvicorn
 
@@ -54,8 +60,13 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: 
 
     given = {"host": host, "port": port, "data_dir": data_dir, "root_path": root_path, "token": token,
              "allowed_hosts": list(allowed_hosts) or None, "forwarded_allow_ips": forwarded_allow_ips,
-             "watch_dirs": list(watch) or None}
+             "watch_dirs": list(watch) or None,
+             "source_host": source_host, "source_map": list(source_map) or None, "source_root": source_root}
     settings = Settings().model_copy(update={k: v for k, v in given.items() if v is not None})
+    try:  # model_copy does not validate: check the source-link options here
+        Settings.model_validate(settings.model_dump())
+    except ValidationError as exc:
+        raise click.UsageError("; ".join(str(e["msg"]) for e in exc.errors())) from None
     if not is_loopback(settings.host) and not settings.token:
         raise click.UsageError(f"refusing to bind {settings.host} (not loopback) without a token: "
                                "pass --token or set EXPLORER_TOKEN")

@@ -10,16 +10,12 @@ import logging
 from dataclasses import dataclass, field
 
 from api.upload import IngestWorker
-from explorer.analysis.device_tracks import (
-    TRACK_TABLES,
-    DeviceTimeline,
-    build_device_index,
-    build_device_timeline,
-)
+from explorer.analysis.device_tracks import DeviceTimeline, build_device_index
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
 from explorer.config import Settings
 from explorer.device_pages import compute_device_view
+from explorer.export import load_device_timeline
 from explorer.model.device_shapes import DeviceProfileJson, DeviceView
 from explorer.model.shapes import Breakdown
 from explorer.pages import compute_run_breakdown, compute_run_kernels
@@ -64,16 +60,7 @@ class AppState:
 
     def device_timeline(self, run_id: str) -> DeviceTimeline | None:
         """The device tracks of a run's Neuron device profiles (their tables loaded once), None without any."""
-        def build() -> DeviceTimeline | None:
-            profiles = self.store.device_profiles(run_id)
-            if not profiles.num_rows:
-                return None
-            tables = {p: {t: self.store.device_table(run_id, p, t) for t in TRACK_TABLES}
-                      for p in profiles.column("profile_id").to_pylist()}
-            return build_device_timeline(profiles, tables, self.store.table(run_id, "tracks"),
-                                         self.store.table(run_id, "slices"))
-
-        return self.memo.get(run_id, "device_timeline", build)
+        return self.memo.get(run_id, "device_timeline", lambda: load_device_timeline(self.store, run_id))
 
     def device_index(self, run_id: str, origin_ns: int, by: str = "opcode") -> TimelineIndex | None:
         """The LOD index over a run's device tracks (slice ids run-wide), their slices named by opcode or

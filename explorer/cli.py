@@ -315,5 +315,34 @@ def check_markdown(result: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+@main.command()
+@click.argument("run_id")
+@click.option("--format", "fmt", type=click.Choice(("perfetto-json",)), default="perfetto-json", show_default=True,
+              help="perfetto-json: a Chrome JSON trace that ui.perfetto.dev and trace_processor load")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File to write (default RUN.perfetto.json)")
+@data_dir_option
+def export(run_id: str, fmt: str, output: Path | None, data_dir: Path | None) -> None:
+    """Export a run (all lanes, counters, flows, Neuron device tracks) for another tool."""
+    from explorer.export import check_format, load_device_timeline, write_perfetto_json
+
+    target = output or Path(f"{run_id}.perfetto.json")
+    store = _store(data_dir)
+    try:
+        check_format(fmt)
+        store.require_ready(run_id)
+        with target.open("wb") as fh:
+            size = write_perfetto_json(store, run_id, fh, load_device_timeline(store, run_id))
+    except ExplorerError as exc:
+        target.unlink(missing_ok=True)
+        console.print(f"error: {exc.message}", markup=False, highlight=False)
+        sys.exit(2)
+    except BaseException:  # interrupted or failed mid-stream: no half-written file is left behind
+        target.unlink(missing_ok=True)
+        raise
+    console.print(f"wrote {target} ({size / 1e6:.1f} MB); open it at ui.perfetto.dev (Open trace file)",
+                  highlight=False, markup=False)
+
+
 if __name__ == "__main__":
     main()

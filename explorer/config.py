@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout (or site-packages, once installed)
@@ -16,6 +17,20 @@ def asset_dir(name: str) -> Path:
     (explorer/_assets/, pyproject.toml), else at the top of the checkout (an editable install)."""
     packaged = resources.files("explorer") / "_assets" / name
     return Path(str(packaged)) if packaged.is_dir() else PROJECT_ROOT / name
+
+
+SSH_HOST = re.compile(r"^[A-Za-z0-9._@-]*$")  # an ssh host alias or user@host: nothing that could bend a URL
+
+
+def parse_source_map(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """`FROM=TO` pairs (the profiled path prefix, the checkout's); ValueError names a malformed one."""
+    pairs = []
+    for item in items:
+        src, sep, dst = item.partition("=")
+        if not sep or not src.strip() or not dst.strip():
+            raise ValueError(f"source map {item!r} is not FROM=TO")
+        pairs.append((src.rstrip("/") or "/", dst.rstrip("/") or "/"))
+    return tuple(pairs)
 
 
 class Settings(BaseSettings):
@@ -51,3 +66,22 @@ class Settings(BaseSettings):
         3.0, ge=0, description="Quiet seconds after a step's last file completes before its run is ingested")
     watch_stale_s: float = Field(
         60.0, gt=0, description="Seconds unchanged after which an unclosed watched file is ingested anyway")
+    source_host: str = Field("", description="SSH host the profiled source lives on: source links open it with "
+                             "VS Code Remote-SSH (vscode://vscode-remote/ssh-remote+HOST/...); empty: local files")
+    source_map: list[str] = Field(default_factory=list, description="FROM=TO path prefix rewrites for source "
+                                  "links (the profiled path -> the checkout VS Code opens), longest FROM first")
+    source_root: str = Field("", description="Folder that relative frame paths (as torch writes them) are joined "
+                             "to for source links; empty: relative frames get no link")
+
+    @field_validator("source_host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        if not SSH_HOST.match(value):
+            raise ValueError(f"source host {value!r} is not an ssh host name")
+        return value
+
+    @field_validator("source_map")
+    @classmethod
+    def _source_map(cls, value: list[str]) -> list[str]:
+        parse_source_map(value)
+        return value

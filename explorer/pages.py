@@ -49,6 +49,7 @@ from explorer.model.shapes import (
     StepsResult,
     Tracks,
 )
+from explorer.model.source_links import SourceLinker, parse_frame
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import (
     DEFAULT_OP_VIEW,
@@ -294,9 +295,11 @@ def overview_top_ops(store: RunStore, run_id: str) -> tuple[list[OpRow], list[Op
 
 def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q: str = "", by_shape: bool = False,
                     limit: int | None = None, view: str = DEFAULT_OP_VIEW, by_module: bool = False,
-                    start_ns: int | None = None, end_ns: int | None = None) -> OpsResult:
+                    start_ns: int | None = None, end_ns: int | None = None,
+                    links: SourceLinker | None = None) -> OpsResult:
     """The `/api/runs/{id}/ops` object: one view's rows in `sort` order (default_op_sort's rule when None);
-    start_ns/end_ns (relative) keep the ops that start in that range."""
+    start_ns/end_ns (relative) keep the ops that start in that range; with `links`, Python frame rows get
+    their `source_url`."""
     device_total = run_device_total_ns(rec)
     sort = sort or default_op_sort(device_total)
     check_op_view(view)
@@ -309,16 +312,21 @@ def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q:
         end = origin + (end_ns if end_ns is not None else rec.summary.span_ns + 1)
         rows = load_ops_in_range(store, rec.id, start, end, sort=sort, limit=limit, by_shape=by_shape,
                                  name_filter=q, view=view, by_module=by_module)
+    for row in rows if links is not None else []:
+        url = links.url(parse_frame(row["name"])) if links is not None and row["kind"] == "python" else None
+        if url:
+            row["source_url"] = url
     return {"rows": rows, "device_total_ns": device_total, "view": view, "sort": sort,
             "has_modules": has_module_frames(store, rec.id)}
 
 
 def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str = "", by_shape: bool = False,
-                   limit: int | None = None, view: str = DEFAULT_OP_VIEW, by_module: bool = False) -> OpsPage:
+                   limit: int | None = None, view: str = DEFAULT_OP_VIEW, by_module: bool = False,
+                   links: SourceLinker | None = None) -> OpsPage:
     """Grouping by module is offered (and honoured) only for runs that have nn.Module frames."""
     rec = store.require_ready(run_id)
     has_modules = has_module_frames(store, run_id)
-    data = compute_run_ops(store, rec, sort, q, by_shape, limit, view, by_module and has_modules)
+    data = compute_run_ops(store, rec, sort, q, by_shape, limit, view, by_module and has_modules, links=links)
     page = OpsPage(run_json(rec), data["rows"], data["device_total_ns"], data["sort"], q, by_shape, limit,
                    make_top_ops_figure(data["rows"], ops_chart_metric(data["sort"], data["device_total_ns"])),
                    data["view"], by_module and has_modules, data["has_modules"])

@@ -40,3 +40,12 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                           env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"data": data, "stdout": proc.stdout, "stderr": proc.stderr}
+
+
+@pytest.fixture(scope="session")
+def stack_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real torch.profiler(with_stack=True) CPU trace of tests/stack_helper.py, made once per session."""
+    pytest.importorskip("torch")
+    from tests.stack_helper import profile_with_stack
+
+    return profile_with_stack(tmp_path_factory.mktemp("stack") / "with_stack.json")

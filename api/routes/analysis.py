@@ -11,6 +11,7 @@ from api.responses import FastJSONResponse, fast_json
 from api.routes.runs import parse_csv
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, MAX_ANNOTATION_CHARS
 from explorer.model.shapes import Breakdown, CompareResult, OpsResult, StepsResult
+from explorer.model.source_links import SourceLinker
 from explorer.pages import compute_run_compare, compute_run_ops, compute_run_steps
 from explorer.store.queries import DEFAULT_OP_VIEW
 
@@ -25,7 +26,8 @@ def ops(run: RunDep, state: StateDep, sort: str | None = None,
     """The op table (like key_averages()) in one view: operators (default), python (with_stack frames)
     or all. Sorted by self device time, or self CPU without a device, unless `sort` says otherwise;
     start_ns/end_ns (relative) keep ops starting in that range; by_module groups by nn.Module path."""
-    return compute_run_ops(state.store, run, sort, q, by_shape, limit, view, by_module, start_ns, end_ns)
+    return compute_run_ops(state.store, run, sort, q, by_shape, limit, view, by_module, start_ns, end_ns,
+                           links=SourceLinker.from_settings(state.settings))
 
 
 @router.get("/api/runs/{run_id}/breakdown", response_class=FastJSONResponse, response_model=Breakdown)

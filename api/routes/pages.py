@@ -17,6 +17,7 @@ from api.routes.runs import parse_csv
 from api.state import AppState
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION
 from explorer.device_pages import device_nav
+from explorer.model.source_links import SourceLinker
 from explorer.pages import (
     NotReadyPage,
     build_compare_page,
@@ -99,6 +100,7 @@ def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str | None
     if run.status != "ready":
         return _not_ready(request, state, run)
     page = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit, view=view,
+                          links=SourceLinker.from_settings(state.settings),
                           by_module=by_module)
     return _render(request, state, "ops.html", page, active="ops", plotly=True)
 

@@ -20,6 +20,7 @@ from explorer.analysis.lod import compute_window, merge_windows
 from explorer.analysis.search import compute_search
 from explorer.errors import EventNotFound
 from explorer.model.shapes import EventDetail, RangeDeviceSummaries, SearchResult, TimelineWindow
+from explorer.model.source_links import SourceLinker
 from explorer.store.run_queries import load_slice_column
 
 router = APIRouter(prefix="/api/runs/{run_id}", tags=["timeline"])
@@ -82,8 +83,10 @@ def event(run: RunDep, state: StateDep, slice_id: int) -> FastJSONResponse:
         raise EventNotFound(f"run {run.id} has no event {slice_id}", {"slice_id": slice_id})
     slices, flows = state.store.table(run.id, "slices"), state.store.table(run.id, "flows")
     detail = build_event_detail(slices, flows, rows[0], origin_ns(run))
+    source = SourceLinker.from_settings(state.settings).for_event(
+        rows[0]["name"], rows[0]["args"], [p["name"] for p in detail["parents"]])
     link = device_profile_link(state.store.device_profiles(run.id), slice_id, origin_ns(run)) if dt else None
-    return fast_json(detail if link is None else {**detail, "device_profile": link})
+    return fast_json({**detail, **({"device_profile": link} if link else {}), **({"source_url": source} if source else {})})
 
 
 @router.get("/timeline/device-summary", response_class=FastJSONResponse, response_model=RangeDeviceSummaries)

@@ -102,6 +102,7 @@ class OpRow(TypedDict):
     device_total_ns: int
     self_device_ns: int
     device_pct: float
+    source_url: NotRequired[str]  # python view: the frame's vscode:// link (explorer.model.source_links)
 
 
 @with_config(STRICT)
@@ -444,6 +445,7 @@ class EventDetail(TypedDict):
     children: ChildrenSummary
     chain: list[dict[str, Any]]
     device_profile: NotRequired[DeviceProfileLink]  # an nc_exec_running slice's device profile
+    source_url: NotRequired[str]  # vscode:// link of the slice's Python frame or call stack (source_links)
 
 
 @with_config(STRICT)
@@ -531,3 +533,37 @@ class SqlSchema(TypedDict):
 
     tables: list[SqlTable]
     examples: list[SqlExampleJson]
+
+
+@with_config(STRICT)
+class PerfettoTrace(TypedDict):
+    """GET /api/runs/{id}/export?format=perfetto-json: a Chrome JSON trace (docs/API.md, "Perfetto export")."""
+
+    otherData: dict[str, str]
+    traceEvents: list[dict[str, Any]]
+
+
+@with_config(STRICT)
+class NeuronHealth(TypedDict):
+    """GET /api/v1/health."""
+
+    status: str
+    version: str
+
+
+@with_config(STRICT)
+class NeuronSearchResult(TypedDict):
+    """POST /api/v1/db/{name}/_search: `columns`..`elapsedMs` answer a databaseExplorerQuery, `fields` a
+    tableSchema, `files` and `databases` a listDbFiles (docs/API.md)."""
+
+    type: str
+    name: str
+    tableName: NotRequired[str]
+    columns: NotRequired[list[str]]
+    data: NotRequired[list[dict[str, Any]]]
+    rowCount: NotRequired[int]
+    truncated: NotRequired[bool]
+    elapsedMs: NotRequired[float]
+    fields: NotRequired[list[dict[str, Any]]]
+    files: NotRequired[list[dict[str, Any]]]
+    databases: NotRequired[list[str]]

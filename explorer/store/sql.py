@@ -17,12 +17,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pyarrow.dataset as ds
 
 from explorer.errors import QueryRejected
@@ -66,16 +67,20 @@ def check_select(sql: str) -> None:
         raise QueryRejected(f"only SELECT queries are allowed, not {kind.name}")
 
 
-def run_sql(store: RunStore, run_id: str, sql: str, timeout_s: float, max_rows: int) -> SqlResult:
-    """Run one read-only SELECT over the run's tables; QueryRejected on refusal, error or timeout."""
+def run_sql(store: RunStore, run_id: str, sql: str, timeout_s: float, max_rows: int, *,
+            tables: Mapping[str, pa.Table] | None = None, views: Mapping[str, str] | None = None) -> SqlResult:
+    """Run one read-only SELECT over the run's tables; QueryRejected on refusal, error or timeout.
+    `tables` (Arrow, in memory) and `views` (name -> SELECT over the tables) are added under their names."""
     check_select(sql)
-    with _sandbox(store, run_id) as (con, _tables):
+    with _sandbox(store, run_id, tables, views) as (con, _tables):
         return _execute(con, sql, timeout_s, max_rows)
 
 
 @contextmanager
-def _sandbox(store: RunStore, run_id: str) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, ds.Dataset]]]:
-    """A locked in-memory DuckDB with the run's tables registered (and those tables by name)."""
+def _sandbox(store: RunStore, run_id: str, extra: Mapping[str, pa.Table] | None = None,
+             views: Mapping[str, str] | None = None) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, ds.Dataset]]]:
+    """A locked in-memory DuckDB with the run's tables registered (and those tables by name), plus
+    `extra` Arrow tables and `views` under their names."""
     store.require_ready(run_id)
     con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))  # type: ignore[arg-type]
     try:
@@ -85,6 +90,10 @@ def _sandbox(store: RunStore, run_id: str) -> Iterator[tuple[duckdb.DuckDBPyConn
             if path.exists():
                 tables[name] = ds.dataset(path, format="parquet")
                 con.register(name, tables[name])
+        for name, table in (extra or {}).items():
+            con.register(name, table)
+        for name, select in (views or {}).items():
+            con.execute(f'CREATE VIEW "{name}" AS {select}')
         con.execute("SET lock_configuration = true")
         yield con, tables
     finally:

@@ -48,6 +48,10 @@
         kv([["duration", TE.fmtNs(e.dur_ns)], ["start", TE.fmtNs(e.ts_rel_ns) + " after run start"], ["category", e.cat],
           ["track", trackLabel(e.track_id)], ["depth", e.depth], ["correlation", e.correlation], ["external id", e.external_id],
           ["slice id", e.slice_id]]));
+      if (d.source_url && d.source_url.startsWith("vscode://")) {  // built server-side (explorer/model/source_links.py)
+        side.append(el("p", null, el("a", { id: "tl-source-link", class: "source-link", href: d.source_url, title: "open in VS Code" },
+          "source: " + decodeURIComponent(d.source_url.replace(/^vscode:\/\/(file|vscode-remote\/ssh-remote\+[^/]*)/, "")))));
+      }
       if (d.device_profile) {
         const link = d.device_profile;
         side.append(el("p", null, el("button", { id: "tl-open-device", onclick: () => tl.openDeviceProfile(link) },
