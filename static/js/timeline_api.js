@@ -17,6 +17,8 @@
       drawNow: () => { tl.drawPending = false; tl.drawNow(); },
       idle: () => !tl.drawPending,
       covered: () => tl.covered(),
+      /** Fetch the window of the current view now (as a device-colour change does), beside any fetch in flight. */
+      refetch: () => tl.fetchWindow(false),
       plotWidth: () => tl.plotW,
       gutter: TE.TL.GUTTER,
       /** How many windows have been fetched (the last one to land). */

@@ -185,3 +185,121 @@ def test_fold_band_expands_on_click_and_folds_back(tall_page: Any, server: Any, 
     page.mouse.click(box["x"] + GUTTER + 30, box["y"] + band_top + 8)
     page.wait_for_function(f"() => !TE.timelineApi.rows().find(r => r.trackId === {deep['trackId']}).expanded")
     assert next(r for r in rows(page) if r["trackId"] == deep["trackId"])["levels"] == deep["levels"]
+
+
+def test_pin_keeps_a_track_on_top_while_scrolling(tall_page: Any, server: Any, deep_run: DeepRun, shot: Any) -> None:
+    page = tall_page
+    box = open_timeline(page, server, deep_run.id)
+    hw = next(r for r in rows(page) if r["kind"] == "track" and r["lane"] == "hardware")
+    page.mouse.click(box["x"] + GUTTER - 12, box["y"] + hw["top"] + 8)  # the pin at the label's right end
+    page.wait_for_function(f"() => TE.timelineApi.pinned().includes({hw['trackId']})")
+    top_of = f"() => TE.timelineApi.rows().find(r => r.trackId === {hw['trackId']}).top"
+    pinned_top = page.evaluate(top_of)
+    first_body = min(r["top"] for r in rows(page) if not r["pinned"])
+    assert pinned_top < first_body  # above every other track, the framework lane's header included
+    page.wait_for_url(f"**pin={hw['trackId']}*")
+    deep = next(r for r in rows(page) if r["kind"] == "track" and r["hiddenLevels"])
+    page.mouse.click(box["x"] + GUTTER + 30, box["y"] + deep["bandTop"] + 8)  # every level: now it scrolls
+    page.wait_for_function(f"() => TE.timelineApi.rows().find(r => r.trackId === {deep['trackId']}).expanded")
+    page.evaluate("() => TE.timelineApi.scrollTo(250)")
+    assert page.evaluate("() => TE.timelineApi.scrollTop()") == 250
+    assert page.evaluate(top_of) == pinned_top  # the pinned track did not move
+    sticky = page.evaluate("() => TE.timelineApi.stickyHeader()")
+    assert sticky and sticky["key"] == "framework" and sticky["top"] == page.evaluate("() => TE.timelineApi.bodyTop()")
+    shot(page, "lanes-03-pinned-and-sticky-header")
+    # the header drawn on top still collapses its lane on a click; a collapsed lane keeps a busy row
+    page.mouse.click(box["x"] + 60, box["y"] + sticky["top"] + 8)
+    page.wait_for_function("() => TE.timelineApi.rows().find(r => r.key === 'framework').collapsed")
+    head = next(r for r in rows(page) if r["key"] == "framework")
+    assert head["h"] > 22 and not any(r["kind"] == "track" and r["lane"] == "framework" for r in rows(page))
+    shot(page, "lanes-04-collapsed-lane-summary")
+
+
+def test_minimap_shows_busy_per_lane_and_drags_the_window(tall_page: Any, server: Any, deep_run: DeepRun,
+                                                          shot: Any) -> None:
+    page = tall_page
+    box = open_timeline(page, server, deep_run.id)
+    mini = page.evaluate("() => TE.timelineApi.minimap()")
+    assert mini["lanes"] == ["framework", "runtime", "hardware"]
+    span = int(page.evaluate("() => TE.timelineApi.view().span"))
+    busy = mini["busy"]["hardware"]
+    npp = span / len(busy)
+    # hardware busy per column is the kernels of the JSON: each one's columns, and its length in total
+    for ts, dur in deep_run.kernels:
+        a = to_ns(ts - deep_run.origin_us)
+        assert busy[int(a // npp)] > 0
+    want = sum(to_ns(d) for _, d in deep_run.kernels)
+    assert sum(busy) * npp == pytest.approx(want, rel=1e-6)
+    # zoom into the first tenth, then drag the window's box on the minimap to the right
+    page.evaluate(f"() => TE.timelineApi.setWindow(0, {span // 10})")
+    page.wait_for_function("() => TE.timelineApi.idle()")
+    b = page.evaluate("() => TE.timelineApi.minimap().box")
+    y = box["y"] + b["y"] + b["h"] / 2
+    x = box["x"] + (b["x0"] + b["x1"]) / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + 300, y, steps=5)
+    page.mouse.up()
+    view = page.evaluate("() => TE.timelineApi.view()")
+    per_px = span / (box["width"] - GUTTER)
+    assert view["start"] == pytest.approx(300 * per_px, abs=2 * per_px) and view["span"] == pytest.approx(span // 10, abs=1)
+    page.wait_for_url("**start=*")
+    assert abs(int(page.url.split("start=")[1].split("&")[0]) - view["start"]) <= 1
+    page.wait_for_function("() => TE.timelineApi.covered() && TE.timelineApi.idle()")
+    shot(page, "lanes-05-minimap-dragged")
+
+
+def test_highlight_range_from_the_url_is_drawn_and_kept(tall_page: Any, server: Any, deep_run: DeepRun,
+                                                        shot: Any) -> None:
+    page = tall_page
+    (k1, d1), (k2, _) = deep_run.kernels[:2]
+    a, b = to_ns(k1 + d1 - deep_run.origin_us), to_ns(k2 - deep_run.origin_us)  # the device gap between kernels
+    box = open_timeline(page, server, deep_run.id, f"?hl_start={a}&hl_end={b}")
+    assert page.evaluate("() => TE.timelineApi.highlight()") == [a, b]
+    view = page.evaluate("() => TE.timelineApi.view()")
+    assert view["start"] < a and view["end"] > b  # no window given: it opens on the highlight
+    # the band is painted over the tracks: a pixel inside it, on an empty row, has the highlight's tint
+    x = (a + b) / 2
+    px = box["x"] + GUTTER + (x - view["start"]) / view["span"] * (box["width"] - GUTTER)
+    hw = next(r for r in rows(page) if r["kind"] == "track" and r["lane"] == "hardware")
+    tint = page.evaluate("""([x, y]) => Array.from(document.getElementById('tl-canvas').getContext('2d')
+        .getImageData(x, y, 1, 1).data)""", [px - box["x"], hw["top"] + 8])
+    assert tint[2] < tint[0] - 20  # amber over white (blue well below red), not the plain row
+    page.keyboard.press("d")  # pan: the highlight stays in the share link
+    page.wait_for_url(f"**hl_start={a}&hl_end={b}*")
+    shot(page, "lanes-06-highlight-from-url")
+    page.goto(f"{server.url}/runs/{deep_run.id}/timeline?start_ns=0&end_ns={b}&hl_start={a}&hl_end={b}")
+    page.wait_for_selector("#timeline[data-ready='1']")
+    assert page.evaluate("() => [TE.timelineApi.view().start, TE.timelineApi.view().end]") == [0, b]
+
+
+# source.window with a delay per call (ms, in call order; later calls none), counting calls not yet answered
+DELAYED_SOURCE = """(delays) => {
+  const src = TE.timelineApi.source, orig = src.window.bind(src);
+  window.pendingWindows = 0;
+  src.window = (...args) => {
+    const d = delays.length ? delays.shift() : 0;
+    window.pendingWindows++;
+    return new Promise((r) => setTimeout(r, d)).then(() => orig(...args)).finally(() => { window.pendingWindows--; });
+  };
+}"""
+
+
+def test_a_stale_window_answer_never_replaces_a_newer_one(tall_page: Any, server: Any, deep_run: DeepRun) -> None:
+    """The race behind a flaky zoom drawn without framework slices: a fetch started by the debounce timer while
+    another was in flight answered last, with the old (whole-run) view, over the zoomed one."""
+    page = tall_page
+    open_timeline(page, server, deep_run.id)
+    span = int(page.evaluate("() => TE.timelineApi.view().span"))
+    page.evaluate(f"() => TE.timelineApi.setWindow(0, {span // 20})")
+    page.wait_for_function("() => TE.timelineApi.covered() && TE.timelineApi.idle()")
+    page.evaluate(DELAYED_SOURCE, [600, 2500])
+    # back to the whole run: the debounce timer is armed, and a direct fetch starts at once beside it; the
+    # timer's fetch (if it starts while the direct one is in flight) is answered last
+    page.evaluate(f"() => {{ TE.timelineApi.setWindow(0, {span}); TE.timelineApi.refetch(); }}")
+    page.wait_for_timeout(300)
+    page.wait_for_function("() => window.pendingWindows <= 1")  # the direct fetch has landed
+    page.evaluate(f"() => TE.timelineApi.setWindow({span // 3}, {span // 3 + span // 40})")  # zoom in meanwhile
+    page.wait_for_function("() => window.pendingWindows === 0", timeout=10000)
+    page.wait_for_function("() => TE.timelineApi.covered() && TE.timelineApi.idle()", timeout=10000)
+    assert page.evaluate("() => TE.timelineApi.view().start") == span // 3
