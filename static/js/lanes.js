@@ -90,10 +90,13 @@
       fetched once), the current window as a box and the highlight as a band. */
   class Minimap {
     constructor(tl) { this.tl = tl; this.busy = new Map(); this.lanes = []; this.cols = 0; }
-    async load() {
+    /** Busy per lane from `whole` (a window of the whole run), else from one fetched for it. */
+    async load(whole) {
       const tl = this.tl, cols = Math.max(100, Math.round(tl.plotW));
-      let w;
-      try { w = await tl.source.window(0, tl.spanNs, cols); } catch (err) { return; }  // the tracks still work
+      let w = whole;
+      if (!w) {
+        try { w = await tl.source.window(0, tl.spanNs, cols); } catch (err) { return; }  // the tracks still work
+      }
       const lanes = new Map(tl.tracks.map((t) => [t.track_id, t.lane]));
       this.busy = laneBusy(w, lanes, cols, tl.spanNs / cols);
       this.lanes = MINI_LANES.filter((l) => this.busy.has(l));

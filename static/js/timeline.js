@@ -131,9 +131,9 @@
       this.tracks = t.tracks.filter((x) => x.count > 0 || x.kind === "counter");
       if (this.source.live && this.tracks.some((x) => x.device_profile)) this.deviceColorSel.hidden = false;
       this.relayout();
-      const overview = this.minimap.load();
       await this.fetchWindow(true);
-      await overview;
+      const d = this.data;  // after the first paint; a first window of the whole run is the overview already
+      await this.minimap.load(d && d.start_ns <= 0 && d.end_ns >= this.spanNs ? d : null);
       if (this.pendingSel !== undefined) await this.select(this.pendingSel, false);
       const q = this.searchPanel.query;
       if (q) { this.searchBox.value = q; await this.search(q, 0); }

@@ -80,8 +80,8 @@ def nesting_levels(path: Path, tid: int) -> int:
     """The deepest nesting of the framework events (cpu_op, python_function) on thread `tid`, counted from
     the raw JSON with decimal times: a stack of enclosing [start, end) intervals."""
     trace = json.loads(path.read_text(), parse_float=Decimal)
-    evs = sorted(((e["ts"], -e["dur"]) for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("tid") == tid
-                  and e.get("cat") in ("cpu_op", "python_function")))
+    evs = sorted((e["ts"], -e["dur"]) for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("tid") == tid
+                 and e.get("cat") in ("cpu_op", "python_function"))
     stack: list[Decimal] = []
     deepest = 0
     for ts, neg_dur in evs:
@@ -227,7 +227,7 @@ def test_minimap_shows_busy_per_lane_and_drags_the_window(tall_page: Any, server
     # hardware busy per column is the kernels of the JSON: each one's columns, and its length in total
     for ts, dur in deep_run.kernels:
         a = to_ns(ts - deep_run.origin_us)
-        assert busy[int(a // npp)] > 0
+        assert busy[int(a // npp)] > 0 and busy[int((a + to_ns(dur) - 1) // npp)] > 0
     want = sum(to_ns(d) for _, d in deep_run.kernels)
     assert sum(busy) * npp == pytest.approx(want, rel=1e-6)
     # zoom into the first tenth, then drag the window's box on the minimap to the right
