@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +303,28 @@ def test_a_stale_window_answer_never_replaces_a_newer_one(tall_page: Any, server
     page.wait_for_function("() => window.pendingWindows === 0", timeout=10000)
     page.wait_for_function("() => TE.timelineApi.covered() && TE.timelineApi.idle()", timeout=10000)
     assert page.evaluate("() => TE.timelineApi.view().start") == span // 3
+
+
+def test_chain_panel_gaps_follow_their_link_never_negative(tall_page: Any, server: Any, tmp_path: Path) -> None:
+    """An op launching twice while the device runs behind: the details panel's gaps are each from the link
+    the step follows (no "-80 µs" from the first kernel to the second launch)."""
+    from explorer.service import ingest_paths
+    from tests.api.test_chain_gaps import EVENTS, start_ns, trace_text
+
+    path = tmp_path / "queued.json"
+    path.write_text(trace_text())
+    rid = ingest_paths(server.state.store, [path], "queued launches").id
+    page = tall_page
+    page.goto(f"{server.url}/runs/{rid}/timeline")
+    page.wait_for_selector("#timeline[data-ready='1']")
+    [sid] = page.evaluate("() => TE.timelineApi.sliceIds('aten::mm')")
+    page.evaluate("(id) => TE.timelineApi.select(id)", sid)
+    page.wait_for_selector("#tl-chain .gap")
+    gaps = page.locator("#tl-chain .gap").all_inner_texts()
+
+    def us(ns: int) -> str:
+        return f"+{(Decimal(ns) / 1000).quantize(Decimal('0.1'), ROUND_HALF_UP)} µs"  # as toFixed(1) rounds
+
+    assert gaps == [f"↓ gap {us(start_ns(1) - start_ns(0))}", f"↓ gap {us(start_ns(3) - start_ns(1))}",
+                    f"↓ gap {us(start_ns(2) - start_ns(0))} from {EVENTS[0][0]} start",
+                    f"↓ gap {us(start_ns(4) - start_ns(2))}"]
