@@ -1,13 +1,15 @@
-/* The timeline's lanes on one screen: the level budget (how many levels each slice track shows so that the
-   framework, runtime and hardware lanes fit the viewport), the busy row a collapsed lane keeps, and the
-   minimap of the whole run (busy per lane, the current window marked, dragged to move it). Layout and
-   input stay in timeline.js / timeline_input.js; this file computes and draws. */
+/* The timeline's lanes on one screen: the row layout (groups, pinned tracks, headers, the level budget that
+   decides how many levels each slice track shows so that the framework, runtime and hardware lanes fit
+   the viewport), the sticky lane header, the busy row a collapsed lane keeps, and the minimap of the whole
+   run (busy per lane, the current window marked, dragged to move it). Drawing rows, fetching and input
+   stay in timeline.js / timeline_input.js. */
 (function () {
   "use strict";
   const TE = (window.TE = window.TE || {});
 
   const MIN_LEVELS = 2;  // below this a track says too little to be worth folding
-  const MINI_H = 42, SUMMARY_H = 12;
+  const MINI_H = 42, SUMMARY_H = 12, HEADER_H = 22, TRACK_GAP = 5;
+  const LANE_ORDER = ["framework", "runtime", "hardware", "counter", "other"];
   const MINI_LANES = ["framework", "runtime", "hardware"];
   /** The lanes that must fit on one screen (grouping by lane). */
   const MUST_FIT = new Set(MINI_LANES);
@@ -22,6 +24,112 @@
     const heightAt = (cap) => levels.reduce((h, n) => h + Math.min(n, cap) * rowH + (n > cap ? bandH : 0), fixedH);
     for (let cap = deepest; cap > MIN_LEVELS; cap--) if (heightAt(cap) <= availH) return cap;
     return Math.min(deepest, MIN_LEVELS);
+  }
+
+  function groupKey(track, mode) {
+    switch (mode) {
+      case "device": return track.device || (track.lane === "counter" ? "counters" : "host");
+      case "process": return track.process || "(no process)";
+      case "thread": return (track.process || "?") + " / " + (track.thread || track.device || track.label);
+      case "instance": return track.instance || "(local)";
+      default: return track.lane;
+    }
+  }
+  const laneRank = (l) => { const i = LANE_ORDER.indexOf(l); return i < 0 ? 99 : i; };
+
+  /** The tracks per group key (grouping `mode`), in lane and sort order, and the keys in display order. */
+  function groupTracks(tracks, mode) {
+    const groups = new Map();
+    const sorted = tracks.slice().sort((a, b) => (laneRank(a.lane) - laneRank(b.lane)) || ((a.sort_key || 0) - (b.sort_key || 0)) || (a.track_id - b.track_id));
+    for (const t of sorted) {
+      const k = groupKey(t, mode);
+      if (!groups.has(k)) groups.set(k, []);
+      groups.get(k).push(t);
+    }
+    const keys = Array.from(groups.keys());
+    if (mode === "lane") keys.sort((a, b) => laneRank(a) - laneRank(b));
+    return { groups: groups, keys: keys };
+  }
+
+  /** The level budget of timeline `tl` for `availH` px: the framework, runtime and hardware lanes (every
+      group when not grouped by lane) fit, each slice track showing at most N levels (levelBudget). */
+  function fitLevels(tl, availH) {
+    const { groups, keys } = groupTracks(tl.tracks, tl.grouping);
+    const levels = [];
+    let fixed = 8;  // the bottom margin under the last track
+    for (const k of keys) {
+      if (tl.grouping === "lane" && !MUST_FIT.has(k)) continue;
+      fixed += HEADER_H;
+      if (tl.collapsed.has(tl.grouping + ":" + k)) { fixed += SUMMARY_H; continue; }
+      const subs = new Set();
+      for (const t of groups.get(k)) {
+        if (t.group) {
+          if (!subs.has(t.group)) { subs.add(t.group); fixed += HEADER_H; }
+          if (!tl.openGroups.has(t.group)) continue;
+        }
+        fixed += TRACK_GAP;
+        if ((t.kind || "slice") === "slice") levels.push(TE.levelsOf(t));
+        else fixed += TE.makeTrack(t, tl.env).height;
+      }
+    }
+    return levelBudget(levels, fixed, availH, TE.TRACK_ROW_H, TE.BAND_H);
+  }
+
+  /** The rows of timeline `tl`: pinned tracks first (their `y` from the top of the pinned strip), then per
+      group a header (a collapsed one a row taller, for its busy bars) and its tracks, device sub-groups
+      under their own headers (`y` from the top of the scrolled content). */
+  function layout(tl) {
+    const { groups, keys } = groupTracks(tl.tracks, tl.grouping);
+    const levelCap = tl.fitLevels();
+    const opts = (t) => ({ levels: levelCap, expanded: tl.expanded.has(t.track_id) });
+    const trackRow = (t, y) => { const r = TE.makeTrack(t, tl.env, opts(t)); return { kind: "track", track: t, renderer: r, y: y + 2, h: r.height }; };
+    const rows = [], pins = new Set(tl.pinned);
+    let py = 0;
+    for (const tid of tl.pinned) {
+      const t = tl.tracks.find((x) => x.track_id === tid);
+      if (!t) continue;
+      const r = trackRow(t, py);
+      r.pinned = true;
+      rows.push(r);
+      py += r.h + TRACK_GAP;
+    }
+    let y = 0;
+    for (const k of keys) {
+      const all = groups.get(k), list = all.filter((t) => !pins.has(t.track_id));
+      const collapsed = tl.collapsed.has(tl.grouping + ":" + k);
+      rows.push({ kind: "header", key: k, y: y, h: HEADER_H + (collapsed ? SUMMARY_H : 0), collapsed: collapsed,
+        n: all.length, lane: tl.grouping === "lane" ? k : null, tracks: all });
+      y += rows[rows.length - 1].h;
+      if (collapsed) continue;
+      let sub = null, subOpen = true;
+      for (const t of list) {
+        if (t.group && t.group !== sub) {  // a device profile's sub-group: its own header, closed until opened
+          sub = t.group; subOpen = tl.openGroups.has(sub);
+          rows.push({ kind: "header", key: sub, sub: true, y: y, h: HEADER_H, collapsed: !subOpen,
+            n: list.filter((x) => x.group === sub).length, lane: null });
+          y += HEADER_H;
+        } else if (!t.group) { sub = null; subOpen = true; }
+        if (!subOpen) continue;
+        const r = trackRow(t, y);
+        rows.push(r);
+        y += r.h + TRACK_GAP;
+      }
+    }
+    return { rows: rows, pinH: py ? py + 4 : 0, contentH: y + 8, levelCap: levelCap };
+  }
+
+  /** The lane header whose tracks fill the top of the scrolled rows while the header itself has scrolled
+      away: drawn there (pushed up by the next header), so a lane's name stays in sight. */
+  function stickyHeader(rows, scrollTop, bodyTop) {
+    if (scrollTop <= 0) return null;
+    const heads = rows.filter((r) => r.kind === "header" && !r.sub && !r.pinned);
+    for (let i = heads.length - 1; i >= 0; i--) {
+      if (heads[i].y >= scrollTop) continue;
+      const next = heads[i + 1], h = heads[i].h;
+      const push = next ? Math.min(0, next.y - scrollTop - h) : 0;
+      return { row: heads[i], y: bodyTop + push, h: h };
+    }
+    return null;
   }
 
   /** Add [a, b) (ns, busy fraction `f` of it) to per-column busy `arr` of `npp` ns per column. */
@@ -137,7 +245,8 @@
     nsAt(x) { return this.scale().nsAt(x); }
   }
 
-  TE.lanes = { levelBudget: levelBudget, laneBusy: laneBusy, drawSummary: drawSummary, MUST_FIT: MUST_FIT,
-    MINI_H: MINI_H, SUMMARY_H: SUMMARY_H, MIN_LEVELS: MIN_LEVELS };
+  TE.lanes = { levelBudget: levelBudget, fitLevels: fitLevels, layout: layout, stickyHeader: stickyHeader,
+    laneBusy: laneBusy, drawSummary: drawSummary, MUST_FIT: MUST_FIT, MINI_H: MINI_H, SUMMARY_H: SUMMARY_H,
+    HEADER_H: HEADER_H, TRACK_GAP: TRACK_GAP, MIN_LEVELS: MIN_LEVELS };
   TE.Minimap = Minimap;
 })();

@@ -11,25 +11,13 @@
   "use strict";
   const TE = (window.TE = window.TE || {});
 
-  const LANE_ORDER = ["framework", "runtime", "hardware", "counter", "other"];
-  const RULER_H = 26, GUTTER = 230, HEADER_H = 22, TRACK_GAP = 5, ROW_H = TE.TRACK_ROW_H;
+  const RULER_H = 26, GUTTER = 230, ROW_H = TE.TRACK_ROW_H, HEADER_H = TE.lanes.HEADER_H, TRACK_GAP = TE.lanes.TRACK_GAP;
   const MINI_H = TE.lanes.MINI_H, TOP_H = MINI_H + RULER_H;  // the minimap, then the ruler, then the tracks
   const PIN_X = GUTTER - 20;  // a track label's pin toggle sits right of here
   const MIN_SPAN_NS = 200;
   const FONT = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
   const CHAR_W = 6.1;
   const GROUPINGS = ["lane", "device", "process", "thread", "instance"];
-
-  function groupKey(track, mode) {
-    switch (mode) {
-      case "device": return track.device || (track.lane === "counter" ? "counters" : "host");
-      case "process": return track.process || "(no process)";
-      case "thread": return (track.process || "?") + " / " + (track.thread || track.device || track.label);
-      case "instance": return track.instance || "(local)";
-      default: return track.lane;
-    }
-  }
-  const laneRank = (l) => { const i = LANE_ORDER.indexOf(l); return i < 0 ? 99 : i; };
 
   // ---- the timeline widget ----------------------------------------------------------------
   class Timeline {
@@ -152,86 +140,15 @@
     }
 
     // -- layout: header rows per group, one renderer per track row; pinned tracks above them all ----
-    /** The tracks per group key, in lane and sort order, and the keys in display order. */
-    groups() {
-      const groups = new Map();
-      const sorted = this.tracks.slice().sort((a, b) => (laneRank(a.lane) - laneRank(b.lane)) || ((a.sort_key || 0) - (b.sort_key || 0)) || (a.track_id - b.track_id));
-      for (const t of sorted) {
-        const k = groupKey(t, this.grouping);
-        if (!groups.has(k)) groups.set(k, []);
-        groups.get(k).push(t);
-      }
-      const keys = Array.from(groups.keys());
-      if (this.grouping === "lane") keys.sort((a, b) => laneRank(a) - laneRank(b));
-      return { groups: groups, keys: keys };
-    }
-    /** The level budget for this viewport: the framework, runtime and hardware lanes (every group when not
-        grouped by lane) fit between the ruler and the bottom, each slice track showing at most N levels. */
-    fitLevels() {
-      const { groups, keys } = this.groups();
-      const levels = [];
-      let fixed = 0;
-      for (const k of keys) {
-        if (this.grouping === "lane" && !TE.lanes.MUST_FIT.has(k)) continue;
-        fixed += HEADER_H;
-        if (this.collapsed.has(this.grouping + ":" + k)) { fixed += TE.lanes.SUMMARY_H; continue; }
-        const subs = new Set();
-        for (const t of groups.get(k)) {
-          if (t.group) { if (!subs.has(t.group)) { subs.add(t.group); fixed += HEADER_H; } if (!this.openGroups.has(t.group)) continue; }
-          fixed += TRACK_GAP;
-          if ((t.kind || "slice") === "slice") levels.push(TE.levelsOf(t));
-          else fixed += TE.makeTrack(t, this.env).height;
-        }
-      }
-      return TE.lanes.levelBudget(levels, fixed + 8, (this.height || 1000) - TOP_H, ROW_H, TE.BAND_H);
-    }
-    trackRow(t, y) {
-      const renderer = TE.makeTrack(t, this.env, { levels: this.levelCap, expanded: this.expanded.has(t.track_id) });
-      return { kind: "track", track: t, renderer: renderer, y: y + 2, h: renderer.height };
-    }
+    fitLevels() { return TE.lanes.fitLevels(this, (this.height || 1000) - TOP_H); }
     relayout() {
-      const { groups, keys } = this.groups();
-      this.levelCap = this.fitLevels();
-      const rows = [], pins = new Set(this.pinned);
-      let py = 0;
-      for (const tid of this.pinned) {
-        const t = this.tracks.find((x) => x.track_id === tid);
-        if (!t) continue;
-        const r = this.trackRow(t, py);
-        r.pinned = true;
-        rows.push(r);
-        py += r.h + TRACK_GAP;
-      }
-      this.pinH = py ? py + 4 : 0;
-      let y = 0;
-      for (const k of keys) {
-        const all = groups.get(k), list = all.filter((t) => !pins.has(t.track_id));
-        const collapsed = this.collapsed.has(this.grouping + ":" + k);
-        // a collapsed group keeps one row of busy bars under its header
-        rows.push({ kind: "header", key: k, y: y, h: HEADER_H + (collapsed ? TE.lanes.SUMMARY_H : 0), collapsed: collapsed,
-          n: all.length, lane: this.grouping === "lane" ? k : null, tracks: all });
-        y += rows[rows.length - 1].h;
-        if (collapsed) continue;
-        let sub = null, subOpen = true;
-        for (const t of list) {
-          if (t.group && t.group !== sub) {  // a device profile's sub-group: its own header, closed until opened
-            sub = t.group; subOpen = this.openGroups.has(sub);
-            rows.push({ kind: "header", key: sub, sub: true, y: y, h: HEADER_H, collapsed: !subOpen,
-              n: list.filter((x) => x.group === sub).length, lane: null });
-            y += HEADER_H;
-          } else if (!t.group) { sub = null; subOpen = true; }
-          if (!subOpen) continue;
-          const r = this.trackRow(t, y);
-          rows.push(r);
-          y += r.h + TRACK_GAP;
-        }
-      }
-      this.rows = rows;
-      this.contentH = y + 8;
+      const lay = TE.lanes.layout(this);
+      this.rows = lay.rows; this.pinH = lay.pinH; this.contentH = lay.contentH; this.levelCap = lay.levelCap;
       this.spacer.style.height = (this.bodyTop + this.contentH) + "px";
-      this.rowOfTrack = new Map(rows.filter((r) => r.kind === "track").map((r) => [r.track.track_id, r]));
+      this.rowOfTrack = new Map(this.rows.filter((r) => r.kind === "track").map((r) => [r.track.track_id, r]));
       this.requestDraw();
     }
+    stickyHeader() { return TE.lanes.stickyHeader(this.rows, this.scroll.scrollTop, this.bodyTop); }
     /** Where the scrolled rows start on the canvas: under the minimap, the ruler and the pinned tracks. */
     get bodyTop() { return TOP_H + this.pinH; }
     /** A row's top in canvas px. */
@@ -413,20 +330,6 @@
       if (y + r.h < top || y > H) return;
       if (r.kind === "header") this.drawHeader(ctx, r, y, this.width, ts);
       else this.drawRow(ctx, r, y, ts);
-    }
-    /** The lane header whose tracks fill the top of the scrolled rows while the header itself has scrolled
-        away: drawn there (pushed up by the next header), so a lane's name stays in sight. */
-    stickyHeader() {
-      const top = this.scroll.scrollTop;
-      if (top <= 0) return null;
-      const heads = this.rows.filter((r) => r.kind === "header" && !r.sub && !r.pinned);
-      for (let i = heads.length - 1; i >= 0; i--) {
-        if (heads[i].y >= top) continue;
-        const next = heads[i + 1], h = heads[i].h;
-        const push = next ? Math.min(0, next.y - top - h) : 0;
-        return { row: heads[i], y: this.bodyTop + push, h: h };
-      }
-      return null;
     }
     /** One track row: its renderer draws in the plot area (translated to the row's top, clipped), then
         the label in the gutter. */
