@@ -82,6 +82,7 @@
       if (h && h.header) tl.toggleGroup(h.header.key, h.header.sub);
       else if (h && h.label && h.pin) tl.togglePin(h.label.track.track_id);
       else if (h && h.band) tl.toggleLevels(h.band.track);
+      if (h && (h.header || h.pin || h.band)) tl.showTip(p, tl.hit(p.x, p.y));  // the layout moved under the pointer
       else if (h && h.slice) tl.select(h.slice.id, false);
       else if (h && h.merged) { const m = h.merged; tl.setWindow(m.ts - m.dur * 2, m.ts + m.dur * 3); }
       else if (!h || !h.label) tl.clearSelection();
