@@ -6,26 +6,28 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
-import plotly
 from fastapi import FastAPI
-from fastapi.responses import FileResponse
-from fastapi.staticfiles import StaticFiles
+from starlette.middleware.gzip import GZipMiddleware
 
 from api.errors import install_error_handlers
 from api.routes import analysis, device, kernels, meta, pages, runs, share, sql, timeline
 from api.security import AccessMiddleware
+from api.static import mount_assets
 from api.state import AppState, RunMemo
 from api.upload import IngestWorker
 from explorer import __version__
 from explorer.config import Settings
+from explorer.render import assets_for
 from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)
 WARM_AT_START = 2  # latest ready runs whose timeline index is built when the server starts
-
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+# Responses from 1 KB up are gzipped for clients that accept it; level 5: most of level 9's ratio on JSON
+# and HTML at a fraction of its time (timeline windows are compressed on every pan). Static files come
+# precompressed (api/static.py) and pass through untouched.
+GZIP_MIN_BYTES = 1024
+GZIP_LEVEL = 5
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -56,19 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(device.router)  # Neuron device profiles' API (api/routes/device.py)
     app.include_router(device.pages)
     app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
-    _mount_static(app, settings)
+    mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
+    app.add_middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES, compresslevel=GZIP_LEVEL)
     return app
-
-
-def _mount_static(app: FastAPI, settings: Settings) -> None:
-    """Vendored plotly.js from the installed package, then the project's static folder; no CDN."""
-    if PLOTLY_JS.exists():
-        app.add_api_route("/static/vendor/plotly.min.js", _plotly_js, include_in_schema=False)
-    if settings.static_dir.is_dir():
-        app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
-
-
-def _plotly_js() -> FileResponse:
-    return FileResponse(PLOTLY_JS, media_type="application/javascript",
-                        headers={"Cache-Control": "public, max-age=86400"})

@@ -6,6 +6,7 @@ produced here is JSON made safe for a <script> element and the project's own sta
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -82,8 +83,50 @@ def fmt_time(epoch_s: float | None) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
-    """The Jinja environment: autoescape on, undefined variables are errors, the formatting filters."""
+class Assets:
+    """The static files a server serves, each with a content hash computed once (when the server
+    starts): `url(rel)` is `/static/rel?v=<hash>`, a URL the browser may cache for good, since a changed
+    file gets a new one. plotly.js is `vendor/plotly.min.js`, read from the installed plotly package."""
+
+    def __init__(self, static_dir: Path) -> None:
+        self.static_dir = static_dir.resolve()
+        self._digests: dict[str, str] = {}
+        files = [p for p in self.static_dir.rglob("*") if p.is_file()] if self.static_dir.is_dir() else []
+        for f in files:
+            self._digests[f.relative_to(self.static_dir).as_posix()] = _digest(f)
+        if plotly_js_path().is_file():
+            self._digests[PLOTLY_JS] = _digest(plotly_js_path())
+
+    def path(self, rel: str) -> Path | None:
+        """The file behind `rel`; None for anything that is not one of the assets (`..` included)."""
+        if rel not in self._digests:
+            return None
+        return plotly_js_path() if rel == PLOTLY_JS else self.static_dir / rel
+
+    def digest(self, rel: str) -> str | None:
+        return self._digests.get(rel)
+
+    def url(self, rel: str) -> str:
+        """The content-hashed URL of an asset (without the server's root path); a missing asset is a bug."""
+        digest = self._digests.get(rel)
+        if digest is None:
+            raise KeyError(f"no static asset {rel!r} in {self.static_dir}")
+        return f"/static/{rel}?v={digest}"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=8)
+def assets_for(static_dir: Path) -> Assets:
+    """One Assets per static folder, shared by the environment (asset_url) and the static route."""
+    return Assets(static_dir)
+
+
+def make_environment(templates_dir: Path | None = None, static_dir: Path | None = None) -> jinja2.Environment:
+    """The Jinja environment: autoescape on, undefined variables are errors, the formatting filters,
+    and `asset_url(rel)`: the content-hashed URL of a static file (the server's pages link assets by it)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir or PROJECT_ROOT / "templates")),
         autoescape=True,
@@ -94,6 +137,7 @@ def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
     env.filters.update(ns=fmt_ns, us=fmt_us, dur=fmt_dur, thousands=fmt_int, pct=fmt_pct, when=fmt_time, script_json=json_for_script)
     env.globals["demo_note"] = demo_note  # the "what you are looking at" note of the demo's compare page
     env.globals.update(theme=THEME, theme_css=theme_css)  # the one colour table, for CSS and the scripts
+    env.globals.update(asset_url=assets_for(static_dir or PROJECT_ROOT / "static").url, plotly_js=PLOTLY_JS)
     return env
 
 

@@ -35,8 +35,8 @@ router = APIRouter(include_in_schema=False)
 
 
 @lru_cache(maxsize=4)
-def templates_for(templates_dir: Path) -> Jinja2Templates:
-    return Jinja2Templates(env=make_environment(templates_dir))
+def templates_for(templates_dir: Path, static_dir: Path) -> Jinja2Templates:
+    return Jinja2Templates(env=make_environment(templates_dir, static_dir))
 
 
 def _not_ready(request: Request, state: AppState, run: RunRecord) -> HTMLResponse:
@@ -48,7 +48,7 @@ def _render(request: Request, state: AppState, template: str, page: Any, *, acti
     context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": active,
                "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,
                "device_profiles": device_nav(state.store, getattr(page, "run", None))}
-    return templates_for(state.settings.templates_dir).TemplateResponse(request, template, context)
+    return templates_for(state.settings.templates_dir, state.settings.static_dir).TemplateResponse(request, template, context)
 
 
 def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = "") -> str:
@@ -56,7 +56,7 @@ def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = ""
     report = replace(build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run)),
                                   kernels=state.kernels(run.id)),
                      readonly=readonly, twin=twin)
-    env = templates_for(state.settings.templates_dir).env
+    env = templates_for(state.settings.templates_dir, state.settings.static_dir).env
     return render_report(report, env, state.settings.static_dir)
 
 
