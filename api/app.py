@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from starlette.middleware.gzip import GZipMiddleware
 
+from api.compression import Compression
 from api.errors import install_error_handlers
 from api.routes import analysis, device, kernels, meta, pages, runs, share, sql, timeline
 from api.security import AccessMiddleware
@@ -23,11 +23,6 @@ from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)
 WARM_AT_START = 2  # latest ready runs whose timeline index is built when the server starts
-# Responses from 1 KB up are gzipped for clients that accept it; level 5: most of level 9's ratio on JSON
-# and HTML at a fraction of its time (timeline windows are compressed on every pan). Static files come
-# precompressed (api/static.py) and pass through untouched.
-GZIP_MIN_BYTES = 1024
-GZIP_LEVEL = 5
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -60,5 +55,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
-    app.add_middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES, compresslevel=GZIP_LEVEL)
+    app.add_middleware(Compression)  # gzip, outermost: error and 401 bodies are compressed too
     return app

@@ -264,8 +264,9 @@ def test_assets_are_local() -> None:
 def test_plotly_is_served_locally(app_runs: tuple[TestClient, dict[str, str]]) -> None:
     client, runs = app_runs
     html = client.get(f"/runs/{runs['big']}").text
-    assert '<script src="/static/vendor/plotly.min.js">' in html
-    resp = client.get("/static/vendor/plotly.min.js")
+    src = re.search(r'<script src="(/static/vendor/plotly\.min\.js\?v=[0-9a-f]{16})">', html)
+    assert src, "the overview loads plotly.js from this server, at its content-hashed URL"
+    resp = client.get(src.group(1))
     assert resp.status_code == 200 and len(resp.content) > 1_000_000
 
 
@@ -274,5 +275,5 @@ def test_pages_work_behind_a_path_prefix(tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=tmp_path / "data"))
     with TestClient(app, root_path="/te") as client:
         html = client.get("/").text
-    assert 'href="/te/static/css/app.css"' in html and 'data-base="/te"' in html
+    assert re.search(r'href="/te/static/css/app\.css\?v=[0-9a-f]{16}"', html) and 'data-base="/te"' in html
     assert 'href="/te/api/runs"' in html
