@@ -15,6 +15,7 @@ from fastapi.responses import RedirectResponse, Response
 from explorer.render import Assets
 
 IMMUTABLE = "public, max-age=31536000, immutable"
+MEDIA_TYPES = {".js": "application/javascript", ".css": "text/css", ".json": "application/json"}
 REVALIDATE = "no-cache"  # a URL without the hash may change content: the browser asks (ETag) each time
 
 
@@ -34,7 +35,7 @@ def mount_assets(app: FastAPI, assets: Assets) -> None:
         if etag in request.headers.get("if-none-match", ""):
             return Response(status_code=304, headers=headers)
         raw, packed = _contents(path, digest)
-        media_type = mimetypes.guess_type(rel)[0] or "application/octet-stream"
+        media_type = MEDIA_TYPES.get(Path(rel).suffix) or mimetypes.guess_type(rel)[0] or "application/octet-stream"
         if "gzip" in request.headers.get("accept-encoding", ""):
             return Response(packed, media_type=media_type, headers={**headers, "Content-Encoding": "gzip"})
         return Response(raw, media_type=media_type, headers=headers)
