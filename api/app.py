@@ -13,8 +13,8 @@ from api.compression import Compression
 from api.errors import install_error_handlers
 from api.routes import analysis, device, kernels, meta, pages, runs, share, sql, timeline
 from api.security import AccessMiddleware
-from api.static import mount_assets
 from api.state import AppState, RunMemo
+from api.static import mount_assets
 from api.upload import IngestWorker
 from explorer import __version__
 from explorer.config import Settings

@@ -21,7 +21,8 @@ from explorer.config import PROJECT_ROOT
 from explorer.model.demo import demo_note
 from explorer.theme import THEME, theme_css
 
-PLOTLY_JS = "vendor/plotly.min.js"
+PLOTLY_JS = "vendor/plotly-basic.min.js"  # the bundle pages load (static/vendor/README.md says why this one)
+PLOTLY_FULL_JS = "vendor/plotly.min.js"  # the installed plotly package's full bundle, served for old links
 # Classic scripts (not ES modules) so the offline report can inline them as they are.
 APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/sources.js", "js/timescale.js", "js/tracks.js", "js/overlays.js",
                "js/panels.js", "js/timeline_input.js", "js/timeline.js", "js/timeline_api.js", "js/tables.js", "js/pages.js")
@@ -86,7 +87,7 @@ def fmt_time(epoch_s: float | None) -> str:
 class Assets:
     """The static files a server serves, each with a content hash computed once (when the server
     starts): `url(rel)` is `/static/rel?v=<hash>`, a URL the browser may cache for good, since a changed
-    file gets a new one. plotly.js is `vendor/plotly.min.js`, read from the installed plotly package."""
+    file gets a new one. `vendor/plotly.min.js` is the full plotly.js of the installed plotly package."""
 
     def __init__(self, static_dir: Path) -> None:
         self.static_dir = static_dir.resolve()
@@ -95,13 +96,13 @@ class Assets:
         for f in files:
             self._digests[f.relative_to(self.static_dir).as_posix()] = _digest(f)
         if plotly_js_path().is_file():
-            self._digests[PLOTLY_JS] = _digest(plotly_js_path())
+            self._digests[PLOTLY_FULL_JS] = _digest(plotly_js_path())
 
     def path(self, rel: str) -> Path | None:
         """The file behind `rel`; None for anything that is not one of the assets (`..` included)."""
         if rel not in self._digests:
             return None
-        return plotly_js_path() if rel == PLOTLY_JS else self.static_dir / rel
+        return plotly_js_path() if rel == PLOTLY_FULL_JS else self.static_dir / rel
 
     def digest(self, rel: str) -> str | None:
         return self._digests.get(rel)
@@ -160,6 +161,6 @@ def plotly_js_path() -> Path:
     return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 
 
-def inline_plotly() -> Markup:
-    text = _read_asset(str(plotly_js_path()))
-    return Markup(text.replace("</script", "<\\/script").replace("<!--", "<\\!--"))
+def inline_plotly(static_dir: Path | None = None) -> Markup:
+    """The plotly.js bundle the pages load, for the offline report."""
+    return inline_asset(static_dir or PROJECT_ROOT / "static", PLOTLY_JS)

@@ -22,7 +22,7 @@ from tests.wide_trace import WIDE_OPS, write_wide_trace
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 ASSET = re.compile(r'(?:src|href)="(/static/([^"?]+)\?v=([0-9a-f]+))"')
-PLOTLY = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+PLOTLY = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # the full bundle, kept for old links
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,8 @@ def raw(client: TestClient, path: str, encoding: str) -> tuple[dict[str, str], b
 @pytest.mark.parametrize("path", ["/", "/runs/{wide}", "/runs/{wide}/ops", "/runs/{wide}/kernels",
                                   "/api/runs/{wide}/ops", "/api/runs/{wide}/kernels", "/runs/{wide}/report",
                                   "/api/runs/{wide}/timeline?start_ns=0&end_ns=100000000&width_px=1000",
-                                  "/static/vendor/plotly.min.js", "/static/js/tables.js"])
+                                  "/static/vendor/plotly-basic.min.js", "/static/vendor/plotly.min.js",
+                                  "/static/js/tables.js"])
 def test_responses_are_gzipped_when_the_client_accepts_it(wide_client: tuple[TestClient, str, str], path: str) -> None:
     client, wide, _ = wide_client
     url = path.format(wide=wide)
@@ -67,10 +68,10 @@ def test_pages_link_assets_by_content_hash_cached_for_good(wide_client: tuple[Te
     client, wide, _ = wide_client
     html = client.get(f"/runs/{wide}/ops").text
     links = ASSET.findall(html)
-    assert {rel for _, rel, _ in links} >= {"css/app.css", "js/common.js", "js/tables.js", "vendor/plotly.min.js"}
+    assert {rel for _, rel, _ in links} >= {"css/app.css", "js/common.js", "js/tables.js", "vendor/plotly-basic.min.js"}
     assert "/static/" not in ASSET.sub("", html)  # no asset without its hash
     for url, rel, digest in links:
-        source = PLOTLY if rel == "vendor/plotly.min.js" else PROJECT_ROOT / "static" / rel
+        source = PROJECT_ROOT / "static" / rel
         assert digest == hashlib.sha256(source.read_bytes()).hexdigest()[:16], rel
         resp = client.get(url)
         assert resp.status_code == 200 and resp.content == source.read_bytes(), rel
@@ -84,6 +85,12 @@ def test_a_bare_url_works_and_is_revalidated(wide_client: tuple[TestClient, str,
     assert resp.headers["cache-control"] == "no-cache" and resp.headers["content-type"].startswith("application/javascript")
     again = client.get("/static/js/tables.js", headers={"If-None-Match": resp.headers["etag"]})
     assert again.status_code == 304 and again.content == b""
+
+
+def test_the_full_plotly_bundle_still_answers_its_old_url(wide_client: tuple[TestClient, str, str]) -> None:
+    client, _, _ = wide_client
+    resp = client.get("/static/vendor/plotly.min.js")
+    assert resp.status_code == 200 and resp.content == PLOTLY.read_bytes()
 
 
 def test_a_stale_hash_redirects_to_the_current_file(wide_client: tuple[TestClient, str, str]) -> None:

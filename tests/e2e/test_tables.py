@@ -180,7 +180,7 @@ def test_plotly_loads_only_on_pages_with_charts_and_comes_from_the_cache(browser
         page.goto(f"{server.url}/runs/{run_id}/ops")
         page.wait_for_selector("#fig-ops .main-svg")
         plotly = [s for s in scripts if "plotly" in s]
-        assert len(plotly) == 1 and "/static/vendor/plotly.min.js?v=" in plotly[0]
+        assert len(plotly) == 1 and "/static/vendor/plotly-basic.min.js?v=" in plotly[0]
         page.goto(f"{server.url}/runs/{run_id}/kernels")  # the same URL again: from the cache, no transfer
         page.wait_for_selector("#fig-kernels .main-svg")
         sizes = page.evaluate("() => performance.getEntriesByType('resource').map(e => [e.name, e.transferSize])")
