@@ -211,7 +211,7 @@ def median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def measure(url: str, run_id: str, runs: int, chromium: str, other_id: str) -> tuple[
+def measure(url: str, run_id: str, runs: int, chromium: str, other_id: str, wide_id: str) -> tuple[
         list[dict[str, Any]], dict[str, dict[str, float]], dict[str, float]]:
     from playwright.sync_api import sync_playwright
 
@@ -220,7 +220,7 @@ def measure(url: str, run_id: str, runs: int, chromium: str, other_id: str) -> t
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         print("page loads (ms, kB transferred):", flush=True)
         pages = measure_pages(browser, url, page_paths(url, run_id, other_id), runs)
-        sort = measure_sort(browser, url, other_id, runs)
+        sort = measure_sort(browser, url, wide_id, runs)
         # the first load is cold: the server builds the run's timeline index (once per run, then cached)
         for _ in range(runs + 1):
             ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
@@ -240,7 +240,8 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--data-dir", type=Path, default=None, help="reuse (or create) the run in this data folder")
     ap.add_argument("--runs", type=int, default=5, help="loads of each page to measure (after one cold load)")
-    ap.add_argument("--wide-events", type=int, default=200_000, help="events of the second run (sort, compare)")
+    ap.add_argument("--wide-events", type=int, default=200_000,
+                    help="events of the runs beside the main one: the compare page's, and the sort's (--wide-ops)")
     ap.add_argument("--wide-ops", type=int, default=2_000, help="distinct op names of the second run")
     ap.add_argument("--device-export", type=Path, default=DEVICE_EXPORT,
                     help="a Neuron device export to ingest for the device page (skipped when absent)")
@@ -252,11 +253,12 @@ def main() -> None:
         args.data_dir = Path(tmp.name)
     run_id = prepare(args.data_dir, args.events)
     wide_id = prepare(args.data_dir, args.wide_events, args.wide_ops)
+    other_id = prepare(args.data_dir, args.wide_events)  # the compare page's second run: the same ops, fewer steps
     if args.device_export.exists():
         prepare_device(args.data_dir, args.device_export)
     url, server = serve(args.data_dir)
     try:
-        results, pages, sort = measure(url, run_id, args.runs, args.chromium, wide_id)
+        results, pages, sort = measure(url, run_id, args.runs, args.chromium, other_id, wide_id)
     finally:
         server.should_exit = True
     for i, r in enumerate(results):

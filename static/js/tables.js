@@ -81,29 +81,37 @@
   };
 
   // ---- order: Arrow's sort_by([(col, dir), ("name", "ascending")]) -------------------------------------
-  /** Strings by code point (Arrow compares UTF-8 bytes, which orders the same), numbers by value. */
-  function compareValues(a, b) {
-    if (typeof a === "string" && typeof b === "string") {
-      if (a === b) return 0;
-      const n = Math.min(a.length, b.length);
-      for (let i = 0; i < n; i++) {
-        const x = a.codePointAt(i), y = b.codePointAt(i);
-        if (x !== y) return x < y ? -1 : 1;
-        if (x > 0xffff) i++;
-      }
-      return a.length < b.length ? -1 : 1;
+  // Arrow orders strings by their UTF-8 bytes, i.e. by code point; JS's `<` compares UTF-16 units, which
+  // agrees unless a string holds a character from U+D800 up. Those (rare) strings compare by code point.
+  const HIGH = /[\uD800-\uFFFF]/;
+  function byCodePoint(a, b) {
+    const n = Math.min(a.length, b.length);
+    for (let i = 0; i < n; i++) {
+      const x = a.codePointAt(i), y = b.codePointAt(i);
+      if (x !== y) return x < y ? -1 : 1;
+      if (x > 0xffff) i++;
     }
-    return a < b ? -1 : a > b ? 1 : 0;
+    return a.length - b.length;
   }
-  /** `rows` (each with its index `i` in the fetched order) sorted by `col`, nulls last either way. */
+  function compareValues(a, b) {
+    if (a === b) return 0;
+    if (typeof a === "string" && typeof b === "string" && (HIGH.test(a) || HIGH.test(b))) return byCodePoint(a, b);
+    return a < b ? -1 : 1;
+  }
+  /** `rows` (each with its index `i` in the fetched order) sorted by `col`, nulls last either way. Keys are
+      read once (decorate, sort, undecorate): a sort of thousands of rows stays within a frame or two. */
   TE.sortRows = function (rows, col, desc) {
-    return rows.slice().sort((ra, rb) => {
-      const a = ra.row[col], b = rb.row[col];
-      let c = 0;
+    const sign = desc ? -1 : 1;
+    const keyed = rows.map((r) => ({ r: r, k: r.row[col], n: r.row.name }));
+    keyed.sort((x, y) => {
+      const a = x.k, b = y.k;
+      let c;
       if (none(a) || none(b)) c = none(a) === none(b) ? 0 : none(a) ? 1 : -1;
-      else c = desc ? -compareValues(a, b) : compareValues(a, b);
-      return c || compareValues(ra.row.name, rb.row.name) || ra.i - rb.i;
+      else if (typeof a === "number" && typeof b === "number") c = sign * (a - b);
+      else c = sign * compareValues(a, b);
+      return c || compareValues(x.n, y.n) || x.r.i - y.r.i;
     });
+    return keyed.map((x) => x.r);
   };
 
   // ---- a live table -----------------------------------------------------------------------------------
