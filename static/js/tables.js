@@ -93,23 +93,28 @@
     }
     return a.length - b.length;
   }
-  function compareValues(a, b) {
+  const high = (v) => typeof v === "string" && HIGH.test(v);
+  /** Two keys of one column (numbers, or strings with `ha`/`hb`: whether each holds a high character). */
+  function compareValues(a, b, ha, hb) {
     if (a === b) return 0;
-    if (typeof a === "string" && typeof b === "string" && (HIGH.test(a) || HIGH.test(b))) return byCodePoint(a, b);
+    if (ha || hb) return byCodePoint(a, b);
     return a < b ? -1 : 1;
   }
   /** `rows` (each with its index `i` in the fetched order) sorted by `col`, nulls last either way. Keys are
       read once (decorate, sort, undecorate): a sort of thousands of rows stays within a frame or two. */
   TE.sortRows = function (rows, col, desc) {
     const sign = desc ? -1 : 1;
-    const keyed = rows.map((r) => ({ r: r, k: r.row[col], n: r.row.name }));
+    const keyed = rows.map((r) => {
+      const k = r.row[col], n = r.row.name;
+      return { r: r, k: k, n: n, hk: high(k), hn: high(n) };
+    });
     keyed.sort((x, y) => {
       const a = x.k, b = y.k;
       let c;
       if (none(a) || none(b)) c = none(a) === none(b) ? 0 : none(a) ? 1 : -1;
       else if (typeof a === "number" && typeof b === "number") c = sign * (a - b);
-      else c = sign * compareValues(a, b);
-      return c || compareValues(x.n, y.n) || x.r.i - y.r.i;
+      else c = sign * compareValues(a, b, x.hk, y.hk);
+      return c || compareValues(x.n, y.n, x.hn, y.hn) || x.r.i - y.r.i;
     });
     return keyed.map((x) => x.r);
   };
