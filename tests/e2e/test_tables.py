@@ -83,7 +83,6 @@ def test_op_table_sorts_in_the_browser_in_the_apis_order(page: Any, server: Any,
     assert names(page, "#ops-table") == sorted(calls)[:PAGE_ROWS]
     assert page.get_attribute("#json-twin", "href").endswith(f"/api/runs/{run_id}/ops?sort=%2Bname")
     assert_not_reloaded(page, documents)
-    assert float(page.get_attribute("#ops-table", "data-sort-ms")) < 1000
 
 
 def test_op_table_pages_and_filters_without_reloading(page: Any, server: Any, wide: tuple[str, Path]) -> None:
