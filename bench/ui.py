@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import socket
 import sys
@@ -257,6 +258,7 @@ def main() -> None:
     if args.device_export.exists():
         prepare_device(args.data_dir, args.device_export)
     url, server = serve(args.data_dir)
+    load_before = os.getloadavg()[0]
     try:
         results, pages, sort = measure(url, run_id, args.runs, args.chromium, other_id, wide_id)
     finally:
@@ -272,6 +274,8 @@ def main() -> None:
           f"50 zoom/pan steps {fps:.1f} fps (median), slowest frame "
           f"{max(r['worst_frame_ms'] for r in results):.0f} ms, mean draw "
           f"{sum(r['mean_draw_ms'] for r in results) / len(results):.2f} ms")
+    print(f"load average (1 min) {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, "
+          f"{os.cpu_count()} CPUs")
     print(f"pages, {args.events:,}-event run (median of {args.runs}; target cold <= 1000 ms, warm <= 300 ms):")
     for name, r in pages.items():
         ok = "met" if r["cold_ms"] <= 1000 and r["warm_ms"] <= 300 else "NOT met"
