@@ -20,6 +20,7 @@ from explorer.service import ingest_paths
 from tests.api.conftest import TINY, assert_error
 from tests.wide_trace import WIDE_OPS, write_wide_trace
 
+DEVICE_EXPORT = Path(__file__).resolve().parents[1] / "fixtures" / "neuron" / "device_export"
 IMMUTABLE = "public, max-age=31536000, immutable"
 ASSET = re.compile(r'(?:src|href)="(/static/([^"?]+)\?v=([0-9a-f]+))"')
 PLOTLY = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"  # the full bundle, kept for old links
@@ -44,10 +45,9 @@ def raw(client: TestClient, path: str, encoding: str) -> tuple[dict[str, str], b
 
 
 @pytest.mark.parametrize("path", ["/", "/runs/{wide}", "/runs/{wide}/ops", "/runs/{wide}/kernels",
-                                  "/api/runs/{wide}/ops", "/api/runs/{wide}/kernels", "/runs/{wide}/report",
+                                  "/api/runs/{wide}/ops", "/api/runs/{wide}/kernels",
                                   "/api/runs/{wide}/timeline?start_ns=0&end_ns=100000000&width_px=1000",
-                                  "/static/vendor/plotly-basic.min.js", "/static/vendor/plotly.min.js",
-                                  "/static/js/tables.js"])
+                                  "/static/vendor/plotly-basic.min.js", "/static/js/tables.js"])
 def test_responses_are_gzipped_when_the_client_accepts_it(wide_client: tuple[TestClient, str, str], path: str) -> None:
     client, wide, _ = wide_client
     url = path.format(wide=wide)
@@ -56,6 +56,17 @@ def test_responses_are_gzipped_when_the_client_accepts_it(wide_client: tuple[Tes
     assert "content-encoding" not in plain_headers
     assert headers["content-encoding"] == "gzip" and "Accept-Encoding" in headers["vary"]
     assert gzip.decompress(packed) == plain and len(packed) < len(plain) / 2
+
+
+def test_streamed_csv_is_gzipped_whole(wide_client: tuple[TestClient, str, str], tmp_path: Path) -> None:
+    client, _, _ = wide_client
+    run = ingest_paths(client.app.state.explorer.store, [DEVICE_EXPORT], "device")  # type: ignore[attr-defined]
+    profile = client.get(f"/api/runs/{run.id}/device/profiles").json()["profiles"][0]["profile_id"]
+    url = f"/api/runs/{run.id}/device/{profile}/instructions.csv"
+    plain_headers, plain = raw(client, url, "identity")
+    headers, packed = raw(client, url, "gzip")
+    assert headers["content-encoding"] == "gzip" and "content-encoding" not in plain_headers
+    assert gzip.decompress(packed) == plain and plain.count(b"\n") > 10
 
 
 def test_small_responses_are_not_compressed(wide_client: tuple[TestClient, str, str]) -> None:
