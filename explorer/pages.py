@@ -48,6 +48,7 @@ from explorer.model.shapes import (
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import (
     DEFAULT_OP_VIEW,
+    OP_TIE_BREAK,
     OP_TIME_COLUMNS,
     OP_VIEWS,
     check_op_view,
@@ -127,6 +128,7 @@ class SortLinks:
     rows: list[Any]
     page: int
     page_size = TABLE_PAGE_ROWS
+    tie_break: tuple[str, ...] = ("name",)  # the columns that order rows equal in the sort column
 
     def sort_descending(self, sort: str) -> bool:
         raise NotImplementedError
@@ -180,6 +182,8 @@ class OpsPage(SortLinks):
     def view_link(self, view: str) -> str:
         """Query string of the same table in another view (filter, grouping and sort kept)."""
         return "?" + self.query(view=view)
+
+    tie_break = OP_TIE_BREAK
 
     def sort_descending(self, sort: str) -> bool:
         return op_sort_descending(sort)

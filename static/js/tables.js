@@ -100,21 +100,23 @@
     if (ha || hb) return byCodePoint(a, b);
     return a < b ? -1 : 1;
   }
-  /** `rows` (each with its index `i` in the fetched order) sorted by `col`, nulls last either way. Keys are
+  /** `rows` (each with its index `i` in the fetched order) sorted by `col`, nulls last either way, rows
+      equal in `col` by the `ties` columns ascending (the server's tie-break, from data-tie-break). Keys are
       read once (decorate, sort, undecorate): a sort of thousands of rows stays within a frame or two. */
-  TE.sortRows = function (rows, col, desc) {
+  TE.sortRows = function (rows, col, desc, ties) {
     const sign = desc ? -1 : 1;
-    const keyed = rows.map((r) => {
-      const k = r.row[col], n = r.row.name;
-      return { r: r, k: k, n: n, hk: high(k), hn: high(n) };
-    });
+    const cols = [col].concat((ties || ["name"]).filter((c) => c !== col));
+    const keyed = rows.map((r) => ({ r: r, k: cols.map((c) => r.row[c]), h: cols.map((c) => high(r.row[c])) }));
     keyed.sort((x, y) => {
-      const a = x.k, b = y.k;
-      let c;
-      if (none(a) || none(b)) c = none(a) === none(b) ? 0 : none(a) ? 1 : -1;
-      else if (typeof a === "number" && typeof b === "number") c = sign * (a - b);
-      else c = sign * compareValues(a, b, x.hk, y.hk);
-      return c || compareValues(x.n, y.n, x.hn, y.hn) || x.r.i - y.r.i;
+      for (let j = 0; j < cols.length; j++) {
+        const a = x.k[j], b = y.k[j];
+        let c;
+        if (none(a) || none(b)) c = none(a) === none(b) ? 0 : none(a) ? 1 : -1;
+        else if (typeof a === "number" && typeof b === "number") c = a - b;
+        else c = compareValues(a, b, x.h[j], y.h[j]);
+        if (c) return j === 0 && !(none(a) || none(b)) ? sign * c : c;
+      }
+      return x.r.i - y.r.i;
     });
     return keyed.map((x) => x.r);
   };
@@ -127,6 +129,7 @@
     const pageSize = Number(table.dataset.pageSize);
     const params = new URLSearchParams(location.search);
     const state = { sort: table.dataset.sort, q: params.get("q") || "", page: Math.max(1, Number(params.get("page")) || 1) };
+    const ties = (table.dataset.tieBreak || "name").split(",");
     let all = [], shown = [];
 
     const descOf = (sort) => (sort[0] === "-" ? true : sort[0] === "+" ? false : headFor(sort.replace(/^[-+]/, "")).dataset.desc === "1");
@@ -136,7 +139,7 @@
     function apply() {
       const q = state.q.toLowerCase();
       const matching = q ? all.filter((r) => String(r.row.name).toLowerCase().includes(q)) : all;
-      shown = TE.sortRows(matching, keyOf(state.sort), descOf(state.sort));
+      shown = TE.sortRows(matching, keyOf(state.sort), descOf(state.sort), ties);
       const pages = Math.max(1, Math.ceil(shown.length / pageSize));
       state.page = Math.min(state.page, pages);
       draw(pages);

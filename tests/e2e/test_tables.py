@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 from urllib.request import urlopen
 
 import pytest
@@ -188,3 +189,19 @@ def test_plotly_loads_only_on_pages_with_charts_and_comes_from_the_cache(browser
         assert all(s.startswith(server.url) for s in scripts)
     finally:
         context.close()
+
+
+def test_rows_equal_in_the_sort_column_order_as_the_apis(page: Any, server: Any) -> None:
+    """Grouped by input shape, one op has several rows: equal counts order by name, then shape, both sides."""
+    run_id = server.runs["synth"]
+    open_live(page, f"{server.url}/runs/{run_id}/ops?by_shape=1", "#ops-table")
+    for sort in ("-calls", "+self_device_ns", "-input_shapes"):
+        page.click(f"#ops-table th[data-col='{sort[1:]}'] a")
+        if f"sort={quote(sort)}" not in page.url:  # the first click went the other way
+            page.click(f"#ops-table th[data-col='{sort[1:]}'] a")
+        assert f"sort={quote(sort)}" in page.url
+        api = api_rows(server, f"/api/runs/{run_id}/ops?by_shape=1&sort={quote(sort)}")
+        shown = page.eval_on_selector_all("#ops-table tbody tr",
+                                          "trs => trs.map(tr => [tr.cells[0].title, tr.cells[1].textContent])")
+        assert shown == [[r["name"], r["input_shapes"]] for r in api][:PAGE_ROWS], sort
+        assert len({r["name"] for r in api}) < len(api)  # there are ties on name to break
