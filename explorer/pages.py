@@ -180,8 +180,8 @@ class OpsPage(SortLinks):
     page: int = 1
 
     def view_link(self, view: str) -> str:
-        """Query string of the same table in another view (filter, grouping and sort kept)."""
-        return "?" + self.query(view=view)
+        """Query string of the same table in another view (filter, grouping and sort kept; back to page 1)."""
+        return "?" + self.query(view=view, page=None)
 
     tie_break = OP_TIE_BREAK
 

@@ -205,6 +205,7 @@
       document.querySelectorAll("#op-views a[href]").forEach((a) => {
         const u = new URL(a.href);
         u.searchParams.set("sort", state.sort);
+        u.searchParams.delete("page");
         a.href = u.toString();
       });
     }

@@ -149,6 +149,7 @@ def test_table_pages_are_rendered_a_page_at_a_time(wide_client: tuple[TestClient
     html = client.get(f"/runs/{wide}/ops", params={"sort": "+name", "page": 2}).text
     assert 'href="?sort=%2Bname&amp;page=3"' in html and 'href="?sort=%2Bname"' in html  # next, previous
     assert f"rows 201–400 of {WIDE_OPS} · page 2 of 4" in html
+    assert 'href="?sort=%2Bname&amp;view=python"' in html  # another view starts at its first page
     kt = client.get(f"/runs/{wide}/kernels", params={"page": 4}).context["page"]
     assert len(kt.page_rows) == WIDE_OPS - 600 and kt.page_count == 4
     assert_error(client.get(f"/runs/{wide}/ops", params={"page": 0}), 422, "validation")
