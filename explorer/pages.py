@@ -67,7 +67,9 @@ KERNEL_CATEGORIES = tuple(dict.fromkeys(rule.category for rule in CATEGORY_RULES
 TOP_OPS = 15
 MAX_COMPARE_RUNS = 8
 RUNS_PAGE_LIMIT = 1000
-TABLE_PAGE_ROWS = 200  # rows per page of the op and kernel tables; the browser pages, sorts and filters the rest
+# rows per page of the op and kernel tables (the browser sorts, filters and pages the rest); 100 keeps a
+# sort's redraw within a frame or two on the dev box, 200 did not (bench/ui.py)
+TABLE_PAGE_ROWS = 100
 
 
 def run_links(run_id: str) -> RunLinks:

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
+from explorer.pages import TABLE_PAGE_ROWS
 from explorer.service import ingest_paths
 from tests.api.conftest import TINY, assert_error
 from tests.wide_trace import WIDE_OPS, write_wide_trace
@@ -141,15 +142,17 @@ def test_table_pages_are_rendered_a_page_at_a_time(wide_client: tuple[TestClient
     client, wide, _ = wide_client
     names = [r["name"] for r in client.get(f"/api/runs/{wide}/ops?sort=%2Bname").json()["rows"]]
     assert len(names) == WIDE_OPS
-    for page, expected in ((1, names[:200]), (2, names[200:400]), (4, names[600:]), (99, names[600:])):
+    n, pages = TABLE_PAGE_ROWS, -(-WIDE_OPS // TABLE_PAGE_ROWS)
+    last = names[(pages - 1) * n:]
+    for page, expected in ((1, names[:n]), (2, names[n:2 * n]), (pages, last), (99, last)):
         resp = client.get(f"/runs/{wide}/ops", params={"sort": "+name", "page": page})
         ctx = resp.context["page"]
         assert [r["name"] for r in ctx.page_rows] == expected and len(ctx.rows) == WIDE_OPS
         assert resp.text.count('<td class="name"') == len(expected)
     html = client.get(f"/runs/{wide}/ops", params={"sort": "+name", "page": 2}).text
     assert 'href="?sort=%2Bname&amp;page=3"' in html and 'href="?sort=%2Bname"' in html  # next, previous
-    assert f"rows 201–400 of {WIDE_OPS} · page 2 of 4" in html
+    assert f"rows {n + 1}–{2 * n} of {WIDE_OPS} · page 2 of {pages}" in html
     assert 'href="?sort=%2Bname&amp;view=python"' in html  # another view starts at its first page
-    kt = client.get(f"/runs/{wide}/kernels", params={"page": 4}).context["page"]
-    assert len(kt.page_rows) == WIDE_OPS - 600 and kt.page_count == 4
+    kt = client.get(f"/runs/{wide}/kernels", params={"page": pages}).context["page"]
+    assert len(kt.page_rows) == len(last) and kt.page_count == pages
     assert_error(client.get(f"/runs/{wide}/ops", params={"page": 0}), 422, "validation")

@@ -13,6 +13,7 @@ from urllib.request import urlopen
 
 import pytest
 
+from explorer.pages import TABLE_PAGE_ROWS
 from explorer.service import ingest_paths
 from tests.wide_trace import (
     HOSTILE_OP,
@@ -23,7 +24,8 @@ from tests.wide_trace import (
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-PAGE_ROWS = 200
+PAGE_ROWS = TABLE_PAGE_ROWS
+PAGES = -(-WIDE_OPS // PAGE_ROWS)
 
 
 @pytest.fixture(scope="module")
@@ -91,14 +93,17 @@ def test_op_table_pages_and_filters_without_reloading(page: Any, server: Any, wi
     documents = open_live(page, f"{server.url}/runs/{run_id}/ops?sort=-self_cpu_ns", "#ops-table")
     api = [r["name"] for r in api_rows(server, f"/api/runs/{run_id}/ops?sort=-self_cpu_ns")]
     assert len(api) == WIDE_OPS
-    assert page.inner_text("#ops-pager .where") == f"rows 1–200 of {WIDE_OPS} · page 1 of 4"
+    n = PAGE_ROWS
+    assert page.inner_text("#ops-pager .where") == f"rows 1–{n} of {WIDE_OPS} · page 1 of {PAGES}"
     page.click("#ops-pager a.next")
     page.wait_for_url("**page=2**")
-    assert names(page, "#ops-table") == api[200:400]
-    assert page.inner_text("#ops-pager .where") == f"rows 201–400 of {WIDE_OPS} · page 2 of 4"
-    page.click("#ops-pager a.next")
-    page.click("#ops-pager a.next")
-    assert names(page, "#ops-table") == api[600:]
+    assert names(page, "#ops-table") == api[n:2 * n]
+    assert page.inner_text("#ops-pager .where") == f"rows {n + 1}–{2 * n} of {WIDE_OPS} · page 2 of {PAGES}"
+    for _ in range(PAGES - 2):
+        page.click("#ops-pager a.next")
+    assert names(page, "#ops-table") == api[(PAGES - 1) * n:] and page.locator("#ops-pager a.next").count() == 0
+    page.click("#ops-pager a.prev")
+    assert names(page, "#ops-table") == api[(PAGES - 2) * n:(PAGES - 1) * n]
 
     page.fill("#ops-q", "wide_01")
     page.wait_for_url("**q=wide_01**")
@@ -111,7 +116,7 @@ def test_op_table_pages_and_filters_without_reloading(page: Any, server: Any, wi
     # the address is shareable: loaded afresh, the server renders the same rows (no script needed)
     page.goto(f"{server.url}/runs/{run_id}/ops?sort=-self_cpu_ns&page=3")
     page.wait_for_selector("#ops-table[data-live='1']")
-    assert names(page, "#ops-table") == api[400:600]
+    assert names(page, "#ops-table") == api[2 * n:3 * n]
 
 
 def test_rows_drawn_in_the_browser_read_as_the_server_renders_them(page: Any, browser: Any, server: Any,
@@ -153,7 +158,7 @@ def test_kernel_table_sorts_pages_and_filters_in_the_browser(page: Any, server: 
     api = [r["name"] for r in api_rows(server, f"/api/runs/{run_id}/kernels?sort=-p95_ns")]
     assert len(api) == WIDE_OPS and names(page, "#kernels-table") == api[:PAGE_ROWS]
     page.click("#kernels-pager a.next")
-    assert names(page, "#kernels-table") == api[200:400]
+    assert names(page, "#kernels-table") == api[PAGE_ROWS:2 * PAGE_ROWS]
     page.fill("#kernels-q", "kernel_00")
     page.wait_for_url("**q=kernel_00**")
     filtered = [r["name"] for r in api_rows(server, f"/api/runs/{run_id}/kernels?sort=-p95_ns&q=kernel_00")]
