@@ -42,14 +42,15 @@
         lines: g.host_activity.slice(0, TIP_ACTIVITIES).map((a) => activityText(a, g)),
         meta: g.device + " · " + TE.fmtNs(g.start) + " – " + TE.fmtNs(g.end) + " · click for the evidence" };
     }
-    /** The highlighted gap's cause over the band (under its top edge, clamped to the plot); its text or null. */
+    /** The highlighted gap's cause on the band, just above its length tag at the bottom (where it hides no
+        slice of the first tracks), clamped to the plot; its text or null. */
     drawCaption(ctx, ts, frame) {
       const g = this.highlighted();
       if (!g) return null;
       const c = TE.THEME.timeline, text = g.cause_detail;
       const xa = Math.max(ts.left, ts.xOf(g.start)), xb = Math.min(frame.width, ts.xOf(g.end));
       if (xb <= xa) return null;
-      const tw = ctx.measureText(text).width, y = frame.top + 34;
+      const tw = ctx.measureText(text).width, y = frame.height - 36;
       const lx = Math.max(ts.left + 2, Math.min((xa + xb) / 2 - tw / 2 - 6, frame.width - tw - 14));
       ctx.fillStyle = c.highlight; ctx.fillRect(lx, y - 10, tw + 12, 20);
       ctx.fillStyle = c.range_ink; ctx.fillText(text, lx + 6, y);
