@@ -121,3 +121,23 @@ def test_gap_tooltip_only_on_empty_stream_and_escapes_names(page: Any, server: A
     k5 = next(s for s in page.evaluate("() => TE.timelineApi.visibleSlices()") if s["name"] == "k5")
     page.mouse.move(k5["x"], k5["y"])
     page.wait_for_function("() => (TE.timelineApi.tooltip() || '').startsWith('k5')")
+
+
+def test_gap_matches_hardware_tracks_by_device_name(page: Any, server: Any, traces: Any) -> None:
+    """The synthetic Kineto run names its GPU ("GPU 0", the track's device field) apart from its stream's
+    label: the largest gap (from the raw events) is found on every hardware track of that device, on no
+    host track."""
+    events = json.loads(traces.synth.read_text())["traceEvents"]
+    gs, ge = independent_gaps(events)[0]
+    o = origin(events)
+    mid = (gs + ge) // 2 - o
+    page.goto(f"{server.url}/runs/{server.runs['synth']}/timeline?start={gs - o - (ge - gs)}&end={ge - o + (ge - gs)}")
+    page.wait_for_selector("#timeline[data-ready='1']")
+    page.wait_for_function("() => TE.timelineApi.gaps() !== null")
+    found = page.evaluate("""(mid) => {
+      const api = TE.timelineApi, v = api.view(), x = api.gutter + (mid - v.start) / v.span * api.plotWidth();
+      return api.rows().filter((r) => r.kind === "track").map((r) => [r.lane, api.gapAt(x, r.trackId)]); }""", mid)
+    hardware = [g for lane, g in found if lane == "hardware"]
+    assert hardware and all(g is not None and g["device"] == "GPU 0" for g in hardware)
+    assert all(g["start"] == gs - o and g["end"] == ge - o for g in hardware)
+    assert all(g is None for lane, g in found if lane != "hardware")
