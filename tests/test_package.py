@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 import tarfile
-import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import httpx
 import pytest
 
 from explorer import __version__
-from tests.support import free_port
+from tests.support import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "api" / "fixtures" / "tiny_kineto.json"  # a GPU trace: ops, kernels, gaps
@@ -101,14 +100,7 @@ def served(installed: Installed) -> Iterator[tuple[str, dict[str, str]]]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/-/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "the installed server did not start"
-                time.sleep(0.1)
+        wait_healthy(base)
         yield base, runs
     finally:
         proc.terminate()
