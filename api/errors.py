@@ -20,6 +20,7 @@ from explorer.errors import (
     DeviceProfileNotFound,
     EventNotFound,
     ExplorerError,
+    IngestBug,
     QueryRejected,
     RunNotFound,
     RunNotReady,
@@ -47,6 +48,7 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     DeviceProfileNotFound: 404,
     RunNotReady: 409,
     TooLarge: 413,
+    IngestBug: 500,  # a parser bug (explorer.service's guard); stored on the failed run, logged with its traceback
     UploadFailed: 502,  # raised by the upload client about the server it talks to, never by the server
 }
 # Errors the framework raises (routing, validation) carry a status; this names their code.

@@ -135,7 +135,7 @@ def _array_end(m: mmap.mmap, key: int, open_at: int) -> tuple[int, ObjectDoc]:
             try:
                 doc = msgspec.json.decode(head + b'"traceEvents": []' + bytes(m[pos + 1:]), type=ObjectDoc,
                                           strict=False)
-            except msgspec.MsgspecError:
+            except (msgspec.MsgspecError, RecursionError):
                 continue
             return pos, doc
     raise _Unsupported("could not find where the traceEvents array ends")
