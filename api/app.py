@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from api.errors import install_error_handlers
+from api.errors import ERROR_RESPONSES, install_error_handlers
 from api.routes import analysis, device, kernels, meta, pages, runs, share, sql, timeline
 from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
@@ -47,7 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.worker.shutdown()
 
     app = FastAPI(title="Trace Explorer", version=__version__, lifespan=lifespan,
-                  docs_url="/docs", openapi_url="/openapi.json")
+                  docs_url="/docs", openapi_url="/openapi.json", responses=ERROR_RESPONSES)
     app.state.explorer = state
     install_error_handlers(app)
     for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router):

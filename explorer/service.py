@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
         finally:
             inputs.cleanup()
     except Exception as exc:
-        error = exc if isinstance(exc, ExplorerError) else ingest_bug(run_id, paths, exc)
+        error = exc if isinstance(exc, ExplorerError) else ingest_bug(store, run_id, paths, exc)
         if keep_failed:
             store.catalog.update(run_id, status="failed", message=error.message)
         else:
@@ -58,16 +59,23 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
     return store.get(run_id)
 
 
-def ingest_bug(run_id: str, paths: list[Path], exc: Exception) -> IngestBug:
+def ingest_bug(store: RunStore, run_id: str, paths: list[Path], exc: Exception) -> IngestBug:
     """The top-level guard: an exception that is not an ExplorerError is a bug in a parser. It becomes a
-    one-line IngestBug naming the input, and its traceback is logged at ERROR on this module's logger (the
-    bug report; tests/fuzz counts these records and fails on any)."""
+    one-line IngestBug naming the input; the bug report (the traceback) is logged at ERROR on this module's
+    logger (tests/fuzz counts these records and fails on any) and written to bugs/<run id>.txt in the data
+    folder, which the message names (the CLI keeps tracebacks off the terminal)."""
     log.error("bug: ingest of run %s (%s) raised %s", run_id, ", ".join(map(str, paths)), type(exc).__name__,
               exc_info=exc)
+    report = store.data_dir / "bugs" / f"{run_id}.txt"
+    try:
+        report.parent.mkdir(exist_ok=True)
+        report.write_text(f"ingest of {[str(p) for p in paths]}\n" + "".join(traceback.format_exception(exc)))
+    except OSError:
+        log.exception("could not write the bug report %s", report)
     names = ", ".join(p.name for p in paths)[:200] or "the upload"
     problem = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-    return IngestBug(f"{names}: internal error while reading ({problem}); this is a bug, the server log has "
-                     "the details")
+    return IngestBug(f"{names}: internal error while reading ({problem}); this is a bug, its report is "
+                     f"bugs/{run_id}.txt in the data folder")
 
 
 def ingest_paths(store: RunStore, paths: list[Path], name: str | None = None, *, keep_failed: bool = False,
