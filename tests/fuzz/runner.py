@@ -7,23 +7,26 @@ msgspec path and once on the DuckDB path (chrome_fast.FAST_MIN_BYTES forced to 0
 that message, and nothing of the run is left in runs/ or tmp/. Anything else is a finding: `traceback:<type>`
 (an exception that is not an ExplorerError), `guard` (the ingest_bug guard fired: a parser bug), `timeout`
 (over the time bound), `unclear` (message not one line / not naming the file), `leftover` (files left
-behind), `crash` (the worker died: its batch is reported as such).
+behind), `crash` (the worker process died on this input).
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import multiprocessing
 import os
+import pickle
 import resource
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 import traceback
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor, TimeoutError
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -150,8 +153,9 @@ def _names_a_file(message: str, item: FuzzInput, target: Path) -> bool:
 _FAST_DEFAULT = 0
 
 
-def run_batch(items: list[FuzzInput], work: str) -> list[Outcome]:
-    """Worker side: ingest each item on each of its parser paths."""
+def run_batch(items: list[FuzzInput], work: str, progress: Path | None = None) -> list[Outcome]:
+    """Worker side: ingest each item on each of its parser paths; with `progress`, each ingest's start and
+    outcome are appended there as JSON lines as they happen (the parent reads them after a hang)."""
     global _FAST_DEFAULT
     from explorer.ingest import chrome_fast
     from explorer.store.runs import RunStore
@@ -165,12 +169,16 @@ def run_batch(items: list[FuzzInput], work: str) -> list[Outcome]:
     tempfile.tempdir = str(own_tmp)
     store = RunStore(root / "data")
     out: list[Outcome] = []
+    log = progress.open("a") if progress else None
     try:
         for i, item in enumerate(items):
             folder = root / "in" / str(i)
             folder.mkdir(parents=True)
             target = item.write(folder)
             for mode in ("msgspec", "duckdb") if item.json else ("default",):
+                if log:
+                    log.write(json.dumps({"start": item.name, "path": mode}) + "\n")
+                    log.flush()
                 t0 = time.perf_counter()
                 outcome, message = _ingest_one(store, item, target, mode)
                 seconds = time.perf_counter() - t0
@@ -179,29 +187,90 @@ def run_batch(items: list[FuzzInput], work: str) -> list[Outcome]:
                     message = message[:300]
                 out.append(Outcome(item.name, item.kind, mode, outcome, round(seconds, 4), round(rss, 1),
                                    item.size, message))
+                if log:
+                    log.write(json.dumps({"done": asdict(out[-1])}) + "\n")
+                    log.flush()
             shutil.rmtree(folder)
     finally:
         tempfile.tempdir = None
         shutil.rmtree(root, ignore_errors=True)
+        if log:
+            log.close()
     return out
 
 
-def run_corpus(corpus: list[FuzzInput], work: Path, workers: int = 2, batch: int = BATCH) -> list[Outcome]:
-    """Parent side: batches to a spawn pool (a fresh interpreter per worker, reused for
-    max_tasks_per_child batches); a batch that exceeds its time bound or kills its worker is reported as
-    `crash` for each of its inputs."""
-    batches = [corpus[i:i + batch] for i in range(0, len(corpus), batch)]
-    ctx = multiprocessing.get_context("spawn")
+HARD_BOUND_S = 3 * TIME_BOUND_S  # an ingest the SIGALRM bound cannot stop (stuck in C code) is killed here
+
+
+def _worker_main(corpus_file: str, first: int, last: int, work: str, progress: str) -> None:
+    _init_worker()
+    items = pickle.loads(Path(corpus_file).read_bytes())[first:last]
+    run_batch(items, work, Path(progress))
+
+
+def _run_span(corpus_file: Path, items: list[FuzzInput], first: int, work: Path, n: int) -> list[Outcome]:
+    """One batch in a fresh interpreter; an ingest past HARD_BOUND_S or a dead worker is an outcome of its
+    own (`timeout` / `crash`), and the batch goes on from the next input in a new interpreter."""
     results: list[Outcome] = []
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, max_tasks_per_child=8) as pool:
-        futures = [(b, pool.submit(run_batch, b, str(work))) for b in batches]
-        for items, fut in futures:
-            bound = TIME_BOUND_S * 3 * len(items) + 60
-            try:
-                results += fut.result(timeout=bound)
-            except (TimeoutError, Exception) as exc:  # noqa: BLE001 - the whole batch is a finding
-                results += [Outcome(i.name, i.kind, "default", "crash", bound, 0.0, i.size, repr(exc)) for i in items]
+    at = first
+    last = first + len(items)
+    while at < last:
+        progress = work / f"progress-{at}-{n}.jsonl"
+        code = ("import sys; from tests.fuzz.runner import _worker_main; "
+                "_worker_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])")
+        proc = subprocess.Popen([sys.executable, "-c", code, str(corpus_file), str(at), str(last), str(work),
+                                 str(progress)], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        started: tuple[str, str, float] | None = None
+        seen = 0
+        killed = False
+        while proc.poll() is None:
+            time.sleep(0.2)
+            started, seen = _read_progress(progress, started, seen, results)
+            if started and time.monotonic() - started[2] > HARD_BOUND_S:
+                proc.kill()
+                killed = True
+        proc.wait()
+        started, seen = _read_progress(progress, started, seen, results)
+        if started is None:
+            break  # every input of the span is done
+        name, mode, _t = started
+        item = next(i for i in items if i.name == name)
+        results.append(Outcome(name, item.kind, mode, "timeout" if killed else "crash",
+                               HARD_BOUND_S if killed else 0.0, 0.0, item.size,
+                               f"killed after {HARD_BOUND_S:g} s" if killed else f"worker exited {proc.returncode}"))
+        done = {o.name for o in results}
+        at = first + next((k for k, i in enumerate(items) if i.name not in done), len(items))
     return results
+
+
+def _read_progress(path: Path, started: tuple[str, str, float] | None, seen: int,
+                   results: list[Outcome]) -> tuple[tuple[str, str, float] | None, int]:
+    if not path.exists():
+        return started, seen
+    lines = path.read_text().splitlines()
+    for line in lines[seen:]:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            break  # a line being written
+        seen += 1
+        if "start" in entry:
+            started = (entry["start"], entry["path"], time.monotonic())
+        else:
+            results.append(Outcome(**entry["done"]))
+            started = None
+    return started, seen
+
+
+def run_corpus(corpus: list[FuzzInput], work: Path, workers: int = 2, batch: int = BATCH) -> list[Outcome]:
+    """Parent side: the corpus pickled once, batches run `workers` at a time, each in a fresh interpreter
+    watched by a thread here (see _run_span)."""
+    corpus_file = work / "corpus.pickle"
+    corpus_file.write_bytes(pickle.dumps(corpus))
+    spans = [(i, corpus[i:i + batch]) for i in range(0, len(corpus), batch)]
+    with ThreadPoolExecutor(workers) as pool:
+        parts = list(pool.map(lambda span: _run_span(corpus_file, span[1], span[0], work, len(corpus)), spans))
+    return [o for part in parts for o in part]
 
 
 def figures(outcomes: list[Outcome]) -> dict[str, Any]:
