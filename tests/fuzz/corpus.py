@@ -411,7 +411,7 @@ def parquet_mutations(folder: Path, tables_max: int | None) -> Iterator[tuple[st
 # ---------------------------------------------------------------------------------------------- corpus
 
 
-CI_SEEDS = 8  # Chrome seeds in the CI corpus (spread evenly over the sorted real traces)
+CI_SEEDS = 9  # Chrome seeds in the CI corpus (spread evenly over the sorted real traces)
 CI_TABLES = 4  # mutated tables per device profile in the CI corpus
 
 

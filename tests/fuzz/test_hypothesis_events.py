@@ -119,7 +119,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("path_mode", ["msgspec", "duckdb"])
-@settings(max_examples=100, deadline=None, derandomize=True, database=None,
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(events=st.lists(EVENT, max_size=25), wrapped=st.booleans())
 def test_generated_documents(events: list[dict[str, Any]], wrapped: bool, path_mode: str, workdir: Path,
@@ -136,5 +136,5 @@ def test_generated_documents(events: list[dict[str, Any]], wrapped: bool, path_m
         assert "\n" not in exc.message and exc.message.startswith(FILE), exc.message
         assert not expected, f"{exc.message} but {sum(expected.values())} slices were storable"
         return
-    assert stored == expected
+    assert stored == expected, doc
     assert list(workdir.glob("ingest-*")) == []  # the scratch folder is gone
