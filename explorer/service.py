@@ -48,9 +48,12 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
         finally:
             inputs.cleanup()
     except Exception as exc:
-        error = exc if isinstance(exc, ExplorerError) else ingest_bug(store, run_id, paths, exc)
+        if isinstance(exc, OSError):  # the machine (disk full, permissions), not a parser: raised as it is
+            log.exception("ingest of run %s failed", run_id)
+        error = exc if isinstance(exc, ExplorerError | OSError) else ingest_bug(store, run_id, paths, exc)
+        message = error.message if isinstance(error, ExplorerError) else f"{type(error).__name__}: {error}"
         if keep_failed:
-            store.catalog.update(run_id, status="failed", message=error.message)
+            store.catalog.update(run_id, status="failed", message=message)
         else:
             store.catalog.delete(run_id)
         if error is exc:

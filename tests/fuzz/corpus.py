@@ -37,6 +37,7 @@ CORPUS_SEED = 16_07
 SEED_EVENTS = 600  # events kept from each real trace before mutating: inputs stay a few hundred KB
 MAX_SEED_FILE = 1_600_000  # on-disk bytes; bigger real traces (50-90 MB raw) are left to bench/fuzz.py
 LONG_STRING = 10 * 2**20
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # archive member times: fixed, so the corpus is byte-identical
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,7 @@ def _zip(members: list[tuple[str, bytes]], link: str | None = None) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in members:
-            z.writestr(name, data)
+            z.writestr(zipfile.ZipInfo(name, FIXED_TIME), data, zipfile.ZIP_DEFLATED)
         if link is not None:
             info = zipfile.ZipInfo("link.json")
             info.external_attr = (stat.S_IFLNK | 0o777) << 16
@@ -305,7 +306,7 @@ def _zip(members: list[tuple[str, bytes]], link: str | None = None) -> bytes:
 
 def _tar(members: list[tarfile.TarInfo | tuple[str, bytes]], mode: str = "w") -> bytes:
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode=mode) as t:  # type: ignore[call-overload]
+    with tarfile.open(fileobj=buf, mode="w") as t:
         for m in members:
             if isinstance(m, tarfile.TarInfo):
                 t.addfile(m)
@@ -313,7 +314,7 @@ def _tar(members: list[tarfile.TarInfo | tuple[str, bytes]], mode: str = "w") ->
                 info = tarfile.TarInfo(m[0])
                 info.size = len(m[1])
                 t.addfile(info, io.BytesIO(m[1]))
-    return buf.getvalue()
+    return gzip.compress(buf.getvalue(), mtime=0) if mode == "w:gz" else buf.getvalue()
 
 
 def _tar_special(name: str, kind: bytes, target: str = "") -> tarfile.TarInfo:
@@ -332,13 +333,13 @@ def _bomb(n: int, byte: bytes = b"0") -> bytes:
 def archives(seed: Seed) -> Iterator[tuple[str, bytes]]:
     """(file name, bytes): gzip/zip/tar wrappers around a good trace, with hostile members."""
     good = seed.raw
-    gz = gzip.compress(good)
+    gz = gzip.compress(good, mtime=0)
     yield "t.json.gz", gz
     yield "t.json.gz", gz[: len(gz) // 2]  # truncated stream
     yield "t.json.gz", gz + b"garbage after the stream"
     yield "t.json.gz", gz[:10] + bytes(b ^ 0x55 for b in gz[10:40]) + gz[40:]  # corrupt deflate data
-    yield "t.json.gz", gzip.compress(gz)  # gzip in gzip
-    yield "t.json.gz", gzip.compress(b"")
+    yield "t.json.gz", gzip.compress(gz, mtime=0)  # gzip in gzip
+    yield "t.json.gz", gzip.compress(b"", mtime=0)
     yield "t.json.gz", b"\x1f\x8b"  # magic only
     yield "z.zip", _zip([("trace.json", good)])
     yield "z.zip", _zip([("../escape.json", good)])
@@ -370,7 +371,7 @@ def bombs() -> Iterator[tuple[str, bytes]]:
     yield "bomb.json.gz", _bomb(200 * 2**20)
     yield "bomb.json.gz", _bomb(200 * 2**20, b" ")
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z, z.open("bomb.json", "w") as f:
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z, z.open(zipfile.ZipInfo("bomb.json", FIXED_TIME), "w") as f:
         for _ in range(200):
             f.write(b"0" * 2**20)
     yield "bomb.zip", buf.getvalue()

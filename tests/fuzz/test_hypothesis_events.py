@@ -41,8 +41,8 @@ _huge = st.sampled_from([(str(2**62), Decimal(2**62)), ("4611686018427387.904", 
                          ("0.0005", Decimal("0.0005")), ("0.0004999", Decimal("0.0004999"))])
 _numbers = st.one_of(_ints, _fracs, _exps, _huge)
 _strings = _numbers.map(lambda n: (json.dumps(n[0]), n[1]))  # the same numbers as JSON strings
-_junk = st.sampled_from([('"abc"', None), ('""', None), ("null", None), ("true", None), ("[1]", None),
-                         ('{"a": 1}', None)])
+# booleans are left to test_a_boolean_time_is_no_number: the DuckDB path reads `true` as 1 (known, below)
+_junk = st.sampled_from([('"abc"', None), ('""', None), ("null", None), ("[1]", None), ('{"a": 1}', None)])
 TIMES = st.one_of(_numbers, _numbers, _strings, _junk)
 
 EVENT = st.fixed_dictionaries({
@@ -119,7 +119,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("path_mode", ["msgspec", "duckdb"])
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(events=st.lists(EVENT, max_size=25), wrapped=st.booleans())
 def test_generated_documents(events: list[dict[str, Any]], wrapped: bool, path_mode: str, workdir: Path,
@@ -138,3 +138,17 @@ def test_generated_documents(events: list[dict[str, Any]], wrapped: bool, path_m
         return
     assert stored == expected, doc
     assert list(workdir.glob("ingest-*")) == []  # the scratch folder is gone
+
+
+@pytest.mark.parametrize("path_mode", [
+    "msgspec",
+    pytest.param("duckdb", marks=pytest.mark.xfail(strict=True, reason=(
+        "found by this test: DuckDB's read_json casts a JSON true to DECIMAL 1, so the fast path keeps an "
+        "event the msgspec path drops as mistyped; fixing it needs ts/dur read as JSON in chrome_fast's SQL"))),
+])
+def test_a_boolean_time_is_no_number(path_mode: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0 if path_mode == "duckdb" else 8 * 2**20)
+    path = workdir / FILE
+    path.write_text('[{"ph": "X", "name": "a", "pid": 1, "tid": 0, "ts": 0, "dur": 0},'
+                    ' {"ph": "X", "name": "b", "pid": 1, "tid": 0, "ts": 0, "dur": true}]')
+    assert _ingest(path, workdir) == Counter({(0, 0): 1})
