@@ -14,6 +14,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from api.errors import ERROR_RESPONSES, install_error_handlers
+from api.responses import HeadAsGet
 from api.routes import analysis, device, kernels, meta, pages, runs, share, sql, timeline
 from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
@@ -58,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
     _mount_static(app, settings)
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
+    app.add_middleware(HeadAsGet)  # outermost: HEAD is a GET for everything inside, its body dropped
     return app
 
 
