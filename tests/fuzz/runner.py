@@ -263,13 +263,20 @@ def _read_progress(path: Path, started: tuple[str, str, float] | None, seen: int
 
 
 def run_corpus(corpus: list[FuzzInput], work: Path, workers: int = 2, batch: int = BATCH) -> list[Outcome]:
-    """Parent side: the corpus pickled once, batches run `workers` at a time, each in a fresh interpreter
-    watched by a thread here (see _run_span)."""
-    corpus_file = work / "corpus.pickle"
-    corpus_file.write_bytes(pickle.dumps(corpus))
+    """Parent side: batches of `batch` inputs run `workers` at a time, each in a fresh interpreter watched
+    by a thread here (see _run_span)."""
     spans = [(i, corpus[i:i + batch]) for i in range(0, len(corpus), batch)]
+
+    def run(span: tuple[int, list[FuzzInput]]) -> list[Outcome]:
+        span_file = work / f"span-{span[0]}.pickle"  # a worker loads its own inputs only (RSS is measured)
+        span_file.write_bytes(pickle.dumps(span[1]))
+        try:
+            return _run_span(span_file, span[1], 0, work, span[0])
+        finally:
+            span_file.unlink()
+
     with ThreadPoolExecutor(workers) as pool:
-        parts = list(pool.map(lambda span: _run_span(corpus_file, span[1], span[0], work, len(corpus)), spans))
+        parts = list(pool.map(run, spans))
     return [o for part in parts for o in part]
 
 
