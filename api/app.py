@@ -10,8 +10,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.compression import Compression
-from api.errors import install_error_handlers
+from api.errors import ERROR_RESPONSES, install_error_handlers
 from api.guard import OriginGuard
+from api.responses import HeadAsGet
 from api.routes import (
     analysis,
     check,
@@ -64,7 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.worker.shutdown()
 
     app = FastAPI(title="Trace Explorer", version=__version__, lifespan=lifespan,
-                  docs_url="/docs", openapi_url="/openapi.json")
+                  docs_url="/docs", openapi_url="/openapi.json", responses=ERROR_RESPONSES)
     app.state.explorer = state
     install_error_handlers(app)
     for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router):
@@ -79,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
     app.add_middleware(Compression)  # gzip: error and 401 bodies are compressed too
+    app.add_middleware(HeadAsGet)  # HEAD is a GET for everything inside, its body dropped
     app.add_middleware(OriginGuard, settings=settings)  # outermost: Host and Origin before anything else
     return app
 

@@ -12,7 +12,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import with_config
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from typing_extensions import TypedDict
 
 from explorer.errors import (
     BadRequest,
@@ -21,6 +23,7 @@ from explorer.errors import (
     EventNotFound,
     ExplorerError,
     Forbidden,
+    IngestBug,
     QueryRejected,
     RunNotFound,
     RunNotReady,
@@ -31,6 +34,7 @@ from explorer.errors import (
     UnsafeArchive,
     UploadFailed,
 )
+from explorer.model.shapes import STRICT
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +55,42 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     RunNotReady: 409,
     TooLarge: 413,
     ServerBusy: 503,
+    IngestBug: 500,  # a parser bug (explorer.service's guard); stored on the failed run, logged with its traceback
     UploadFailed: 502,  # raised by the upload client about the server it talks to, never by the server
 }
 # Errors the framework raises (routing, validation) carry a status; this names their code.
 CODE_BY_STATUS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                   405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "validation"}
+
+
+@with_config(STRICT)
+class ErrorDetail(TypedDict):
+    code: str
+    message: str
+    detail: Any
+
+
+@with_config(STRICT)
+class ErrorBody(TypedDict):
+    """The one error shape, as /openapi.json documents it."""
+
+    error: ErrorDetail
+
+
+# Declared on every operation (create_app passes it to FastAPI): the statuses a request can be answered with
+# (never 500, which is a bug). 422 replaces FastAPI's own validation schema: _validation_error sends ErrorBody.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what} for status, what in (
+        (400, "bad request: a parameter out of range, a bad trace, a refused query"),
+        (401, "a token is required"),
+        (403, "a state-changing request from another origin without the bearer header (api/guard.py)"),
+        (404, "no such run, event, share or device profile"),
+        (409, "the run is not ready"),
+        (413, "too large"),
+        (422, "a parameter does not validate"),
+        (503, "busy: every SQL slot is taken; try again"),
+    )
+}
 
 
 def status_of(error: ExplorerError) -> int:

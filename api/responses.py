@@ -29,3 +29,25 @@ class FastJSONResponse(JSONResponse):  # a JSONResponse, so OpenAPI documents it
 
 def fast_json(content: Any, status_code: int = 200) -> FastJSONResponse:
     return FastJSONResponse(content, status_code=status_code)
+
+
+class HeadAsGet:
+    """HEAD on any GET route (docs/API.md: share links allow GET/HEAD): the request is routed as a GET and
+    the body is dropped, the headers (content-length included) kept, as HTTP says a HEAD answer is."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)

@@ -6,6 +6,7 @@ Printing happens here and nowhere else in the core.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sys
 from collections.abc import Iterator
@@ -75,6 +76,8 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], dat
     """Ingest trace files, folders or archives as one run; prints the run id."""
     from explorer.service import ingest_paths
 
+    # an ingest bug's traceback goes to bugs/<run>.txt (its error line says so), not to the terminal
+    logging.getLogger("explorer.service").addHandler(logging.NullHandler())
     store = _store(data_dir)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:

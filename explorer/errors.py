@@ -35,6 +35,11 @@ class UnsafeArchive(BadTrace, code="unsafe_archive"):
     """An archive member would escape the extraction folder, is a link, or is too large."""
 
 
+class IngestBug(ExplorerError, code="ingest_bug"):
+    """An ingest hit an unexpected exception: a bug in a parser, not in the input. explorer.service turns it
+    into this one-line error (stored on the failed run) and logs the traceback as a bug report."""
+
+
 class TooLarge(ExplorerError, code="too_large"):
     """An upload is larger than the server's limit (Settings.max_upload_bytes)."""
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, IngestBug
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import DEFAULT_MAX_BYTES, collect_inputs, sha256_file
 from explorer.store.catalog import HEARTBEAT_S, RunRecord
@@ -62,14 +63,17 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
         with holding_lease(store, run_id):
             _ingest_into(store, run_id, paths, max_bytes, report)
     except Exception as exc:
-        message = exc.message if isinstance(exc, ExplorerError) else f"internal error: {exc!r}"
-        if not isinstance(exc, ExplorerError):
+        if isinstance(exc, OSError):  # the machine (disk full, permissions), not a parser: raised as it is
             log.exception("ingest of run %s failed", run_id)
+        error = exc if isinstance(exc, ExplorerError | OSError) else ingest_bug(store, run_id, paths, exc)
+        message = error.message if isinstance(error, ExplorerError) else f"{type(error).__name__}: {error}"
         if keep_failed:
             store.catalog.update(run_id, status="failed", message=message)
         else:
             store.catalog.delete(run_id)
-        raise
+        if error is exc:
+            raise
+        raise error from exc
     except BaseException:  # KeyboardInterrupt, SystemExit from a signal handler
         store.catalog.update(run_id, status="failed", message="interrupted during ingest; ingest it again")
         raise
@@ -111,6 +115,25 @@ def holding_lease(store: RunStore, run_id: str) -> Iterator[None]:
         stop.set()
         beat.join(timeout=HEARTBEAT_S)
         store.catalog.drop_lease(run_id)
+
+
+def ingest_bug(store: RunStore, run_id: str, paths: list[Path], exc: Exception) -> IngestBug:
+    """The top-level guard: an exception that is not an ExplorerError is a bug in a parser. It becomes a
+    one-line IngestBug naming the input; the bug report (the traceback) is logged at ERROR on this module's
+    logger (tests/fuzz counts these records and fails on any) and written to bugs/<run id>.txt in the data
+    folder, which the message names (the CLI keeps tracebacks off the terminal)."""
+    log.error("bug: ingest of run %s (%s) raised %s", run_id, ", ".join(map(str, paths)), type(exc).__name__,
+              exc_info=exc)
+    report = store.data_dir / "bugs" / f"{run_id}.txt"
+    try:
+        report.parent.mkdir(exist_ok=True)
+        report.write_text(f"ingest of {[str(p) for p in paths]}\n" + "".join(traceback.format_exception(exc)))
+    except OSError:
+        log.exception("could not write the bug report %s", report)
+    names = ", ".join(p.name for p in paths)[:200] or "the upload"
+    problem = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    return IngestBug(f"{names}: internal error while reading ({problem}); this is a bug, its report is "
+                     f"bugs/{run_id}.txt in the data folder")
 
 
 def ingest_paths(store: RunStore, paths: list[Path], name: str | None = None, *, keep_failed: bool = False,

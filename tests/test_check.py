@@ -1,5 +1,9 @@
 """The CI regression gate: `trace-explorer check` and GET /api/check on the demo's naive and compiled RMSNorm
-runs (profiled on this CPU), with step times recomputed from the raw trace files in decimal arithmetic."""
+runs (profiled on this CPU), with step times recomputed from the raw trace files in decimal arithmetic.
+
+Which of the two is slower on a CPU is the machine's to say (torch.compile usually wins; a loaded shared box
+has made it lose): the tests take `slow` and `fast` from the raw step times, so the gate is checked
+against what the files hold, whichever way they went."""
 
 from __future__ import annotations
 
@@ -32,7 +36,12 @@ def demo(demo_run: dict[str, Any]) -> dict[str, Any]:
     if RUN_NAMES["compiled"] not in runs:
         pytest.skip("torch.compile is not usable here (no C++ compiler): no compiled run to check against")
     naive, compiled = runs[RUN_NAMES["naive"]], runs[RUN_NAMES["compiled"]]
-    return {"data": demo_run["data"], "store": store, "naive": naive.id, "compiled": compiled.id}
+    step = {r.id: raw_step_ns(raw_trace(store, r.id)) for r in (naive, compiled)}
+    fast, slow = sorted(step, key=step.__getitem__)
+    if step[slow] * 100 <= step[fast] * 110:
+        pytest.skip(f"naive and compiled steps within 10 % of each other on this machine ({step}): no regression to find")
+    return {"data": demo_run["data"], "store": store, "naive": naive.id, "compiled": compiled.id,
+            "slow": slow, "fast": fast}
 
 
 def check(data: Path, *args: str) -> tuple[int, str]:
@@ -54,22 +63,31 @@ def raw_step_ns(path: Path) -> int:
     return sum(durs) // len(durs)
 
 
-def test_the_naive_run_as_candidate_regresses_against_compiled(demo: dict[str, Any]) -> None:
-    code, out = check(demo["data"], demo["compiled"], demo["naive"], "--json")
+def verdict(row: dict[str, Any], limit_pct: int = 5) -> str:
+    """The published rule, applied here to the row's own numbers."""
+    base, cand = row["baseline_ns"], row["candidate_ns"]
+    if cand * 100 > base * (100 + limit_pct):
+        return "regression"
+    return "improvement" if cand * 100 < base * (100 - limit_pct) else "ok"
+
+
+def test_the_slower_run_as_candidate_regresses(demo: dict[str, Any]) -> None:
+    code, out = check(demo["data"], demo["fast"], demo["slow"], "--json")
     assert code == 1, out
     result = json.loads(out)
-    assert result["passed"] is False and result["baseline"]["id"] == demo["compiled"]
+    assert result["passed"] is False and result["baseline"]["id"] == demo["fast"]
     rows = {r["metric"]: r for r in result["rows"]}
     assert list(rows) == ["cpu_total", "step_time"]  # CPU only: no device time here
     step = rows["step_time"]
-    assert step["baseline_ns"] == raw_step_ns(raw_trace(demo["store"], demo["compiled"]))
-    assert step["candidate_ns"] == raw_step_ns(raw_trace(demo["store"], demo["naive"]))
+    assert step["baseline_ns"] == raw_step_ns(raw_trace(demo["store"], demo["fast"]))
+    assert step["candidate_ns"] == raw_step_ns(raw_trace(demo["store"], demo["slow"]))
     assert step["delta_ns"] == step["candidate_ns"] - step["baseline_ns"] and step["verdict"] == "regression"
-    assert all(r["verdict"] == "regression" for r in rows.values())
+    assert all(r["verdict"] == verdict(r) for r in rows.values())
+    assert result["regressions"] == sum(r["verdict"] == "regression" for r in rows.values())
 
 
-def test_the_compiled_run_as_candidate_passes(demo: dict[str, Any]) -> None:
-    code, out = check(demo["data"], demo["naive"], demo["compiled"])
+def test_the_faster_run_as_candidate_passes(demo: dict[str, Any]) -> None:
+    code, out = check(demo["data"], demo["slow"], demo["fast"], "--metric", "step_time")
     assert code == 0, out
     assert "improvement" in out and "regression" not in out.replace("no metric regressed", "")
     assert "ok: no metric regressed by more than 5%" in out
@@ -115,7 +133,7 @@ def test_api_check_gives_the_cli_rows(demo: dict[str, Any]) -> None:
 
 
 def test_markdown_summary_for_a_pr_comment(demo: dict[str, Any]) -> None:
-    code, out = check(demo["data"], demo["compiled"], demo["naive"], "--markdown", "--metric", "step_time")
+    code, out = check(demo["data"], demo["fast"], demo["slow"], "--markdown", "--metric", "step_time")
     assert code == 1
     lines = out.splitlines()
     assert lines[0] == "### Trace Explorer check: ❌ regression"
@@ -124,24 +142,24 @@ def test_markdown_summary_for_a_pr_comment(demo: dict[str, Any]) -> None:
     assert header == ["metric", "baseline", "candidate", "Δ", "Δ %", "verdict"]
     assert set(table[1].replace("|", "")) <= set("-: ")
     (row,) = [dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in table[2:]]
-    naive, compiled = (raw_step_ns(raw_trace(demo["store"], demo[k])) for k in ("naive", "compiled"))
+    slow, fast = (raw_step_ns(raw_trace(demo["store"], demo[k])) for k in ("slow", "fast"))
     assert row["metric"] == "step\\_time" and row["verdict"] == "❌ regression"
-    assert row["Δ %"] == f"{100 * (naive - compiled) / compiled:+.1f}%"
-    assert row["candidate"] == f"{naive / 1e6:,.3f} ms"
+    assert row["Δ %"] == f"{100 * (slow - fast) / fast:+.1f}%"
+    assert row["candidate"] == f"{slow / 1e6:,.3f} ms"
 
 
 def test_trace_paths_as_refs(demo: dict[str, Any], tmp_path: Path) -> None:
-    naive, compiled = (str(raw_trace(demo["store"], demo[k])) for k in ("naive", "compiled"))
+    slow, fast = (str(raw_trace(demo["store"], demo[k])) for k in ("slow", "fast"))
     before = len(demo["store"].catalog.list(limit=1000)[0])
-    code, out = check(demo["data"], compiled, naive)  # the same files: the stored runs, nothing ingested
+    code, out = check(demo["data"], fast, slow, "--metric", "step_time")  # the stored runs' files: nothing ingested
     assert code == 1, out
     assert len(demo["store"].catalog.list(limit=1000)[0]) == before
-    assert f"run {demo['naive']}" in out and f"run {demo['compiled']}" in out
+    assert f"run {demo['slow']}" in out and f"run {demo['fast']}" in out
     fresh = tmp_path / "data"
-    code, out = check(fresh, naive, compiled, "--json")
+    code, out = check(fresh, slow, fast, "--json", "--metric", "step_time")
     assert code == 0, out
     assert len(RunStore(fresh).catalog.list()[0]) == 2
-    code, out = check(fresh, str(tmp_path / "missing.json"), compiled)
+    code, out = check(fresh, str(tmp_path / "missing.json"), fast)
     assert code == 2 and "no run with id" in out
 
 
@@ -149,12 +167,13 @@ def test_tag_refs(demo: dict[str, Any]) -> None:
     store = demo["store"]
     for key in ("naive", "compiled"):  # ingested in this order: compiled is the newest nightly
         store.catalog.set_tags(demo[key], [*store.get(demo[key]).tags, "nightly"])
-    code, out = check(demo["data"], "tag:nightly@1", "tag:nightly@latest", "--json")
-    assert code == 0, out
+    newest_is_slower = demo["compiled"] == demo["slow"]
+    code, out = check(demo["data"], "tag:nightly@1", "tag:nightly@latest", "--json", "--metric", "step_time")
+    assert code == int(newest_is_slower), out
     result = json.loads(out)
     assert (result["baseline"]["id"], result["candidate"]["id"]) == (demo["naive"], demo["compiled"])
-    code, out = check(demo["data"], "tag:nightly", "tag:nightly@1")
-    assert code == 1
+    code, out = check(demo["data"], "tag:nightly", "tag:nightly@1", "--metric", "step_time")
+    assert code == int(not newest_is_slower)
     code, out = check(demo["data"], "tag:nightly@2", "tag:nightly")
     assert code == 2 and "only 2 ready runs are tagged 'nightly'" in out
     code, out = check(demo["data"], "tag:", demo["naive"])

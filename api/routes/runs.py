@@ -29,7 +29,8 @@ class RunPatch(BaseModel):
     tags: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(None, max_length=50)
 
 
-@router.post("", status_code=202, openapi_extra=UPLOAD_BODY)
+@router.post("", status_code=202, openapi_extra=UPLOAD_BODY,
+             responses={200: {"model": UploadAccepted, "description": "the same content is already a run"}})
 async def upload_run(request: Request, state: StateDep, response: Response) -> UploadAccepted:
     """Upload trace files (or an archive) as one run; ingest runs in the background."""
     upload = await receive_upload(request, state.store.tmp_dir, state.settings.max_upload_bytes)

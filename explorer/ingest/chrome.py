@@ -136,7 +136,10 @@ def parse_chrome(data: bytes, filename: str, builder: TraceBuilder, instance: st
         builder.warn("mistyped_event", "events with fields of the wrong type (not stored)", mistyped, filename)
     if not events and not mistyped:
         raise BadTrace(filename, "the trace holds no events")
-    fed = Feeder(builder, src, filename, int(meta.get("base_ns", 0))).feed(events)
+    try:
+        fed = Feeder(builder, src, filename, int(meta.get("base_ns", 0))).feed(events)
+    except UnicodeDecodeError as exc:  # msgspec checks strings, not the raw args text it hands over as is
+        raise BadTrace(filename, f"not valid UTF-8 text (byte {exc.object[exc.start]:#04x} in an event's args)") from None
     return with_format(meta, fed, builder, filename)
 
 

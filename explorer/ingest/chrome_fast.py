@@ -108,8 +108,11 @@ def _open_events(path: Path, scratch: Path | None) -> Iterator[tuple[pa.RecordBa
         if key < 0 or open_at < 0 or m[key + 13:open_at].strip() != b":":
             raise _Unsupported("no traceEvents array")
         close_at, doc = _array_end(m, key, open_at)
-        meta = doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties, doc.distributedInfo,
-                        doc.displayTimeUnit)
+        try:
+            meta = doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties, doc.distributedInfo,
+                            doc.displayTimeUnit)
+        except (msgspec.DecodeError, RecursionError) as exc:  # the general path words the error
+            raise _Unsupported(f"document metadata unreadable ({exc})") from None
         fd, carved_name = tempfile.mkstemp(suffix=".json", dir=scratch)
         carved = Path(carved_name)
         try:
@@ -135,7 +138,7 @@ def _array_end(m: mmap.mmap, key: int, open_at: int) -> tuple[int, ObjectDoc]:
             try:
                 doc = msgspec.json.decode(head + b'"traceEvents": []' + bytes(m[pos + 1:]), type=ObjectDoc,
                                           strict=False)
-            except msgspec.MsgspecError:
+            except (msgspec.MsgspecError, RecursionError):
                 continue
             return pos, doc
     raise _Unsupported("could not find where the traceEvents array ends")

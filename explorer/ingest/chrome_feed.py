@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 import msgspec
 
@@ -214,7 +215,7 @@ class Feeder:
 
     def _counter(self, _order: int, ev: Event) -> None:
         ts_ns = self.ns(ev.ts)
-        args = _ANY.decode(ev.args)
+        args = decode_args(ev.args)
         if ts_ns < 0 or not isinstance(args, dict):
             self._bad_time += ts_ns < 0
             return
@@ -260,7 +261,7 @@ class Feeder:
     # ---- helpers of the steps ---------------------------------------------------------------------
 
     def _memory(self, ev: Event, ts_ns: int) -> None:
-        args = _ANY.decode(ev.args)
+        args = decode_args(ev.args)
         if not isinstance(args, dict):
             return
         device_type = args.get("Device Type", 0)
@@ -324,7 +325,18 @@ class Feeder:
 
 
 _ARGS = msgspec.json.Decoder(KinetoArgs, strict=False)
+# args that DuckDB read (fast path) but msgspec cannot decode: odd types, nesting past msgspec's depth limit,
+# escaped lone surrogates DuckDB turned into bytes that are not UTF-8
+_UNREADABLE_ARGS = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 _ANY = msgspec.json.Decoder()
+
+
+def decode_args(raw: msgspec.Raw | bytes | str) -> Any:
+    """An event's args as Python values, or None where msgspec cannot read them (see _UNREADABLE_ARGS)."""
+    try:
+        return _ANY.decode(raw)
+    except _UNREADABLE_ARGS:
+        return None
 
 
 def _no_flow_id(ph: str) -> str:
@@ -337,7 +349,7 @@ def _kineto_args(raw: msgspec.Raw) -> KinetoArgs:
         return KinetoArgs()
     try:
         return _ARGS.decode(raw)
-    except msgspec.ValidationError:
+    except _UNREADABLE_ARGS:
         return KinetoArgs()  # odd types in args: the raw text is still stored
 
 
@@ -346,8 +358,8 @@ def _id(value: int) -> int:
 
 
 def _merge_args(begin: msgspec.Raw, end: msgspec.Raw) -> msgspec.Raw:
-    a = _ANY.decode(begin)
-    b = _ANY.decode(end)
+    a = decode_args(begin)
+    b = decode_args(end)
     if isinstance(a, dict) and isinstance(b, dict):
         return msgspec.Raw(msgspec.json.encode({**a, **b}))
     return begin

@@ -13,10 +13,10 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
-import msgspec
 import numpy as np
 
 from explorer.ingest.builder import RawSlices, TraceBuilder
+from explorer.ingest.chrome_feed import decode_args
 from explorer.ingest.neuron import LINK_FIELDS, NeuronEvent, NeuronState, Source, state_of
 from explorer.model.lanes import LANE_ORDER, FlowKind, Lane
 from explorer.model.tables import IngestedTrace, Warning_
@@ -193,7 +193,7 @@ class _Linker:
             src = int(src_of[i])
             if src in self.state.neuron_srcs or not any(f'"{f}"' in args for f in fields):
                 continue
-            decoded = msgspec.json.decode(args)
+            decoded = decode_args(args)
             if not isinstance(decoded, dict):
                 continue
             pid = self.b.thread_key(int(raw.thread[i]))[1]

@@ -121,7 +121,7 @@ def _read_events(table: pa.Table, sink: NeuronSink) -> int:
 def _extra(text: str) -> dict[str, Any]:
     try:
         value = msgspec.json.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return {"extra_attributes_json": text}
     return value if isinstance(value, dict) else {"extra_attributes": value}
 

@@ -78,9 +78,7 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
     if not run.parsed:
         if run.errors:
             raise run.errors[0]
-        names = ", ".join(m.name for m in inputs.members) or "the upload"
-        hints = "; ".join(f"{w.message}" for w in builder.warnings.values()) or "no files"
-        raise BadTrace(names if len(names) < 200 else f"{len(inputs.members)} files", f"nothing readable: {hints}")
+        raise BadTrace(_input_names(inputs), f"nothing readable: {_first_hints(builder)}")
     _label_instances(builder, run.parsed)
     finalize_neuron(builder)
     device_profiles = collect_device_profiles(builder)
@@ -159,6 +157,21 @@ class _Parsing:
             folder.binaries.append(member.name)
         else:
             self.builder.warn("unreadable_file", f"{member.name}: {UNSUPPORTED[fmt]}", 1, member.name)
+
+
+def _input_names(inputs: Inputs) -> str:
+    """The files an error is about: the members, else (all skipped) the files as given; a count when long."""
+    names = [m.name for m in inputs.members] or [a.name for a in inputs.artifacts]
+    text = ", ".join(names)
+    if len(text) < 200:
+        return text or "the upload"
+    return f"{names[0]} and {len(names) - 1} more files"
+
+
+def _first_hints(builder: TraceBuilder, most: int = 3) -> str:
+    hints = [w.message for w in builder.warnings.values()]
+    more = f"; and {len(hints) - most} more" if len(hints) > most else ""
+    return "; ".join(hints[:most]) + more if hints else "no files"
 
 
 def _label_instances(builder: TraceBuilder, parsed: list[tuple[Member, Format, dict[str, Any]]]) -> None:

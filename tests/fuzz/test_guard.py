@@ -1,0 +1,63 @@
+"""The ingest guard (explorer.service.ingest_bug): an exception that is not an ExplorerError leaves the
+ingest as a one-line IngestBug naming the file, stored on the failed run, with the traceback logged at
+ERROR (the bug report); the CLI prints the line, never a traceback."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explorer.errors import IngestBug
+from explorer.ingest import pipeline
+from explorer.service import run_ingest
+from explorer.store.runs import RunStore
+
+
+def _broken(*args: object, **kwargs: object) -> dict[str, object]:
+    raise KeyError("ts\nsecond line")
+
+
+def test_unexpected_exception_becomes_a_clear_error_and_a_bug_report(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}')
+    store = RunStore(tmp_path / "data")
+    rec = store.catalog.create("t", source=trace.name)
+    monkeypatch.setattr(pipeline, "parse_chrome_file", _broken)
+    with caplog.at_level(logging.ERROR, logger="explorer.service"), pytest.raises(IngestBug) as info:
+        run_ingest(store, rec.id, [trace], keep_failed=True)
+    message = info.value.message
+    assert message.startswith("trace.json: internal error while reading (KeyError: ")
+    assert "\n" not in message and "this is a bug" in message
+    assert isinstance(info.value.__cause__, KeyError)
+    failed = store.get(rec.id)
+    assert (failed.status, failed.message) == ("failed", message)
+    assert not store.run_dir(rec.id).exists() and list(store.tmp_dir.iterdir()) == []
+    [record] = [r for r in caplog.records if r.name == "explorer.service"]
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert record.exc_info[0] is KeyError
+    assert message.endswith(f"its report is bugs/{rec.id}.txt in the data folder")
+    assert "Traceback" in (store.data_dir / "bugs" / f"{rec.id}.txt").read_text()
+
+
+def test_cli_prints_the_line_not_a_traceback(tmp_path: Path) -> None:
+    """The CLI path, in a subprocess with a parser made to fail: exit 2, one `error:` line, no traceback."""
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"traceEvents": []}')
+    code = ("import sys; from explorer.ingest import pipeline\n"
+            "def broken(*a, **k): raise ZeroDivisionError('probe')\n"
+            "pipeline.parse_chrome_file = broken\n"
+            "from explorer.cli import main\n"
+            f"sys.argv = ['x', 'ingest', {str(trace)!r}, '--data-dir', {str(tmp_path / 'd')!r}]\n"
+            "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "error: trace.json: internal error while reading (ZeroDivisionError: probe)" in " ".join(out.split())
+    assert "Traceback" not in out
+    [report] = (tmp_path / "d" / "bugs").iterdir()
+    assert "ZeroDivisionError: probe" in report.read_text()
