@@ -102,6 +102,8 @@ def test_pages_timeline_and_source_link_under_the_prefix(page: Any, behind_proxy
     page.click("#tab-timeline")
     page.wait_for_selector("#timeline[data-ready='1']")
     page.wait_for_function("() => TE.timelineApi.fetches() > 0")
+    # the first window's answer is drawn a frame after it arrives (slower on a loaded box): wait for its slices
+    page.wait_for_function("() => TE.timelineApi.sliceIds('aten::rsqrt').length > 0", timeout=15000)
     ids = page.evaluate("() => TE.timelineApi.sliceIds('aten::rsqrt')")
     assert ids, "the timeline's window (fetched through the proxy) has the with_stack run's ops"
     page.evaluate(f"() => TE.timelineApi.select({ids[0]})")
