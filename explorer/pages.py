@@ -33,6 +33,7 @@ from explorer.charts import (
 )
 from explorer.errors import BadRequest
 from explorer.model.lanes import Lane
+from explorer.model.ranks import track_ranks
 from explorer.model.shapes import (
     Breakdown,
     CompareResult,
@@ -376,9 +377,14 @@ def build_compare_page(store: RunStore, run_ids: list[str], baseline: str | None
 
 def build_tracks(store: RunStore, run_id: str) -> Tracks:
     """The `/api/runs/{id}/tracks` object: every column of the tracks table (sort_key included: the
-    timeline orders tracks by it within a lane)."""
+    timeline orders tracks by it within a lane). Runs stored before the rank column get it read from
+    their instance labels (explorer.model.ranks)."""
     rec = store.require_ready(run_id)
-    rows: Any = store.table(run_id, "tracks").to_pylist()
+    table = store.table(run_id, "tracks")
+    rows: Any = table.to_pylist()
+    if "rank" not in table.column_names:
+        for row, rank in zip(rows, track_ranks(table).tolist(), strict=True):
+            row["rank"], row["host"] = int(rank), ""
     return {"origin_ns": rec.summary.start_ns, "tracks": rows}
 
 

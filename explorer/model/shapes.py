@@ -73,6 +73,8 @@ class TrackRow(TypedDict):
     sort_key: int
     max_depth: int
     count: int
+    rank: NotRequired[int]  # -1 unknown (explorer.model.ranks); absent on device-profile tracks
+    host: NotRequired[str]  # "" unknown
     device_profile: NotRequired[str]  # a Neuron device profile's track (explorer.analysis.device_tracks)
     group: NotRequired[str]  # the collapsible group a device track sits in ("<profile> · NC:0 · DMA input")
 
