@@ -12,11 +12,12 @@ from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from api.deps import AnyRunDep, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns
+from api.deps import AnyRunDep, RankFilter, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns
 from api.routes.runs import parse_csv
 from api.state import AppState
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION
 from explorer.device_pages import device_nav
+from explorer.model.rank_slices import parse_ranks
 from explorer.model.source_links import SourceLinker
 from explorer.pages import (
     NotReadyPage,
@@ -96,12 +97,12 @@ def timeline_page(request: Request, run: AnyRunDep, state: StateDep, background:
 @router.get("/runs/{run_id}/ops", response_class=HTMLResponse)
 def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str | None = None, q: str = "",
              by_shape: bool = False, limit: int | None = Query(None, ge=1, le=100000),
-             view: str = DEFAULT_OP_VIEW, by_module: bool = False) -> HTMLResponse:
+             view: str = DEFAULT_OP_VIEW, by_module: bool = False, rank: RankFilter = None) -> HTMLResponse:
     if run.status != "ready":
         return _not_ready(request, state, run)
     page = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit, view=view,
                           links=SourceLinker.from_settings(state.settings),
-                          by_module=by_module)
+                          by_module=by_module, rank=rank or "")
     return _render(request, state, "ops.html", page, active="ops", plotly=True)
 
 
@@ -115,11 +116,12 @@ def steps_page(request: Request, run: AnyRunDep, state: StateDep, annotation: st
 
 @router.get("/runs/{run_id}/kernels", response_class=HTMLResponse)
 def kernels_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-total_ns", q: str = "",
-                 category: str = "", limit: int | None = Query(None, ge=1, le=100000)) -> HTMLResponse:
+                 category: str = "", limit: int | None = Query(None, ge=1, le=100000),
+                 rank: RankFilter = None) -> HTMLResponse:
     if run.status != "ready":
         return _not_ready(request, state, run)
     page = build_kernels_page(state.store, run.id, sort=sort, q=q, category=category, limit=limit,
-                              kernels=state.kernels(run.id))
+                              kernels=state.kernels(run.id, parse_ranks(rank)), rank=rank or "")
     return _render(request, state, "kernels.html", page, active="kernels", plotly=True)
 
 
