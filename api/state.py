@@ -18,8 +18,9 @@ from explorer.device_pages import compute_device_view
 from explorer.export import load_device_timeline
 from explorer.model.device_shapes import DeviceProfileJson, DeviceView
 from explorer.model.rank_slices import rank_key
-from explorer.model.shapes import Breakdown
+from explorer.model.shapes import Breakdown, RanksResult
 from explorer.pages import compute_run_breakdown, compute_run_kernels
+from explorer.rank_pages import compute_run_ranks
 from explorer.store.catalog import RunRecord
 from explorer.store.memo import RunMemo
 from explorer.store.runs import RunStore
@@ -55,6 +56,10 @@ class AppState:
         """The kernel table of a run (or of some of its ranks), computed once (the kernels page, its API twin
         and the report share it)."""
         return self.memo.get(run_id, "kernels" + rank_key(ranks), lambda: compute_run_kernels(self.store, run_id, ranks))
+
+    def ranks(self, run_id: str) -> RanksResult:
+        """The per-rank summary of a run, computed once (the ranks page, its twin and the rank compare share it)."""
+        return self.memo.get(run_id, "ranks", lambda: compute_run_ranks(self.store, run_id))
 
     def device_view(self, rec: RunRecord, profile: DeviceProfileJson) -> DeviceView:
         """A device profile's whole-profile page data, computed once per profile (the device page, its

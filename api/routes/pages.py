@@ -31,6 +31,7 @@ from explorer.pages import (
     build_timeline_page,
     run_json,
 )
+from explorer.rank_pages import rank_nav
 from explorer.render import APP_SCRIPTS, REPORT_CSP, make_environment
 from explorer.report import build_report, render_report
 from explorer.store.catalog import RunRecord
@@ -53,7 +54,8 @@ def _render(request: Request, state: AppState, template: str, page: Any, *, acti
             plotly: bool = False) -> HTMLResponse:
     context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": active,
                "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,
-               "device_profiles": device_nav(state.store, getattr(page, "run", None))}
+               "device_profiles": device_nav(state.store, getattr(page, "run", None)),
+               "rank_count": rank_nav(state.store, getattr(page, "run", None))}
     return templates_for(state.settings.templates_dir).TemplateResponse(request, template, context)
 
 
