@@ -39,7 +39,14 @@ from explorer.model.lanes import Lane
 from explorer.model.op_stats import compute_op_stats
 from explorer.model.rank_slices import check_ranks, restrict_to_ranks
 from explorer.model.ranks import NO_RANK, track_ranks
-from explorer.model.shapes import CompareResult, RankEvidence, RankRow, RanksResult, RankStep
+from explorer.model.shapes import (
+    CompareResult,
+    RankEvidence,
+    RankRow,
+    RanksResult,
+    RankStep,
+    UnmatchedCollective,
+)
 
 I64 = np.int64
 STEP_OUTLIER_FRACTION = 0.05
@@ -70,7 +77,7 @@ def compute_ranks(slices: pa.Table, tracks: pa.Table, origin_ns: int) -> RanksRe
     cols = _columns(slices, of_track)
     ranks = sorted({int(r) for r in of_track.tolist() if r != NO_RANK})
     rows = [_rank_row(cols, r, origin_ns, _first(tracks, of_track, r)) for r in ranks]
-    _arrivals(cols, rows)
+    unmatched = _arrivals(cols, rows)
     median = _median_low([r["step_time_ns"] for r in rows])
     _flag(rows, median)
     reference = reference_rank(rows, median)
@@ -78,7 +85,7 @@ def compute_ranks(slices: pa.Table, tracks: pa.Table, origin_ns: int) -> RanksRe
         if row["straggler"] and row["evidence"] is not None and reference is not None:
             _add_evidence(row["evidence"], slices, tracks, reference, row["mode"] == "device")
     return {"ranks": rows, "median_step_time_ns": median, "stragglers": [r["rank"] for r in rows if r["straggler"]],
-            "rule": RULE}
+            "rule": RULE, "unmatched": unmatched}
 
 
 def reference_rank(rows: list[RankRow], median: int) -> int | None:
@@ -123,7 +130,8 @@ def _add_evidence(evidence: RankEvidence, slices: pa.Table, tracks: pa.Table, re
     result = compute_rank_compare(slices, tracks, evidence["rank"], reference)
     field = "self_device_ns" if device else "self_cpu_ns"
     best: tuple[int, str, str] = (0, "", "")
-    for kind, rows, key in (("op", result["rows"], field), ("kernel", result["kernels"]["rows"], "total_ns")):
+    # kernels first: of an op and the kernel it launches, equally late, the kernel says more
+    for kind, rows, key in (("kernel", result["kernels"]["rows"], "total_ns"), ("op", result["rows"], field)):
         for row in rows:
             excess = int(row["vs_baseline"][0][key])
             if excess > best[0]:
@@ -204,11 +212,14 @@ def _rank_row(cols: _Columns, rank: int, origin_ns: int, where: tuple[str, str])
             "evidence": None}
 
 
-def _arrivals(cols: _Columns, rows: list[RankRow]) -> None:
-    """Each rank's largest median lateness to a collective name matched by order across every rank."""
+def _arrivals(cols: _Columns, rows: list[RankRow]) -> list[UnmatchedCollective]:
+    """Each rank's largest median lateness to a collective name matched by order across every rank. A name
+    that ranks call a different number of times is not paired by order (which one is missing is not
+    known here): it is returned, with each rank's count, and left out of the lateness."""
     comm = np.flatnonzero(cols.part == 1)
+    unmatched: list[UnmatchedCollective] = []
     if len(rows) < 2 or not len(comm):
-        return
+        return unmatched
     ranks = [r["rank"] for r in rows]
     starts: dict[str, dict[int, np.ndarray]] = {}
     for name in sorted({str(n) for n in cols.names[comm].tolist()}):
@@ -216,9 +227,11 @@ def _arrivals(cols: _Columns, rows: list[RankRow]) -> None:
         starts[name] = {r: np.sort(cols.ts[at[cols.rank[at] == r]]) for r in ranks}
     late: dict[int, tuple[int, str]] = {r: (0, "") for r in ranks}
     for name, per_rank in starts.items():
-        k = min(len(v) for v in per_rank.values())
-        if k == 0:
-            continue  # not on every rank: the collectives view reports it, it is not paired here
+        counts = {r: len(v) for r, v in per_rank.items()}
+        k = min(counts.values())
+        if k != max(counts.values()):
+            unmatched.append({"name": name, "counts": [{"rank": r, "count": n} for r, n in counts.items()]})
+            continue
         arrive = np.stack([per_rank[r][:k] for r in ranks])  # ranks x occurrences
         median = np.sort(arrive, axis=0)[(len(ranks) - 1) // 2]
         for i, r in enumerate(ranks):
@@ -228,6 +241,7 @@ def _arrivals(cols: _Columns, rows: list[RankRow]) -> None:
     for row in rows:
         row["arrival_late_ns"], name = late[row["rank"]]
         row["evidence"] = None if not name else _stub("arrival", row["arrival_late_ns"], name, row["rank"])
+    return unmatched
 
 
 def _flag(rows: list[RankRow], median: int) -> None:

@@ -138,13 +138,29 @@ class RankRow(TypedDict):
 
 
 @with_config(STRICT)
+class RankCount(TypedDict):
+    rank: int
+    count: int
+
+
+@with_config(STRICT)
+class UnmatchedCollective(TypedDict):
+    """A collective name the ranks call a different number of times: not paired by order, each rank's count."""
+
+    name: str
+    counts: list[RankCount]
+
+
+@with_config(STRICT)
 class RanksResult(TypedDict):
-    """GET /api/runs/{id}/ranks: one row per rank, the rule's medians and its constants."""
+    """GET /api/runs/{id}/ranks: one row per rank, the rule's median and constants, and the collectives
+    that could not be matched across ranks by order."""
 
     ranks: list[RankRow]
     median_step_time_ns: int
     stragglers: list[int]
     rule: dict[str, float]
+    unmatched: list[UnmatchedCollective]
 
 
 # ---- op table -----------------------------------------------------------------------------------
