@@ -20,6 +20,7 @@ from explorer.ingest.capture import (
     join_process_folder,
 )
 from explorer.ingest.chrome import parse_chrome
+from explorer.ingest.clock import align_hosts
 from explorer.ingest.chrome_fast import parse_chrome_file
 from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.neuron_device import collect_device_profiles, link_device_profiles, span_device_profiles
@@ -84,6 +85,7 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
         hints = "; ".join(f"{w.message}" for w in builder.warnings.values()) or "no files"
         raise BadTrace(names if len(names) < 200 else f"{len(inputs.members)} files", f"nothing readable: {hints}")
     identify_ranks(builder, run.metas, folders)
+    align_hosts(builder)
     _label_instances(builder, run.parsed)
     finalize_neuron(builder)
     device_profiles = collect_device_profiles(builder)
