@@ -20,8 +20,8 @@ from explorer.ingest.capture import (
     join_process_folder,
 )
 from explorer.ingest.chrome import parse_chrome
-from explorer.ingest.clock import align_hosts
 from explorer.ingest.chrome_fast import parse_chrome_file
+from explorer.ingest.clock import align_hosts
 from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.neuron_device import collect_device_profiles, link_device_profiles, span_device_profiles
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2

@@ -4,7 +4,6 @@ track in its rank's group), `group: lane` sticks in the link, and the ranks page
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
