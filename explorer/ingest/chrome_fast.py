@@ -109,7 +109,7 @@ def _open_events(path: Path, scratch: Path | None) -> Iterator[tuple[pa.RecordBa
             raise _Unsupported("no traceEvents array")
         close_at, doc = _array_end(m, key, open_at)
         meta = doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties, doc.distributedInfo,
-                        doc.displayTimeUnit)
+                        doc.displayTimeUnit, doc.host_name)
         fd, carved_name = tempfile.mkstemp(suffix=".json", dir=scratch)
         carved = Path(carved_name)
         try:

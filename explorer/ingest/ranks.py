@@ -1,6 +1,6 @@
 """Rank identity at ingest: which rank and host each source (trace file) of a run is, from what the
 trace says (`distributedInfo.rank`), its file name (`rank-3`, `rank_3`, `worker3`, tensorboard's
-`<host>_<pid>.<ts>.pt.trace.json`) or its Neuron capture folder (`<instance>_pid_<pid>`, rank files).
+`<host>_<pid>.<ts>.pt.trace.json`, the trace's `host_name`) or its Neuron capture folder (`<instance>_pid_<pid>`, rank files).
 
 The rules are a table (RANK_NAME_RULES), most specific first. Clock alignment across hosts lives in
 explorer.ingest.clock; reading the rank back from a stored run is explorer.model.ranks.
@@ -56,7 +56,8 @@ def rank_of_meta(meta: dict[str, Any]) -> int:
 def identify_ranks(builder: TraceBuilder, metas: dict[int, dict[str, Any]], folders: list[ProcessFolder]) -> None:
     """Set each source's rank and host (builder.threads.ranks / hosts). A capture folder's sources share
     the rank of its framework trace (distributedInfo, else the rank file's name) and its instance as host;
-    a loose file takes distributedInfo.rank, else the rank its name states."""
+    a loose file takes distributedInfo.rank, else the rank its name states, and the trace's `host_name`, else the
+    host its name states."""
     book = builder.threads
     in_folder: set[int] = set()
     for folder in folders:
@@ -71,7 +72,8 @@ def identify_ranks(builder: TraceBuilder, metas: dict[int, dict[str, Any]], fold
         if src in in_folder:
             continue
         book.ranks[src] = _source_rank(builder, metas, src)
-        book.hosts[src] = host_of_name(name)
+        host = metas.get(src, {}).get("host_name")
+        book.hosts[src] = host if isinstance(host, str) and host else host_of_name(name)
     known = {r for r in book.ranks.values() if r != NO_RANK}
     book.label_ranks = len(known) > 1
     if known:

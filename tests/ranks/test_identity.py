@@ -119,3 +119,24 @@ def test_real_sampled_ranks(store: RunStore, shared_traces: Path) -> None:
 def test_real_single_rank_files(store: RunStore, shared_traces: Path, path: str, rank: int) -> None:
     src = shared_traces / HTA / path
     assert {int(r) for r in track_ranks(_tracks(store, [src])).tolist()} == {rank}
+
+
+def test_host_name_from_the_trace_is_escaped_on_the_ranks_page(tmp_path: Path) -> None:
+    """Recent Kineto writes the machine as `host_name`: it becomes the host, and a hostile one stays text."""
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from explorer.config import Settings
+
+    hostile = "<script>alert(1)</script>"
+    paths = write_rank_traces(tmp_path / "t", RankPlan(world=2, steps=1, units=1))
+    for p in paths:
+        doc = json.loads(p.read_text())
+        doc["host_name"] = hostile
+        p.write_text(json.dumps(doc))
+    store = RunStore(tmp_path / "data")
+    rec = ingest_paths(store, paths)
+    assert {(r["rank"], r["host"]) for r in store.table(rec.id, "tracks").to_pylist()} == {(0, hostile), (1, hostile)}
+    with TestClient(create_app(Settings(data_dir=tmp_path / "data"))) as client:
+        page = client.get(f"/runs/{rec.id}/ranks")
+    assert page.status_code == 200 and hostile not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text

@@ -4,6 +4,7 @@ and a real 2-rank gloo capture with rank 1 late to every all_reduce."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,7 @@ def test_real_gloo_capture(store: RunStore, gloo_capture: list[Path]) -> None:
     rows = body["ranks"]
     truths = [rank_truth(p, device=False) for p in gloo_capture]
     assert [r["rank"] for r in rows] == [0, 1] and {r["mode"] for r in rows} == {"host"}
+    assert {r["host"] for r in rows} == {json.loads(gloo_capture[0].read_text())["host_name"]}  # torch's host_name
     _check_against_truth(rows, truths)
     assert body["stragglers"] == [GLOO_LATE_RANK]
     evidence = rows[GLOO_LATE_RANK]["evidence"]
