@@ -123,7 +123,8 @@ def _pages(base: str, runs: dict[str, str]) -> list[str]:
     pages = ["/", f"/compare?runs={gpu},{host}", f"/runs/{neuron}/device/{a}",
              f"/device/compare?a={neuron}:{a}&b={neuron}:{b}"]
     for run in (gpu, host):
-        pages += [f"/runs/{run}", f"/runs/{run}/ops", f"/runs/{run}/kernels", f"/runs/{run}/timeline"]
+        pages += [f"/runs/{run}", f"/runs/{run}/ops", f"/runs/{run}/kernels", f"/runs/{run}/timeline",
+                  f"/runs/{run}/steps", f"/runs/{run}/sql"]
     return pages
 
 
@@ -135,8 +136,9 @@ def test_installed_server_serves_every_page_and_asset(served: tuple[str, dict[st
         r = httpx.get(base + page)
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/html"), (page, r.text[:300])
         assets |= set(ASSET_REF.findall(r.text))
-    assert any(a.endswith(".css") for a in assets) and any(a.endswith(".js") for a in assets), assets
-    assert any("plotly" in a for a in assets), assets
+    paths = {a.split("?")[0] for a in assets}  # content-hashed: /static/js/x.js?v=<hash>
+    assert any(a.endswith(".css") for a in paths) and any(a.endswith(".js") for a in paths), assets
+    assert any("plotly" in a for a in paths), assets
     for asset in sorted(assets):
         r = httpx.get(base + asset)
         assert r.status_code == 200 and len(r.content) > 100, asset

@@ -17,6 +17,8 @@
       return TE.api(this.prefix + "/timeline" + q);
     }
     event(id) { return TE.api(this.prefix + "/events/" + id); }
+    /** Busy/idle per lane and device and the largest device gaps with their host evidence. */
+    breakdown() { return TE.api(this.prefix + "/breakdown"); }
     search(q, opts) {
       const o = opts || {};
       return TE.api(this.prefix + "/search?limit=" + SEARCH_LIMIT + "&q=" + encodeURIComponent(q) + (o.regex ? "&regex=1" : "") +
