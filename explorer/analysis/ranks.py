@@ -13,12 +13,15 @@ The straggler rule (the constants below are the published rule):
 - step time: a rank whose step time (the lower median of its steps, else its window) exceeds the median
   rank's by more than max(STEP_OUTLIER_FRACTION of it, STEP_IQR_FACTOR x the interquartile range);
 - arrival: collectives are matched across ranks by name and order (the k-th `ncclKernel_AllReduce…` of
-  each rank); a rank's lateness to one is its start minus the lower median start over ranks, and to a
+  each rank; on a host-only rank its collective cpu ops, `c10d::allreduce_`, on the calling thread); a
+  rank's lateness to one is its start minus the lower median start over ranks, and to a
   collective name the lower median of that over its occurrences. A rank whose lateness to some name
   exceeds ARRIVAL_LATE_FRACTION of the median step time is a straggler.
 
 Evidence: against the reference rank (the non-straggler whose step time is nearest the median), the op
-(self device time, host-only self CPU) or kernel (total time) whose time most exceeds the same one there.
+(self device time, host-only self CPU) or kernel (total time) whose time most exceeds the same one there;
+collectives and steps are not candidates (a collective's time is the waiting that lateness causes on the
+others, a step's is everything).
 Matching by process group and sequence number, waits and bandwidth are the collectives view's (colls).
 """
 
@@ -68,6 +71,7 @@ class _Columns:
     device: np.ndarray
     is_step: np.ndarray
     names: np.ndarray
+    arrival: np.ndarray  # the slices a rank's arrival at a collective is read from
 
 
 def compute_ranks(slices: pa.Table, tracks: pa.Table, origin_ns: int) -> RanksResult:
@@ -132,7 +136,11 @@ def _add_evidence(evidence: RankEvidence, slices: pa.Table, tracks: pa.Table, re
     best: tuple[int, str, str] = (0, "", "")
     # kernels first: of an op and the kernel it launches, equally late, the kernel says more
     for kind, rows, key in (("kernel", result["kernels"]["rows"], "total_ns"), ("op", result["rows"], field)):
-        for row in rows:
+        names = [str(row["name"]) for row in rows]
+        waits = categorize(pa.array(names, pa.string()), pa.array(["kernel"] * len(names), pa.string())).to_pylist()
+        for row, category in zip(rows, waits, strict=True):
+            if category == "communication" or str(row["name"]).startswith(DEFAULT_STEP_ANNOTATION[:-1]):
+                continue  # time in a collective is the waiting lateness causes, a step's the sum of it all
             excess = int(row["vs_baseline"][0][key])
             if excess > best[0]:
                 best = (excess, kind, row["name"])
@@ -174,7 +182,12 @@ def _columns(slices: pa.Table, of_track: np.ndarray) -> _Columns:
     part[cand] = [index[part_of(str(c))] if part_of(str(c)) in index else index["other"] for c in cats.to_pylist()]
     host_only = cand[~device_mode[cand]]
     part[host_only] = np.where(part[host_only] == index["communication"], index["communication"], index["compute"])
-    return _Columns(rank, ts, end, part, device_mode, is_step, np.asarray(names.to_pylist(), dtype=object))
+    # a host-only rank arrives when its calling thread enters the collective's op (c10d::allreduce_,
+    # record_param_comms: cpu_op); the backend's worker-thread annotations (gloo:all_reduce) start when that
+    # thread gets to it, which on a loaded machine is noise
+    cpu_op = np.asarray(pc.equal(pc.fill_null(slices.column("cat"), ""), "cpu_op").to_numpy(zero_copy_only=False), bool)
+    arrival = (part == index["communication"]) & (device_mode | cpu_op)
+    return _Columns(rank, ts, end, part, device_mode, is_step, np.asarray(names.to_pylist(), dtype=object), arrival)
 
 
 def _rank_row(cols: _Columns, rank: int, origin_ns: int, where: tuple[str, str]) -> RankRow:
@@ -216,7 +229,7 @@ def _arrivals(cols: _Columns, rows: list[RankRow]) -> list[UnmatchedCollective]:
     """Each rank's largest median lateness to a collective name matched by order across every rank. A name
     that ranks call a different number of times is not paired by order (which one is missing is not
     known here): it is returned, with each rank's count, and left out of the lateness."""
-    comm = np.flatnonzero(cols.part == 1)
+    comm = np.flatnonzero(cols.arrival)
     unmatched: list[UnmatchedCollective] = []
     if len(rows) < 2 or not len(comm):
         return unmatched

@@ -49,8 +49,8 @@ def rank_truth(path: Path, device: bool) -> dict[str, Any]:
     compute = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in work if not COLLECTIVE.search(e["name"])]
     durs = sorted(b - a for a, b, _ in steps)
     arrivals: dict[str, list[int]] = {}
-    for e in sorted(work, key=lambda e: ns(e["ts"])):
-        if COLLECTIVE.search(e["name"]):
+    for e in sorted(work, key=lambda e: ns(e["ts"])):  # host mode: the calling thread's ops (cpu_op) only
+        if COLLECTIVE.search(e["name"]) and (device or e["cat"] == "cpu_op"):
             arrivals.setdefault(e["name"], []).append(ns(e["ts"]))
     return {"steps": [(n, b - a) for a, b, n in steps], "step_time_ns": durs[(len(durs) - 1) // 2],
             "window_ns": hi - lo, "comm_ns": union(comm, lo, hi), "compute_ns": union(compute, lo, hi),
