@@ -258,18 +258,19 @@ def _arrivals(cols: _Columns, rows: list[RankRow]) -> list[UnmatchedCollective]:
 
 
 def _flag(rows: list[RankRow], median: int) -> None:
-    """Apply the straggler rule (module docstring); the step-time rule's evidence wins when both hold."""
+    """Apply the straggler rule (module docstring); when both parts hold, the arrival's evidence is kept (it
+    names the collective)."""
     times = np.asarray([r["step_time_ns"] for r in rows], dtype=np.float64)
     iqr = float(np.subtract(*np.percentile(times, [75, 25]))) if len(times) else 0.0
     step_limit = median + max(STEP_OUTLIER_FRACTION * median, STEP_IQR_FACTOR * iqr)
     for row in rows:
         arrival = row["evidence"]
-        if len(rows) > 1 and row["step_time_ns"] > step_limit:
-            row["straggler"] = True
-            row["evidence"] = _stub("step_time", row["step_time_ns"] - median, "", row["rank"])
-        elif len(rows) > 1 and median > 0 and row["arrival_late_ns"] > ARRIVAL_LATE_FRACTION * median:
+        if len(rows) > 1 and median > 0 and row["arrival_late_ns"] > ARRIVAL_LATE_FRACTION * median:
             row["straggler"] = True
             row["evidence"] = arrival
+        elif len(rows) > 1 and row["step_time_ns"] > step_limit:
+            row["straggler"] = True
+            row["evidence"] = _stub("step_time", row["step_time_ns"] - median, "", row["rank"])
         else:
             row["evidence"] = None
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-STEPS = 4
+STEPS = 6
 LATE_MS = 30
 
 
@@ -31,6 +31,7 @@ def _worker(rank: int, world: int, port: int, out: str, late_rank: int) -> None:
     dist.all_reduce(x.clone())  # connect every pair before the profile starts
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for step in range(STEPS):
+            dist.barrier()  # every rank starts the step together: the steps' lengths compare across ranks
             with record_function(f"ProfilerStep#{step}"):
                 y = x @ x
                 if rank == late_rank:
