@@ -22,6 +22,7 @@ from api.routes import (
     meta,
     neuron_v1,
     pages,
+    ranks,
     runs,
     share,
     sql,
@@ -76,6 +77,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(device.pages)
     app.include_router(export.router)  # Perfetto export (api/routes/export.py)
     app.include_router(neuron_v1.router)  # Neuron Explorer-compatible query API (api/routes/neuron_v1.py)
+    app.include_router(ranks.router)  # per-rank summary and rank compare (api/routes/ranks.py)
+    app.include_router(ranks.pages)
     app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)

@@ -56,6 +56,8 @@ def origin_ns(run: RunRecord) -> int:
     return run.summary.start_ns
 
 
+# `rank=0,3`: the ranks a table keeps (explorer.model.rank_slices.parse_ranks reads it)
+RankFilter = Annotated[str | None, Query(max_length=20000, description="comma-separated ranks, e.g. 0,3")]
 # A time in ns relative to the run's origin: bounded well inside int64 so window arithmetic never overflows.
 TIME_BOUND_NS = 2**62
 RelNs = Annotated[int | None, Query(ge=-TIME_BOUND_NS, le=TIME_BOUND_NS,

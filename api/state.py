@@ -17,8 +17,10 @@ from explorer.config import Settings
 from explorer.device_pages import compute_device_view
 from explorer.export import load_device_timeline
 from explorer.model.device_shapes import DeviceProfileJson, DeviceView
-from explorer.model.shapes import Breakdown
+from explorer.model.rank_slices import rank_key
+from explorer.model.shapes import Breakdown, RanksResult
 from explorer.pages import compute_run_breakdown, compute_run_kernels
+from explorer.rank_pages import compute_run_ranks
 from explorer.store.catalog import RunRecord
 from explorer.store.memo import RunMemo
 from explorer.store.runs import RunStore
@@ -44,13 +46,20 @@ class AppState:
 
         return self.memo.get(run_id, "timeline", build)
 
-    def breakdown(self, run_id: str) -> Breakdown:
-        """Lane busy/idle and device gaps of a run, computed once (API twin and overview page share it)."""
-        return self.memo.get(run_id, "breakdown", lambda: compute_run_breakdown(self.store, run_id))
+    def breakdown(self, run_id: str, ranks: tuple[int, ...] | None = None) -> Breakdown:
+        """Lane busy/idle and device gaps of a run (or of some of its ranks), computed once (API twin and
+        overview page share it)."""
+        return self.memo.get(run_id, "breakdown" + rank_key(ranks),
+                             lambda: compute_run_breakdown(self.store, run_id, ranks))
 
-    def kernels(self, run_id: str) -> KernelTable:
-        """The kernel table of a run, computed once (the kernels page, its API twin and the report share it)."""
-        return self.memo.get(run_id, "kernels", lambda: compute_run_kernels(self.store, run_id))
+    def kernels(self, run_id: str, ranks: tuple[int, ...] | None = None) -> KernelTable:
+        """The kernel table of a run (or of some of its ranks), computed once (the kernels page, its API twin
+        and the report share it)."""
+        return self.memo.get(run_id, "kernels" + rank_key(ranks), lambda: compute_run_kernels(self.store, run_id, ranks))
+
+    def ranks(self, run_id: str) -> RanksResult:
+        """The per-rank summary of a run, computed once (the ranks page, its twin and the rank compare share it)."""
+        return self.memo.get(run_id, "ranks", lambda: compute_run_ranks(self.store, run_id))
 
     def device_view(self, rec: RunRecord, profile: DeviceProfileJson) -> DeviceView:
         """A device profile's whole-profile page data, computed once per profile (the device page, its

@@ -269,3 +269,27 @@ def make_steps_figure(steps: Mapping[str, Any]) -> dict[str, Any]:
                      legend={"orientation": "h", "y": -0.2})
     layout["xaxis"] = {**layout["xaxis"], "type": "category"}
     return {"data": data, "layout": layout}
+
+
+RANK_PART_COLORS = {"compute": STEP_PART_COLORS["compute"], "exposed communication": STEP_PART_COLORS["communication"],
+                    "memcpy": STEP_PART_COLORS["memcpy"],
+                    "idle": STEP_PART_COLORS["idle"]}
+
+
+def make_ranks_figure(ranks: Mapping[str, Any]) -> dict[str, Any]:
+    """Per rank, stacked bars of compute, exposed communication (not overlapped by compute), memcpy and
+    idle time in its window (explorer.analysis.ranks); stragglers' bars are named "rank N (straggler)"."""
+    rows = ranks.get("ranks", [])
+    names = [f"rank {r['rank']}" + (" (straggler)" if r["straggler"] else "") for r in rows]
+    values = {"compute": [r["compute_ns"] for r in rows],
+              "exposed communication": [r["exposed_comm_ns"] for r in rows],
+              "memcpy": [r["memcpy_ns"] for r in rows], "idle": [r["idle_ns"] for r in rows]}
+    unit, scale = time_unit(max((r["window_ns"] for r in rows), default=0))
+    data = [{"type": "bar", "name": part, "x": names, "y": [v / scale for v in values[part]],
+             "marker": {"color": color},
+             "hovertemplate": "%{x}<br>" + part + ": %{y:,.1f} " + unit + "<extra></extra>"}
+            for part, color in RANK_PART_COLORS.items()]
+    layout = _layout(f"Time per rank in its steps ({unit})", 340, barmode="stack",
+                     showlegend=True, legend={"orientation": "h", "y": -0.2})
+    layout["xaxis"] = {**layout["xaxis"], "type": "category"}
+    return {"data": data, "layout": layout}

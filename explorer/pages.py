@@ -7,10 +7,12 @@ Nothing here knows about HTTP or formats a number; the offline report (explorer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from explorer.analysis.breakdown import compute_breakdown
@@ -33,6 +35,8 @@ from explorer.charts import (
 )
 from explorer.errors import BadRequest
 from explorer.model.lanes import Lane
+from explorer.model.rank_slices import RankSlices, check_ranks, parse_ranks, restrict_to_ranks
+from explorer.model.ranks import run_ranks, track_ranks
 from explorer.model.shapes import (
     Breakdown,
     CompareResult,
@@ -62,6 +66,7 @@ from explorer.store.queries import (
     load_ops,
     op_sort_descending,
     op_table,
+    rank_device_total_ns,
     run_device_total_ns,
     select_op_view,
 )
@@ -186,6 +191,8 @@ class OpsPage(SortLinks):
     twin: str = ""
     views: tuple[str, ...] = tuple(OP_VIEWS)
     page: int = 1
+    rank: str = ""  # the `rank=` filter as given ("" every rank)
+    ranks: list[int] = field(default_factory=list)  # the run's ranks (the filter is offered when several)
 
     def view_link(self, view: str) -> str:
         """Query string of the same table in another view (filter, grouping and sort kept; back to page 1)."""
@@ -200,7 +207,8 @@ class OpsPage(SortLinks):
         params: dict[str, Any] = {"sort": self.sort, "q": self.q, "by_shape": int(self.by_shape)}
         if self.limit is not None:
             params["limit"] = self.limit
-        params |= {"view": self.view, "by_module": int(self.by_module), "page": self.page if self.page > 1 else None}
+        params |= {"view": self.view, "by_module": int(self.by_module), "page": self.page if self.page > 1 else None,
+                   "rank": self.rank}
         params.update(override)
         if params["view"] == DEFAULT_OP_VIEW:  # the default view's links read as before views existed
             del params["view"]
@@ -222,13 +230,15 @@ class KernelsPage(SortLinks):
     figures: dict[str, dict[str, Any]]
     twin: str = ""
     page: int = 1
+    rank: str = ""  # the `rank=` filter as given ("" every rank)
+    ranks: list[int] = field(default_factory=list)  # the run's ranks (the filter is offered when several)
 
     def sort_descending(self, sort: str) -> bool:
         return sort_descending(sort)
 
     def query(self, **override: Any) -> str:
         params: dict[str, Any] = {"sort": self.sort, "q": self.q, "category": self.category, "limit": self.limit,
-                                  "page": self.page if self.page > 1 else None}
+                                  "page": self.page if self.page > 1 else None, "rank": self.rank}
         params.update(override)
         return urlencode({k: v for k, v in params.items() if v not in ("", None) or k == "sort"})
 
@@ -293,10 +303,27 @@ def build_runs_page(store: RunStore, name: str = "", tag: str = "") -> RunsPage:
     return RunsPage(data["runs"], data["total"], "/api/runs" + (f"?{q}" if q else ""))
 
 
-def compute_run_breakdown(store: RunStore, run_id: str) -> Breakdown:
+def compute_run_breakdown(store: RunStore, run_id: str, ranks: tuple[int, ...] | None = None) -> Breakdown:
+    """The lane breakdown of a run, or of some of its ranks (busy time theirs, idle against the run's span,
+    gap neighbours named by their slice ids in the run)."""
     s = store.require_ready(run_id).summary
     t = store.table
-    return compute_breakdown(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "flows"), s.start_ns, s.end_ns)
+    if ranks is None:
+        return compute_breakdown(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "flows"), s.start_ns, s.end_ns)
+    sub = rank_subset(store, run_id, ranks, t(run_id, "flows"))
+    result = compute_breakdown(sub.slices, sub.tracks, sub.flows, s.start_ns, s.end_ns)
+    for gap in result["gaps"]["largest"]:
+        for side in ("before", "after"):
+            gap[side]["slice_id"] = int(sub.kept[gap[side]["slice_id"]])
+    return result
+
+
+def rank_subset(store: RunStore, run_id: str, ranks: tuple[int, ...], flows: pa.Table | None = None) -> RankSlices:
+    """The cached slice columns of some ranks of a run, renumbered as a run of their own; a rank the run
+    does not have is a BadRequest."""
+    tracks = store.table(run_id, "tracks")
+    check_ranks(ranks, run_ranks(tracks))
+    return restrict_to_ranks(store.table(run_id, "slices"), tracks, flows, ranks)
 
 
 def build_overview(store: RunStore, run_id: str, breakdown: Breakdown | None = None) -> OverviewPage:
@@ -323,22 +350,22 @@ def overview_top_ops(store: RunStore, run_id: str) -> tuple[list[OpRow], list[Op
 def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q: str = "", by_shape: bool = False,
                     limit: int | None = None, view: str = DEFAULT_OP_VIEW, by_module: bool = False,
                     start_ns: int | None = None, end_ns: int | None = None,
-                    links: SourceLinker | None = None) -> OpsResult:
+                    links: SourceLinker | None = None, ranks: tuple[int, ...] | None = None) -> OpsResult:
     """The `/api/runs/{id}/ops` object: one view's rows in `sort` order (default_op_sort's rule when None);
-    start_ns/end_ns (relative) keep the ops that start in that range; with `links`, Python frame rows get
-    their `source_url`."""
-    device_total = run_device_total_ns(rec)
+    start_ns/end_ns (relative) keep the ops that start in that range; `ranks` keeps those ranks' slices;
+    with `links`, Python frame rows get their `source_url`."""
+    device_total = run_device_total_ns(rec) if ranks is None else rank_device_total_ns(store, rec.id, ranks)
     sort = sort or default_op_sort(device_total)
     check_op_view(view)
     if start_ns is None and end_ns is None:
         rows = load_ops(store, rec.id, sort=sort, limit=limit, by_shape=by_shape, name_filter=q, view=view,
-                        by_module=by_module)
+                        by_module=by_module, ranks=ranks)
     else:
         origin = rec.summary.start_ns
         start = origin + (start_ns or 0)
         end = origin + (end_ns if end_ns is not None else rec.summary.span_ns + 1)
         rows = load_ops_in_range(store, rec.id, start, end, sort=sort, limit=limit, by_shape=by_shape,
-                                 name_filter=q, view=view, by_module=by_module)
+                                 name_filter=q, view=view, by_module=by_module, ranks=ranks)
     for row in rows if links is not None else []:
         url = links.url(parse_frame(row["name"])) if links is not None and row["kind"] == "python" else None
         if url:
@@ -349,14 +376,16 @@ def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q:
 
 def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str = "", by_shape: bool = False,
                    limit: int | None = None, view: str = DEFAULT_OP_VIEW, by_module: bool = False,
-                   links: SourceLinker | None = None, page: int = 1) -> OpsPage:
+                   links: SourceLinker | None = None, page: int = 1, rank: str = "") -> OpsPage:
     """Grouping by module is offered (and honoured) only for runs that have nn.Module frames."""
     rec = store.require_ready(run_id)
     has_modules = has_module_frames(store, run_id)
-    data = compute_run_ops(store, rec, sort, q, by_shape, limit, view, by_module and has_modules, links=links)
+    data = compute_run_ops(store, rec, sort, q, by_shape, limit, view, by_module and has_modules, links=links,
+                           ranks=parse_ranks(rank))
     ops_page = OpsPage(run_json(rec), data["rows"], data["device_total_ns"], data["sort"], q, by_shape, limit,
                        make_top_ops_figure(data["rows"], ops_chart_metric(data["sort"], data["device_total_ns"])),
-                       data["view"], by_module and has_modules, data["has_modules"])
+                       data["view"], by_module and has_modules, data["has_modules"], rank=rank,
+                       ranks=run_ranks(store.table(run_id, "tracks")))
     ops_page.page = max(1, page)
     ops_page.twin = f"/api/runs/{run_id}/ops?{ops_page.query()}"
     return ops_page
@@ -404,21 +433,30 @@ def build_compare_page(store: RunStore, run_ids: list[str], baseline: str | None
 
 def build_tracks(store: RunStore, run_id: str) -> Tracks:
     """The `/api/runs/{id}/tracks` object: every column of the tracks table (sort_key included: the
-    timeline orders tracks by it within a lane)."""
+    timeline orders tracks by it within a lane). Runs stored before the rank column get it read from
+    their instance labels (explorer.model.ranks)."""
     rec = store.require_ready(run_id)
-    rows: Any = store.table(run_id, "tracks").to_pylist()
+    table = store.table(run_id, "tracks")
+    rows: Any = table.to_pylist()
+    if "rank" not in table.column_names:
+        for row, rank in zip(rows, track_ranks(table).tolist(), strict=True):
+            row["rank"], row["host"] = int(rank), ""
     return {"origin_ns": rec.summary.start_ns, "tracks": rows}
 
 
 # ---- kernels ----------------------------------------------------------------------------------
 
-def compute_run_kernels(store: RunStore, run_id: str) -> KernelTable:
-    """The kernel table of a stored run: the cached slice columns plus the args of its device
-    executions, read from Parquet (only those rows' args)."""
+def compute_run_kernels(store: RunStore, run_id: str, ranks: tuple[int, ...] | None = None) -> KernelTable:
+    """The kernel table of a stored run (or of some of its ranks): the cached slice columns plus the args
+    of its device executions, read from Parquet (only those rows' args)."""
     store.require_ready(run_id)
-    args = pq.read_table(store.table_path(run_id, "slices"), columns=["args"],
-                         filters=[("device_time", "=", True)]).column("args")
-    return compute_kernel_table(store.table(run_id, "slices"), args)
+    args = pq.read_table(store.table_path(run_id, "slices"), columns=["args", "track_id"],
+                         filters=[("device_time", "=", True)])
+    if ranks is None:
+        return compute_kernel_table(store.table(run_id, "slices"), args.column("args"))
+    sub = rank_subset(store, run_id, ranks)
+    mine = np.isin(args.column("track_id").to_numpy(), sub.tracks.column("track_id").to_numpy())
+    return compute_kernel_table(sub.slices, args.column("args").filter(pa.array(mine)))
 
 
 def kernels_json(kernels: KernelTable, sort: str = "-total_ns", q: str = "", category: str = "",
@@ -431,13 +469,15 @@ def kernels_json(kernels: KernelTable, sort: str = "-total_ns", q: str = "", cat
 
 
 def build_kernels_page(store: RunStore, run_id: str, sort: str = "-total_ns", q: str = "", category: str = "",
-                       limit: int | None = None, kernels: KernelTable | None = None, page: int = 1) -> KernelsPage:
-    """A server passes its cached `kernels`; without them they are computed here."""
+                       limit: int | None = None, kernels: KernelTable | None = None, page: int = 1,
+                       rank: str = "") -> KernelsPage:
+    """A server passes its cached `kernels` (of the `rank=` filter's ranks); without them they are computed here."""
     rec = store.require_ready(run_id)
-    data = kernels_json(kernels or compute_run_kernels(store, run_id), sort, q, category, limit)
+    data = kernels_json(kernels or compute_run_kernels(store, run_id, parse_ranks(rank)), sort, q, category, limit)
     figures = {"top": make_top_kernels_figure(data["rows"]), "categories": make_kernel_category_figure(data["categories"])}
     kernels_page = KernelsPage(run_json(rec), data["rows"], data["device_total_ns"], data["categories"], sort, q,
-                               category, limit, figures, page=max(1, page))
+                               category, limit, figures, page=max(1, page), rank=rank,
+                               ranks=run_ranks(store.table(run_id, "tracks")))
     kernels_page.twin = f"/api/runs/{run_id}/kernels?{kernels_page.query()}"
     return kernels_page
 

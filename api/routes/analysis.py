@@ -6,10 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import RelNs, RunDep, StateDep
+from api.deps import RankFilter, RelNs, RunDep, StateDep
 from api.responses import FastJSONResponse, fast_json
 from api.routes.runs import parse_csv
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, MAX_ANNOTATION_CHARS
+from explorer.model.rank_slices import parse_ranks
 from explorer.model.shapes import Breakdown, CompareResult, OpsResult, StepsResult
 from explorer.model.source_links import SourceLinker
 from explorer.pages import compute_run_compare, compute_run_ops, compute_run_steps
@@ -22,18 +23,20 @@ router = APIRouter(tags=["analysis"])
 def ops(run: RunDep, state: StateDep, sort: str | None = None,
         limit: Annotated[int | None, Query(ge=0, le=100000)] = None, by_shape: bool = False, q: str = "",
         start_ns: RelNs = None, end_ns: RelNs = None, view: str = DEFAULT_OP_VIEW,
-        by_module: bool = False) -> OpsResult:
+        by_module: bool = False, rank: RankFilter = None) -> OpsResult:
     """The op table (like key_averages()) in one view: operators (default), python (with_stack frames)
     or all. Sorted by self device time, or self CPU without a device, unless `sort` says otherwise;
-    start_ns/end_ns (relative) keep ops starting in that range; by_module groups by nn.Module path."""
+    start_ns/end_ns (relative) keep ops starting in that range; by_module groups by nn.Module path;
+    rank=0,3 keeps those ranks' slices."""
     return compute_run_ops(state.store, run, sort, q, by_shape, limit, view, by_module, start_ns, end_ns,
-                           links=SourceLinker.from_settings(state.settings))
+                           links=SourceLinker.from_settings(state.settings), ranks=parse_ranks(rank))
 
 
 @router.get("/api/runs/{run_id}/breakdown", response_class=FastJSONResponse, response_model=Breakdown)
-def breakdown(run: RunDep, state: StateDep) -> FastJSONResponse:
-    """Busy/idle per lane and device, and the gaps between device executions with a cause guess."""
-    return fast_json(state.breakdown(run.id))
+def breakdown(run: RunDep, state: StateDep, rank: RankFilter = None) -> FastJSONResponse:
+    """Busy/idle per lane and device, and the gaps between device executions with a cause guess; rank=0,3
+    keeps those ranks' slices (idle against the run's span)."""
+    return fast_json(state.breakdown(run.id, parse_ranks(rank)))
 
 
 @router.get("/api/runs/{run_id}/steps")

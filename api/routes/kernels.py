@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import RunDep, StateDep
+from api.deps import RankFilter, RunDep, StateDep
+from explorer.model.rank_slices import parse_ranks
 from explorer.model.shapes import KernelsResult
 from explorer.pages import kernels_json
 
@@ -16,7 +17,8 @@ router = APIRouter(tags=["analysis"])
 @router.get("/api/runs/{run_id}/kernels")
 def kernels(run: RunDep, state: StateDep, sort: str = "-total_ns",
             limit: Annotated[int | None, Query(ge=0, le=100000)] = None, q: str = "",
-            category: str = "") -> KernelsResult:
+            category: str = "", rank: RankFilter = None) -> KernelsResult:
     """Kernels (and memcpy / memset / other device executions) by name: calls, total/avg/min/max and
-    nearest-rank p50/p95 ns, % of device time, top launching ops, launch config; plus time per category."""
-    return kernels_json(state.kernels(run.id), sort=sort, q=q, category=category, limit=limit)
+    nearest-rank p50/p95 ns, % of device time, top launching ops, launch config; plus time per category.
+    rank=0,3 keeps those ranks' executions."""
+    return kernels_json(state.kernels(run.id, parse_ranks(rank)), sort=sort, q=q, category=category, limit=limit)

@@ -12,11 +12,12 @@ from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from api.deps import AnyRunDep, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns
+from api.deps import AnyRunDep, RankFilter, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns
 from api.routes.runs import parse_csv
 from api.state import AppState
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION
 from explorer.device_pages import device_nav
+from explorer.model.rank_slices import parse_ranks
 from explorer.model.source_links import SourceLinker
 from explorer.pages import (
     NotReadyPage,
@@ -30,6 +31,7 @@ from explorer.pages import (
     build_timeline_page,
     run_json,
 )
+from explorer.rank_pages import rank_nav
 from explorer.render import APP_SCRIPTS, REPORT_CSP, make_environment
 from explorer.report import build_report, render_report
 from explorer.store.catalog import RunRecord
@@ -52,7 +54,8 @@ def _render(request: Request, state: AppState, template: str, page: Any, *, acti
             plotly: bool = False) -> HTMLResponse:
     context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": active,
                "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,
-               "device_profiles": device_nav(state.store, getattr(page, "run", None))}
+               "device_profiles": device_nav(state.store, getattr(page, "run", None)),
+               "rank_count": rank_nav(state.store, getattr(page, "run", None))}
     templates = templates_for(state.settings.templates_dir, state.settings.static_dir)
     return templates.TemplateResponse(request, template, context)
 
@@ -104,11 +107,13 @@ def timeline_page(request: Request, run: AnyRunDep, state: StateDep, background:
 @router.get("/runs/{run_id}/ops", response_class=HTMLResponse)
 def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str | None = None, q: str = "",
              by_shape: bool = False, limit: int | None = Query(None, ge=1, le=100000),
-             view: str = DEFAULT_OP_VIEW, by_module: bool = False, page: int = Query(1, ge=1)) -> HTMLResponse:
+             view: str = DEFAULT_OP_VIEW, by_module: bool = False, page: int = Query(1, ge=1),
+             rank: RankFilter = None) -> HTMLResponse:
     if run.status != "ready":
         return _not_ready(request, state, run)
     ops = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit, view=view,
-                         links=SourceLinker.from_settings(state.settings), by_module=by_module, page=page)
+                         links=SourceLinker.from_settings(state.settings), by_module=by_module, page=page,
+                         rank=rank or "")
     return _render(request, state, "ops.html", ops, active="ops", plotly=True)
 
 
@@ -123,11 +128,11 @@ def steps_page(request: Request, run: AnyRunDep, state: StateDep, annotation: st
 @router.get("/runs/{run_id}/kernels", response_class=HTMLResponse)
 def kernels_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-total_ns", q: str = "",
                  category: str = "", limit: int | None = Query(None, ge=1, le=100000),
-                 page: int = Query(1, ge=1)) -> HTMLResponse:
+                 page: int = Query(1, ge=1), rank: RankFilter = None) -> HTMLResponse:
     if run.status != "ready":
         return _not_ready(request, state, run)
     kt = build_kernels_page(state.store, run.id, sort=sort, q=q, category=category, limit=limit,
-                            kernels=state.kernels(run.id), page=page)
+                            kernels=state.kernels(run.id, parse_ranks(rank)), page=page, rank=rank or "")
     return _render(request, state, "kernels.html", kt, active="kernels", plotly=True)
 
 

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from explorer.analysis.device_rows import Tables, ints, strings
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
 from explorer.model.lanes import Lane
+from explorer.model.ranks import NO_RANK
 from explorer.model.shapes import TrackRow
 from explorer.model.tables import TRACKS
 
@@ -353,8 +354,11 @@ def device_track_table(dt: DeviceTimeline) -> pa.Table:
 
 
 def device_track_rows(dt: DeviceTimeline) -> list[TrackRow]:
-    """The device tracks as `/tracks` rows."""
+    """The device tracks as `/tracks` rows (rank unknown: a device profile is not tied to a rank here)."""
     rows: Any = device_track_table(dt).to_pylist()
+    for row in rows:
+        row["rank"] = NO_RANK if row.get("rank") is None else row["rank"]
+        row["host"] = row.get("host") or ""
     return list(rows)
 
 

@@ -28,6 +28,7 @@ class ObjectDoc(msgspec.Struct):
     baseTimeNanoseconds: int | Decimal | None = None  # noqa: N815
     deviceProperties: msgspec.Raw = NO_RAW  # noqa: N815
     distributedInfo: msgspec.Raw = NO_RAW  # noqa: N815
+    host_name: str | None = None  # recent Kineto: the profiled machine (explorer.ingest.ranks: the rank's host)
 
 
 class LooseDoc(msgspec.Struct):
@@ -37,6 +38,7 @@ class LooseDoc(msgspec.Struct):
     distributedInfo: Any = None  # noqa: N815
 
 
+MAX_HOST_CHARS = 255  # a host name longer than DNS allows is cut, not stored whole
 _DOC = msgspec.json.Decoder(ObjectDoc, strict=False)
 _ARRAY = msgspec.json.Decoder(list[Event], strict=False)
 _LOOSE = msgspec.json.Decoder(strict=False, float_hook=Decimal)
@@ -64,7 +66,7 @@ def decode_events(data: bytes, filename: str) -> tuple[list[Event], dict[str, An
             return _ARRAY.decode(body), {}, 0
         doc = _DOC.decode(body)
         return doc.traceEvents, doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties,
-                                          doc.distributedInfo, doc.displayTimeUnit), 0
+                                          doc.distributedInfo, doc.displayTimeUnit, doc.host_name), 0
     except msgspec.ValidationError:
         pass  # some event has unexpected types: go event by event below
     except (msgspec.DecodeError, RecursionError) as exc:
@@ -117,8 +119,10 @@ def _close_array(body: bytes) -> bytes:
 
 
 def doc_meta(base: int | None, devices: msgspec.Raw | None, dist: msgspec.Raw | None,
-              unit: str | None) -> dict[str, Any]:
+              unit: str | None, host: str | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"base_ns": base or 0}
+    if host and host.strip():
+        meta["host_name"] = host.strip()[:MAX_HOST_CHARS]
     if devices:
         meta["device_properties"] = _ANY.decode(devices)
     if dist:

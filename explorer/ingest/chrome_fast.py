@@ -110,7 +110,7 @@ def _open_events(path: Path, scratch: Path | None) -> Iterator[tuple[pa.RecordBa
         close_at, doc = _array_end(m, key, open_at)
         try:
             meta = doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties, doc.distributedInfo,
-                            doc.displayTimeUnit)
+                            doc.displayTimeUnit, doc.host_name)
         except (msgspec.DecodeError, RecursionError) as exc:  # the general path words the error
             raise _Unsupported(f"document metadata unreadable ({exc})") from None
         fd, carved_name = tempfile.mkstemp(suffix=".json", dir=scratch)

@@ -21,12 +21,15 @@ from explorer.ingest.capture import (
 )
 from explorer.ingest.chrome import parse_chrome
 from explorer.ingest.chrome_fast import parse_chrome_file
+from explorer.ingest.clock import align_hosts
 from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.neuron_device import collect_device_profiles, link_device_profiles, span_device_profiles
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
 from explorer.ingest.neuron_parquet import parse_neuron_parquet
+from explorer.ingest.ranks import identify_ranks
 from explorer.ingest.sources import Inputs, Member
+from explorer.model.ranks import NO_RANK
 from explorer.model.tables import IngestedTrace
 
 log = logging.getLogger(__name__)
@@ -79,6 +82,8 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedT
         if run.errors:
             raise run.errors[0]
         raise BadTrace(_input_names(inputs), f"nothing readable: {_first_hints(builder)}")
+    identify_ranks(builder, run.metas, folders)
+    align_hosts(builder)
     _label_instances(builder, run.parsed)
     finalize_neuron(builder)
     device_profiles = collect_device_profiles(builder)
@@ -175,13 +180,10 @@ def _first_hints(builder: TraceBuilder, most: int = 3) -> str:
 
 
 def _label_instances(builder: TraceBuilder, parsed: list[tuple[Member, Format, dict[str, Any]]]) -> None:
-    """Several trace files in one run: name each source by its rank where the trace says it."""
+    """Several trace files in one run: name each source by its rank where the trace or its name says it."""
     if len(parsed) < 2:
         return
-    meta_by_name = {member.name: meta for member, _fmt, meta in parsed}
     for src, name in enumerate(builder.sources):
-        meta = meta_by_name.get(name, {})
-        dist = meta.get("distributed_info")
-        rank = dist.get("rank") if isinstance(dist, dict) else None
+        rank = builder.threads.ranks.get(src, NO_RANK)
         if not builder.instances.get(src) or builder.instances.get(src) == name:
-            builder.instances[src] = f"rank {rank}" if rank is not None else name
+            builder.instances[src] = f"rank {rank}" if rank != NO_RANK else name

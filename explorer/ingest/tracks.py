@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from explorer.model.lanes import LANE_ORDER, Lane
+from explorer.model.ranks import NO_RANK
 from explorer.model.tables import COUNTERS, INSTANTS
 
 _LANES = list(Lane)
@@ -37,6 +38,9 @@ class ThreadBook:
         self.thread_sort: dict[tuple[int, str, str], int] = {}
         self.devices: dict[tuple[int, str], str] = {}
         self.instances: dict[int, str] = {}  # source -> instance (rank, host) label
+        self.ranks: dict[int, int] = {}  # source -> rank (explorer.ingest.ranks), -1 unknown
+        self.hosts: dict[int, str] = {}  # source -> host, "" unknown
+        self.label_ranks = False  # several ranks: every track label starts "rank N · "
 
     def thread(self, src: int, pid: object, tid: object) -> int:
         key = (src, str(pid), str(tid))
@@ -48,9 +52,11 @@ class ThreadBook:
         return idx
 
     def sort_key(self, t: int, lane: int, sub: int) -> tuple[object, ...]:
-        """Tracks order by lane, source, process (sort index, then id), thread (likewise), sub-row."""
+        """Tracks order by lane, rank (unknown last), source, process (sort index, then id), thread
+        (likewise), sub-row."""
         info = self.info[t]
-        return (lane, info.src, self.process_sort.get((info.src, info.pid), 0), natural(info.pid),
+        rank = self.ranks.get(info.src, NO_RANK)
+        return (lane, rank if rank != NO_RANK else 1 << 40, info.src, self.process_sort.get((info.src, info.pid), 0), natural(info.pid),
                 self.thread_sort.get((info.src, info.pid, info.tid), 0), natural(info.tid), sub)
 
     def process_label(self, src: int, pid: str) -> str:
@@ -62,11 +68,16 @@ class ThreadBook:
 
     def track_row(self, track_id: int, lane: str, kind: str, src: int, pid: str, *, thread: str, label: str,
                   device: str, count: int, max_depth: int = 0) -> dict[str, object]:
-        """One row of the tracks table; its sort key is its id (ids are given in display order)."""
+        """One row of the tracks table; its sort key is its id (ids are given in display order). In a run of
+        several ranks the label names the rank first (`rank 3 · thread 59811 (python3)`)."""
+        rank = self.ranks.get(src, NO_RANK)
+        if self.label_ranks and rank != NO_RANK:
+            label = f"rank {rank} · {label}"
         return {
             "track_id": track_id, "lane": lane, "kind": kind, "instance": self.instances.get(src, ""),
             "process": self.process_label(src, pid), "thread": thread, "label": label, "device": device,
-            "sort_key": track_id, "max_depth": max_depth, "count": count,
+            "sort_key": track_id, "max_depth": max_depth, "count": count, "rank": rank,
+            "host": self.hosts.get(src, ""),
         }
 
     def layout(self, thread: np.ndarray, lane: np.ndarray,

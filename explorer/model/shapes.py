@@ -73,6 +73,8 @@ class TrackRow(TypedDict):
     sort_key: int
     max_depth: int
     count: int
+    rank: NotRequired[int]  # -1 unknown (explorer.model.ranks); absent on device-profile tracks
+    host: NotRequired[str]  # "" unknown
     device_profile: NotRequired[str]  # a Neuron device profile's track (explorer.analysis.device_tracks)
     group: NotRequired[str]  # the collapsible group a device track sits in ("<profile> · NC:0 · DMA input")
 
@@ -83,6 +85,82 @@ class Tracks(TypedDict):
 
     origin_ns: int
     tracks: list[TrackRow]
+
+
+# ---- ranks (explorer.analysis.ranks) ------------------------------------------------------------
+
+@with_config(STRICT)
+class RankStep(TypedDict):
+    """One ProfilerStep#N of a rank: its start relative to the run's origin and its length."""
+
+    name: str
+    start_ns: int
+    dur_ns: int
+
+
+@with_config(STRICT)
+class RankEvidence(TypedDict):
+    """Why a rank is a straggler: the rule that flagged it (`step_time` | `arrival`), by how much (ns past
+    the median), and the op or kernel of the rank whose time most exceeds the same one on the reference rank."""
+
+    rule: str
+    late_ns: int
+    collective: str  # the collective it arrives late to ("" for the step-time rule)
+    kind: str  # op | kernel | "" (no op or kernel takes longer than on the reference rank)
+    name: str
+    rank: int
+    reference_rank: int
+    excess_ns: int
+
+
+@with_config(STRICT)
+class RankRow(TypedDict):
+    """One rank of GET /api/runs/{id}/ranks: its steps and where its time went in its window (its steps'
+    span, else its whole span), on its devices (`mode` device) or, host-only, on its framework threads."""
+
+    rank: int
+    host: str
+    process: str
+    mode: str  # device | host
+    steps: list[RankStep]
+    step_time_ns: int
+    window_ns: int
+    compute_ns: int
+    comm_ns: int
+    memcpy_ns: int
+    exposed_comm_ns: int
+    hidden_comm_ns: int
+    idle_ns: int
+    busy_pct: float
+    arrival_late_ns: int  # the largest median lateness to a collective (0 on the earliest arrivers)
+    straggler: bool
+    evidence: RankEvidence | None
+
+
+@with_config(STRICT)
+class RankCount(TypedDict):
+    rank: int
+    count: int
+
+
+@with_config(STRICT)
+class UnmatchedCollective(TypedDict):
+    """A collective name the ranks call a different number of times: not paired by order, each rank's count."""
+
+    name: str
+    counts: list[RankCount]
+
+
+@with_config(STRICT)
+class RanksResult(TypedDict):
+    """GET /api/runs/{id}/ranks: one row per rank, the rule's median and constants, and the collectives
+    that could not be matched across ranks by order."""
+
+    ranks: list[RankRow]
+    median_step_time_ns: int
+    stragglers: list[int]
+    rule: dict[str, float]
+    unmatched: list[UnmatchedCollective]
 
 
 # ---- op table -----------------------------------------------------------------------------------
@@ -354,6 +432,17 @@ class CompareResult(TypedDict):
     sort: str
     rows: list[DiffRow]
     kernels: KernelCompare
+
+
+@with_config(STRICT)
+class RankCompareResult(TypedDict):
+    """GET /api/runs/{id}/ranks/compare: rank `a` against rank `b` (the baseline), op by op and kernel by
+    kernel; `reason` says whether the ranks were chosen or are the slowest against the median rank."""
+
+    a: int
+    b: int
+    reason: str
+    compare: CompareResult
 
 
 # ---- check (the CI regression gate) -------------------------------------------------------------

@@ -24,6 +24,8 @@ TRACKS = pa.schema(
         ("sort_key", pa.int64()),
         ("max_depth", pa.int32()),
         ("count", pa.int64()),
+        ("rank", pa.int32()),  # -1: unknown (explorer.ingest.ranks); older runs lack it (explorer.model.ranks)
+        ("host", pa.string()),  # "" unknown
     ]
 )
 

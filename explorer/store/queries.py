@@ -9,6 +9,8 @@ import pyarrow.parquet as pq
 
 from explorer.errors import BadRequest
 from explorer.model.op_stats import MODULE_FRAME_PREFIX, compute_op_stats, compute_op_stats_by_module
+from explorer.model.rank_slices import check_ranks, rank_key, restrict_to_ranks
+from explorer.model.ranks import run_ranks
 from explorer.model.shapes import OpRow
 from explorer.store.catalog import RunRecord
 from explorer.store.runs import CACHED_SLICE_COLUMNS, RunStore
@@ -24,6 +26,16 @@ DEFAULT_OP_VIEW = "operators"
 def run_device_total_ns(rec: RunRecord) -> int:
     """All device execution time of a run (0 for a host-only profile)."""
     return rec.summary.device_total_ns
+
+
+def rank_device_total_ns(store: RunStore, run_id: str, ranks: tuple[int, ...]) -> int:
+    """All device execution time of some ranks of a run (the rank-filtered op table's device_pct base)."""
+    def build() -> int:
+        slices = load_op_slices(store, run_id, ranks)
+        dev = slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool)
+        return int(slices.column("dur_ns").to_numpy()[dev].sum())
+
+    return int(store.derived.get(run_id, "device_total" + rank_key(ranks), build))
 
 
 # Rows equal in the sort column order by these, ascending (the browser's sort reads them from the page)
@@ -49,12 +61,12 @@ def check_op_view(view: str) -> str:
 
 def load_ops(store: RunStore, run_id: str, sort: str | None = None, limit: int | None = None,
              by_shape: bool = False, name_filter: str = "", view: str = DEFAULT_OP_VIEW,
-             by_module: bool = False) -> list[OpRow]:
+             by_module: bool = False, ranks: tuple[int, ...] | None = None) -> list[OpRow]:
     """Op table rows of one view. `sort` is a column, `-column` for descending (numbers sort descending
-    by default); None is default_op_sort's rule."""
+    by default); None is default_op_sort's rule. `ranks`: only those ranks' slices (rank_op_table)."""
     rec = store.require_ready(run_id)
     check_op_view(view)
-    table = op_table(store, run_id, by_shape=by_shape, by_module=by_module)
+    table = op_table(store, run_id, by_shape=by_shape, by_module=by_module, ranks=ranks)
     return sort_op_rows(select_op_view(table, view), sort or default_op_sort(run_device_total_ns(rec)), limit,
                         name_filter)
 
@@ -64,9 +76,12 @@ def select_op_view(table: pa.Table, view: str) -> pa.Table:
     return table if kind is None else table.filter(pc.equal(table.column("kind"), kind))
 
 
-def op_table(store: RunStore, run_id: str, by_shape: bool = False, by_module: bool = False) -> pa.Table:
-    """The whole op table (every view). Stored at ingest; computed on load (and kept) per module, and
-    for runs stored before op tables had a `kind` column."""
+def op_table(store: RunStore, run_id: str, by_shape: bool = False, by_module: bool = False,
+             ranks: tuple[int, ...] | None = None) -> pa.Table:
+    """The whole op table (every view). Stored at ingest; computed on load (and kept) per module, per
+    rank filter, and for runs stored before op tables had a `kind` column."""
+    if ranks is not None:
+        return _derived(store, run_id, ("module" if by_module else "ranks", by_shape), ranks)
     if not by_module:
         stored = store.table(run_id, "op_stats_by_shape" if by_shape else "op_stats")
         if "kind" in stored.column_names:
@@ -81,22 +96,29 @@ def has_module_frames(store: RunStore, run_id: str) -> bool:
     return bool(pc.any(pc.starts_with(python.column("name"), MODULE_FRAME_PREFIX)).as_py() or False)
 
 
-def load_op_slices(store: RunStore, run_id: str) -> pa.Table:
-    """The slice columns the op table is computed from (input shapes included), straight from Parquet."""
-    return pq.read_table(store.table_path(run_id, "slices"), columns=[*CACHED_SLICE_COLUMNS, "shapes"])
+def load_op_slices(store: RunStore, run_id: str, ranks: tuple[int, ...] | None = None) -> pa.Table:
+    """The slice columns the op table is computed from (input shapes included), straight from Parquet;
+    with `ranks`, only those ranks' slices, renumbered as a run of their own (explorer.model.rank_slices)."""
+    slices = pq.read_table(store.table_path(run_id, "slices"), columns=[*CACHED_SLICE_COLUMNS, "shapes"])
+    if ranks is None:
+        return slices
+    tracks = store.table(run_id, "tracks")
+    check_ranks(ranks, run_ranks(tracks))
+    return restrict_to_ranks(slices, tracks, None, ranks).slices
 
 
-def _derived(store: RunStore, run_id: str, what: tuple[str, bool]) -> pa.Table:
+def _derived(store: RunStore, run_id: str, what: tuple[str, bool], ranks: tuple[int, ...] | None = None) -> pa.Table:
     """An op table computed on load, kept in the store's memo (size: Settings.op_table_cache)."""
     kind, by_shape = what
 
     def build() -> pa.Table:
-        slices = load_op_slices(store, run_id)
+        slices = load_op_slices(store, run_id, ranks)
         if kind == "module":
             return compute_op_stats_by_module(slices, by_shape=by_shape)
         return compute_op_stats(slices)[1 if by_shape else 0]
 
-    return store.derived.get(run_id, f"op_table:{kind}:{int(by_shape)}", build)
+    key = f"op_table:{kind}:{int(by_shape)}" + rank_key(ranks)
+    return store.derived.get(run_id, key, build)
 
 
 def sort_op_rows(table: pa.Table, sort: str, limit: int | None = None, name_filter: str = "") -> list[OpRow]:

@@ -31,16 +31,17 @@ def load_slice_column(store: RunStore, run_id: str, column: str) -> pa.ChunkedAr
 
 def load_ops_in_range(store: RunStore, run_id: str, start_ns: int, end_ns: int, sort: str | None = None,
                       limit: int | None = None, by_shape: bool = False, name_filter: str = "",
-                      view: str = DEFAULT_OP_VIEW, by_module: bool = False) -> list[OpRow]:
+                      view: str = DEFAULT_OP_VIEW, by_module: bool = False,
+                      ranks: tuple[int, ...] | None = None) -> list[OpRow]:
     """Op table (one view, as load_ops) over the ops that start in [start_ns, end_ns) (absolute ns). Ops
     outside the range stay in the tree (so self times and device roll-ups are right) but are not counted."""
     rec = store.require_ready(run_id)
     check_op_view(view)
-    slices = load_op_slices(store, run_id)
+    slices = load_op_slices(store, run_id, ranks)
     ts = slices.column("ts_ns").to_numpy()
     inside = (ts >= start_ns) & (ts < end_ns)
     if inside.all():
-        table = op_table(store, run_id, by_shape=by_shape, by_module=by_module)
+        table = op_table(store, run_id, by_shape=by_shape, by_module=by_module, ranks=ranks)
     else:
         table = _restricted(slices, inside, by_shape, by_module)
     return sort_op_rows(select_op_view(table, view), sort or default_op_sort(run_device_total_ns(rec)), limit,

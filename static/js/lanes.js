@@ -32,10 +32,12 @@
       case "process": return track.process || "(no process)";
       case "thread": return (track.process || "?") + " / " + (track.thread || track.device || track.label);
       case "instance": return track.instance || "(local)";
+      case "rank": return track.rank >= 0 ? "rank " + track.rank : "(no rank)";
       default: return track.lane;
     }
   }
   const laneRank = (l) => { const i = LANE_ORDER.indexOf(l); return i < 0 ? 99 : i; };
+  const rankOrder = (key) => { const n = parseInt(key.slice(5), 10); return Number.isFinite(n) ? n : Infinity; };
 
   /** The tracks per group key (grouping `mode`), in lane and sort order, and the keys in display order. */
   function groupTracks(tracks, mode) {
@@ -48,6 +50,7 @@
     }
     const keys = Array.from(groups.keys());
     if (mode === "lane") keys.sort((a, b) => laneRank(a) - laneRank(b));
+    if (mode === "rank") keys.sort((a, b) => rankOrder(a) - rankOrder(b));  // rank 2 before rank 10, unknown last
     return { groups: groups, keys: keys };
   }
 

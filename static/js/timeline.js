@@ -17,7 +17,7 @@
   const MIN_SPAN_NS = 200;
   const FONT = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
   const CHAR_W = 6.1;
-  const GROUPINGS = ["lane", "device", "process", "thread", "instance"];
+  const GROUPINGS = ["lane", "rank", "device", "process", "thread", "instance"];
 
   // ---- the timeline widget ----------------------------------------------------------------
   class Timeline {
@@ -118,6 +118,11 @@
       this.resize();
       const t = await this.source.tracks();
       this.tracks = t.tracks.filter((x) => x.count > 0 || x.kind === "counter");
+      // a run of several ranks opens grouped by rank, unless the link names a grouping
+      if (new Set(this.tracks.filter((x) => x.rank >= 0).map((x) => x.rank)).size > 1) {
+        this.defaultGrouping = "rank";
+        if (!this.groupFromUrl) this.grouping = this.groupSel.value = "rank";
+      }
       if (this.source.live && this.tracks.some((x) => x.device_profile)) this.deviceColorSel.hidden = false;
       this.relayout();
       await this.fetchWindow(true);
@@ -452,7 +457,7 @@
       if (Number.isFinite(s) && Number.isFinite(e) && e > s) { this.start = s; this.end = e; }
       else if (this.highlight) { const pad = (hb - ha) * 0.5; this.start = ha - pad; this.end = hb + pad; }
       this.pinned = (p.get("pin") || "").split(",").map((x) => parseInt(x, 10)).filter(Number.isFinite);
-      if (GROUPINGS.includes(p.get("group"))) this.grouping = p.get("group");
+      if (GROUPINGS.includes(p.get("group"))) { this.grouping = p.get("group"); this.groupFromUrl = true; }
       const sel = parseInt(p.get("sel"), 10);
       if (Number.isFinite(sel)) this.pendingSel = sel;
       this.searchPanel.query = p.get("q") || "";
@@ -463,7 +468,7 @@
       this.urlTimer = setTimeout(() => {
         const p = new URLSearchParams(location.search), sel = this.details.selected, q = this.searchPanel.query;
         p.set("start", String(Math.round(this.start))); p.set("end", String(Math.round(this.end)));
-        if (this.grouping !== "lane") p.set("group", this.grouping); else p.delete("group");
+        if (this.grouping !== (this.defaultGrouping || "lane")) p.set("group", this.grouping); else p.delete("group");
         if (sel) p.set("sel", String(sel.event.slice_id)); else p.delete("sel");
         if (q) p.set("q", q); else p.delete("q");
         const hl = this.highlight;

@@ -55,7 +55,8 @@ def test_two_processes_become_one_run(store: RunStore, tmp_path: Path, form: str
     processes = {(t["instance"], t["process"]) for t in tracks}
     assert processes == {(INSTANCE, "PID 1001 rank 0"), (INSTANCE, "PID 1002 rank 1")}
     hw = {(t["process"], t["label"]) for t in tracks if t["lane"] == "hardware"}
-    assert hw == {("PID 1001 rank 0", "neuron_hw/NC:0"), ("PID 1002 rank 1", "neuron_hw/NC:0")}
+    # two ranks in the run: every label names its rank first (issue 14)
+    assert hw == {("PID 1001 rank 0", "rank 0 · neuron_hw/NC:0"), ("PID 1002 rank 1", "rank 1 · neuron_hw/NC:0")}
     warnings = warnings_of(store, rec.id)
     # process 1002 has NRT records without link keys: its 6 schedules and 6 executions are inferred
     assert warnings["inferred_links"][0]["count"] == 12

@@ -1,0 +1,49 @@
+"""Ranks of a multi-rank run: the per-rank summary with its stragglers, and one rank against another."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse
+
+from api.deps import AnyRunDep, RunDep, StateDep
+from api.routes.pages import _not_ready, _render
+from explorer.model.shapes import RankCompareResult, RanksResult
+from explorer.rank_pages import build_rank_compare_page, build_ranks_page, compute_run_rank_compare
+
+router = APIRouter(prefix="/api/runs/{run_id}", tags=["analysis"])
+pages = APIRouter(include_in_schema=False)
+
+RankNumber = Annotated[int | None, Query(ge=0, le=10**9, description="a rank of the run")]
+
+
+@router.get("/ranks")
+def ranks(run: RunDep, state: StateDep) -> RanksResult:
+    """One row per rank: steps, step time, compute / communication (exposed, hidden) / memcpy / idle ns
+    in its window, busy %, lateness to collectives, and whether it is a straggler with the evidence."""
+    return state.ranks(run.id)
+
+
+@router.get("/ranks/compare")
+def rank_compare(run: RunDep, state: StateDep, a: RankNumber = None, b: RankNumber = None) -> RankCompareResult:
+    """Rank `a` against rank `b` (the baseline) op by op and kernel by kernel; by default the slowest rank
+    against the median rank."""
+    return compute_run_rank_compare(state.store, run.id, a, b, state.ranks(run.id))
+
+
+@pages.get("/runs/{run_id}/ranks", response_class=HTMLResponse)
+def ranks_page(request: Request, run: AnyRunDep, state: StateDep) -> HTMLResponse:
+    if run.status != "ready":
+        return _not_ready(request, state, run)
+    page = build_ranks_page(state.store, run.id, state.ranks(run.id))
+    return _render(request, state, "ranks.html", page, active="ranks", plotly=True)
+
+
+@pages.get("/runs/{run_id}/ranks/compare", response_class=HTMLResponse)
+def rank_compare_page(request: Request, run: AnyRunDep, state: StateDep, a: RankNumber = None,
+                      b: RankNumber = None) -> HTMLResponse:
+    if run.status != "ready":
+        return _not_ready(request, state, run)
+    page = build_rank_compare_page(state.store, run.id, a, b, state.ranks(run.id))
+    return _render(request, state, "rank_compare.html", page, active="ranks", plotly=True)

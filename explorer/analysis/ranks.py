@@ -1,0 +1,285 @@
+"""Per-rank summary of a multi-rank run, stragglers with their evidence, and one rank against another.
+
+Per rank (explorer.model.ranks says which tracks are whose), over its window: the span of its
+ProfilerStep#N steps, else its whole span. Where its time went comes from its device executions
+(`mode` device; categories by explorer.analysis.kernels.CATEGORY_RULES, memcpy kinds as one part, as on
+the steps view), or, for a host-only rank (gloo on CPU), from its framework-lane ops (`mode` host: a
+collective by name is communication, any other op compute). Each part is an interval union in integer
+ns clipped to the window; communication overlapped by compute is hidden, the rest exposed; idle is the
+window minus the union of everything.
+
+The straggler rule (the constants below are the published rule):
+
+- step time: a rank whose step time (the lower median of its steps, else its window) exceeds the median
+  rank's by more than max(STEP_OUTLIER_FRACTION of it, STEP_IQR_FACTOR x the interquartile range);
+- arrival: collectives are matched across ranks by name and order (the k-th `ncclKernel_AllReduce…` of
+  each rank; on a host-only rank its collective cpu ops, `c10d::allreduce_`, on the calling thread); a
+  rank's lateness to one is its start minus the lower median start over ranks, and to a
+  collective name the lower median of that over its occurrences. A rank whose lateness to some name
+  exceeds ARRIVAL_LATE_FRACTION of the median step time is a straggler.
+
+Evidence: against the reference rank (the non-straggler whose step time is nearest the median), the op
+(self device time, host-only self CPU) or kernel (total time) whose time most exceeds the same one there;
+collectives and steps are not candidates (a collective's time is the waiting that lateness causes on the
+others, a step's is everything).
+Matching by process group and sequence number, waits and bandwidth are the collectives view's (colls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from explorer.analysis.compare import RunOps, compute_compare, kernel_table
+from explorer.analysis.intervals import union_segments
+from explorer.analysis.kernels import categorize
+from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, part_of
+from explorer.errors import BadRequest
+from explorer.model.lanes import Lane
+from explorer.model.op_stats import compute_op_stats
+from explorer.model.rank_slices import check_ranks, restrict_to_ranks
+from explorer.model.ranks import NO_RANK, track_ranks
+from explorer.model.shapes import (
+    CompareResult,
+    RankEvidence,
+    RankRow,
+    RanksResult,
+    RankStep,
+    UnmatchedCollective,
+)
+
+I64 = np.int64
+STEP_OUTLIER_FRACTION = 0.05
+STEP_IQR_FACTOR = 1.5
+ARRIVAL_LATE_FRACTION = 0.05
+RULE = {"step_outlier_fraction": STEP_OUTLIER_FRACTION, "step_iqr_factor": STEP_IQR_FACTOR,
+        "arrival_late_fraction": ARRIVAL_LATE_FRACTION}
+_PARTS = ("compute", "communication", "memcpy", "other")
+
+
+@dataclass
+class _Columns:
+    """The slice columns every rank's numbers are read from, once for the run."""
+
+    rank: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    part: np.ndarray  # index into _PARTS, -1: not an execution of the rank's mode
+    device: np.ndarray
+    is_step: np.ndarray
+    names: np.ndarray
+    arrival: np.ndarray  # the slices a rank's arrival at a collective is read from
+
+
+def compute_ranks(slices: pa.Table, tracks: pa.Table, origin_ns: int) -> RanksResult:
+    """The per-rank summary and stragglers of a run (empty without rank information). Times of steps are
+    relative to `origin_ns`; `slices` needs the cached slice columns (and `shapes` for the evidence)."""
+    of_track = _rank_of_track(tracks)
+    cols = _columns(slices, of_track)
+    ranks = sorted({int(r) for r in of_track.tolist() if r != NO_RANK})
+    rows = [_rank_row(cols, r, origin_ns, _first(tracks, of_track, r)) for r in ranks]
+    unmatched = _arrivals(cols, rows)
+    median = _median_low([r["step_time_ns"] for r in rows])
+    _flag(rows, median)
+    reference = reference_rank(rows, median)
+    for row in rows:
+        if row["straggler"] and row["evidence"] is not None and reference is not None:
+            _add_evidence(row["evidence"], slices, tracks, reference, row["mode"] == "device")
+    return {"ranks": rows, "median_step_time_ns": median, "stragglers": [r["rank"] for r in rows if r["straggler"]],
+            "rule": RULE, "unmatched": unmatched}
+
+
+def reference_rank(rows: list[RankRow], median: int) -> int | None:
+    """The rank others are held against: the non-straggler whose step time is nearest the median (lowest
+    rank of equals); all stragglers (or one rank): the rank nearest the median."""
+    pool = [r for r in rows if not r["straggler"]] or rows
+    if not pool:
+        return None
+    return min(pool, key=lambda r: (abs(r["step_time_ns"] - median), r["rank"]))["rank"]
+
+
+def slowest_rank(rows: list[RankRow]) -> int | None:
+    """The slowest rank: a straggler before any other (the latest arriver, then the longest step time),
+    else the rank with the longest step time (lowest rank of equals)."""
+    if not rows:
+        return None
+    return max(rows, key=lambda r: (r["straggler"], r["arrival_late_ns"] if r["straggler"] else 0,
+                                    r["step_time_ns"], -r["rank"]))["rank"]
+
+
+def compute_rank_compare(slices: pa.Table, tracks: pa.Table, a: int, b: int) -> CompareResult:
+    """Rank `a` against rank `b` (the baseline) op by op and kernel by kernel, as the run compare does."""
+    present = sorted({int(r) for r in track_ranks(tracks).tolist() if r != NO_RANK})
+    check_ranks((a, b), present)
+    if a == b:
+        raise BadRequest(f"pick two different ranks to compare (both are {a})")
+    return compute_compare([_rank_ops(slices, tracks, b), _rank_ops(slices, tracks, a)], baseline=f"rank {b}")
+
+
+def _rank_ops(slices: pa.Table, tracks: pa.Table, rank: int) -> RunOps:
+    sub = restrict_to_ranks(slices, tracks, None, (rank,)).slices
+    dev = sub.column("device_time").to_numpy(zero_copy_only=False).astype(bool)
+    return RunOps(f"rank {rank}", f"rank {rank}", compute_op_stats(sub)[0],
+                  int(sub.column("dur_ns").to_numpy()[dev].sum()), kernels=kernel_table(sub))
+
+
+def _add_evidence(evidence: RankEvidence, slices: pa.Table, tracks: pa.Table, reference: int, device: bool) -> None:
+    """The op or kernel of the evidence's rank whose time most exceeds the same one on `reference`."""
+    evidence["reference_rank"] = reference
+    if evidence["rank"] == reference:
+        return
+    result = compute_rank_compare(slices, tracks, evidence["rank"], reference)
+    field = "self_device_ns" if device else "self_cpu_ns"
+    best: tuple[int, str, str] = (0, "", "")
+    # kernels first: of an op and the kernel it launches, equally late, the kernel says more
+    for kind, rows, key in (("kernel", result["kernels"]["rows"], "total_ns"), ("op", result["rows"], field)):
+        names = [str(row["name"]) for row in rows]
+        waits = categorize(pa.array(names, pa.string()), pa.array(["kernel"] * len(names), pa.string())).to_pylist()
+        for row, category in zip(rows, waits, strict=True):
+            if category == "communication" or str(row["name"]).startswith(DEFAULT_STEP_ANNOTATION[:-1]):
+                continue  # time in a collective is the waiting lateness causes, a step's the sum of it all
+            excess = int(row["vs_baseline"][0][key])
+            if excess > best[0]:
+                best = (excess, kind, row["name"])
+    evidence["excess_ns"], evidence["kind"], evidence["name"] = best
+
+
+def _rank_of_track(tracks: pa.Table) -> np.ndarray:
+    ids = tracks.column("track_id").to_numpy().astype(I64)
+    out = np.full(int(ids.max(initial=-1)) + 1, NO_RANK, dtype=I64)
+    out[ids] = track_ranks(tracks)
+    return out
+
+
+def _first(tracks: pa.Table, of_track: np.ndarray, rank: int) -> tuple[str, str]:
+    """(host, process) of a rank: its first track's."""
+    ids = tracks.column("track_id").to_numpy()
+    i = int(np.flatnonzero(of_track[ids] == rank)[0])
+    host = str(tracks.column("host")[i].as_py() or "") if "host" in tracks.column_names else ""
+    return host, str(tracks.column("process")[i].as_py() or "")
+
+
+def _columns(slices: pa.Table, of_track: np.ndarray) -> _Columns:
+    track = slices.column("track_id").to_numpy().astype(I64)
+    rank = of_track[track] if len(track) else np.zeros(0, I64)
+    ts = slices.column("ts_ns").to_numpy().astype(I64)
+    end = ts + slices.column("dur_ns").to_numpy().astype(I64)
+    device = slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool)
+    framework = np.asarray(pc.equal(slices.column("lane"), Lane.FRAMEWORK.value).to_numpy(zero_copy_only=False), bool)
+    names = pc.fill_null(slices.column("name"), "")
+    is_step = framework & np.asarray(pc.starts_with(names, DEFAULT_STEP_ANNOTATION).to_numpy(zero_copy_only=False), bool)
+    is_op = slices.column("is_op").to_numpy(zero_copy_only=False).astype(bool)
+    # a rank with device executions is read from them; a host-only rank from its framework ops
+    device_mode = np.isin(rank, np.unique(rank[device & (rank >= 0)]))
+    cand = np.flatnonzero((device_mode & device) | (~device_mode & framework & is_op & ~is_step & (rank >= 0)))
+    take = pa.array(cand, pa.int64())
+    cats = categorize(names.take(take).combine_chunks(), pc.fill_null(slices.column("cat"), "").take(take).combine_chunks())
+    index = {p: k for k, p in enumerate(_PARTS)}
+    part = np.full(len(ts), -1, np.int8)
+    part[cand] = [index[part_of(str(c))] if part_of(str(c)) in index else index["other"] for c in cats.to_pylist()]
+    host_only = cand[~device_mode[cand]]
+    part[host_only] = np.where(part[host_only] == index["communication"], index["communication"], index["compute"])
+    # a host-only rank arrives when its calling thread enters the collective's op (c10d::allreduce_,
+    # record_param_comms: cpu_op); the backend's worker-thread annotations (gloo:all_reduce) start when that
+    # thread gets to it, which on a loaded machine is noise
+    cpu_op = np.asarray(pc.equal(pc.fill_null(slices.column("cat"), ""), "cpu_op").to_numpy(zero_copy_only=False), bool)
+    arrival = (part == index["communication"]) & (device_mode | cpu_op)
+    return _Columns(rank, ts, end, part, device_mode, is_step, np.asarray(names.to_pylist(), dtype=object), arrival)
+
+
+def _rank_row(cols: _Columns, rank: int, origin_ns: int, where: tuple[str, str]) -> RankRow:
+    idx = np.flatnonzero(cols.rank == rank)
+    steps_at = idx[cols.is_step[idx]]
+    steps_at = steps_at[np.lexsort((cols.end[steps_at], cols.ts[steps_at]))]
+    steps: list[RankStep] = [{"name": str(cols.names[i]), "start_ns": int(cols.ts[i]) - origin_ns,
+                              "dur_ns": int(cols.end[i] - cols.ts[i])} for i in steps_at.tolist()]
+    if len(steps_at):
+        lo, hi = int(cols.ts[steps_at].min()), int(cols.end[steps_at].max())
+    else:
+        lo, hi = int(cols.ts[idx].min(initial=0)), int(cols.end[idx].max(initial=0))
+    window = max(hi - lo, 0)
+    ex = idx[cols.part[idx] >= 0]
+    a, b = np.maximum(cols.ts[ex], lo), np.minimum(cols.end[ex], hi)
+    keep = b > a
+    ex, a, b = ex[keep], a[keep], b[keep]
+    part = cols.part[ex]
+
+    def union(mask: np.ndarray) -> int:
+        s, e = union_segments(a[mask], b[mask])
+        return int((e - s).sum())
+
+    compute, comm = union(part == 0), union(part == 1)
+    both = union((part == 0) | (part == 1))
+    busy = union(np.ones(len(ex), bool))
+    hidden = compute + comm - both
+    step_durs = [s["dur_ns"] for s in steps]
+    return {"rank": rank, "host": where[0], "process": where[1],
+            "mode": "device" if bool(cols.device[idx].any()) else "host", "steps": steps,
+            "step_time_ns": _median_low(step_durs) if step_durs else window, "window_ns": window,
+            "compute_ns": compute, "comm_ns": comm, "memcpy_ns": union(part == 2),
+            "exposed_comm_ns": comm - hidden, "hidden_comm_ns": hidden, "idle_ns": window - busy,
+            "busy_pct": 100.0 * busy / window if window else 0.0, "arrival_late_ns": 0, "straggler": False,
+            "evidence": None}
+
+
+def _arrivals(cols: _Columns, rows: list[RankRow]) -> list[UnmatchedCollective]:
+    """Each rank's largest median lateness to a collective name matched by order across every rank. A name
+    that ranks call a different number of times is not paired by order (which one is missing is not
+    known here): it is returned, with each rank's count, and left out of the lateness."""
+    comm = np.flatnonzero(cols.arrival)
+    unmatched: list[UnmatchedCollective] = []
+    if len(rows) < 2 or not len(comm):
+        return unmatched
+    ranks = [r["rank"] for r in rows]
+    starts: dict[str, dict[int, np.ndarray]] = {}
+    for name in sorted({str(n) for n in cols.names[comm].tolist()}):
+        at = comm[cols.names[comm] == name]
+        starts[name] = {r: np.sort(cols.ts[at[cols.rank[at] == r]]) for r in ranks}
+    late: dict[int, tuple[int, str]] = {r: (0, "") for r in ranks}
+    for name, per_rank in starts.items():
+        counts = {r: len(v) for r, v in per_rank.items()}
+        k = min(counts.values())
+        if k != max(counts.values()):
+            unmatched.append({"name": name, "counts": [{"rank": r, "count": n} for r, n in counts.items()]})
+            continue
+        arrive = np.stack([per_rank[r][:k] for r in ranks])  # ranks x occurrences
+        median = np.sort(arrive, axis=0)[(len(ranks) - 1) // 2]
+        for i, r in enumerate(ranks):
+            lateness = _median_low((arrive[i] - median).tolist())
+            if lateness > late[r][0]:
+                late[r] = (lateness, name)
+    for row in rows:
+        row["arrival_late_ns"], name = late[row["rank"]]
+        row["evidence"] = None if not name else _stub("arrival", row["arrival_late_ns"], name, row["rank"])
+    return unmatched
+
+
+def _flag(rows: list[RankRow], median: int) -> None:
+    """Apply the straggler rule (module docstring); when both parts hold, the arrival's evidence is kept (it
+    names the collective)."""
+    times = np.asarray([r["step_time_ns"] for r in rows], dtype=np.float64)
+    iqr = float(np.subtract(*np.percentile(times, [75, 25]))) if len(times) else 0.0
+    step_limit = median + max(STEP_OUTLIER_FRACTION * median, STEP_IQR_FACTOR * iqr)
+    for row in rows:
+        arrival = row["evidence"]
+        if len(rows) > 1 and median > 0 and row["arrival_late_ns"] > ARRIVAL_LATE_FRACTION * median:
+            row["straggler"] = True
+            row["evidence"] = arrival
+        elif len(rows) > 1 and row["step_time_ns"] > step_limit:
+            row["straggler"] = True
+            row["evidence"] = _stub("step_time", row["step_time_ns"] - median, "", row["rank"])
+        else:
+            row["evidence"] = None
+
+
+def _stub(rule: str, late_ns: int, collective: str, rank: int) -> RankEvidence:
+    return {"rule": rule, "late_ns": int(late_ns), "collective": collective, "kind": "", "name": "", "rank": rank,
+            "reference_rank": rank, "excess_ns": 0}
+
+
+def _median_low(values: list[int]) -> int:
+    """The lower median: an observed value (integer ns), the smaller middle one of an even count."""
+    return int(sorted(values)[(len(values) - 1) // 2]) if values else 0

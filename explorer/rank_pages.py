@@ -1,0 +1,90 @@
+"""The ranks pages' data, computed once for the HTML and its JSON twin: the per-rank summary with its
+stragglers (`/runs/{id}/ranks`, `/api/runs/{id}/ranks`) and one rank against another
+(`/runs/{id}/ranks/compare?a=&b=`, `/api/runs/{id}/ranks/compare`). The numbers are
+explorer.analysis.ranks'; this only loads the run and names the defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from explorer.analysis.ranks import compute_rank_compare, compute_ranks, reference_rank, slowest_rank
+from explorer.charts import make_compare_figure, make_ranks_figure
+from explorer.errors import BadRequest
+from explorer.model.ranks import run_ranks
+from explorer.model.shapes import RankCompareResult, RanksResult, RunJson
+from explorer.pages import run_json
+from explorer.store.queries import load_op_slices
+from explorer.store.runs import RunStore
+
+
+def rank_nav(store: RunStore, run: RunJson | None) -> int:
+    """How many ranks a ready run has (the run nav links the ranks page when it is more than one)."""
+    if run is None or run["status"] != "ready":
+        return 0
+    return len(run_ranks(store.table(run["id"], "tracks")))
+
+
+def compute_run_ranks(store: RunStore, run_id: str) -> RanksResult:
+    """The `/api/runs/{id}/ranks` object."""
+    rec = store.require_ready(run_id)
+    return compute_ranks(load_op_slices(store, run_id), store.table(run_id, "tracks"), rec.summary.start_ns)
+
+
+def compute_run_rank_compare(store: RunStore, run_id: str, a: int | None = None, b: int | None = None,
+                             ranks: RanksResult | None = None) -> RankCompareResult:
+    """The `/api/runs/{id}/ranks/compare` object: rank `a` against rank `b` (the baseline). Left out, `a` is
+    the slowest rank and `b` the reference (median) rank, as the straggler rule picks them."""
+    store.require_ready(run_id)
+    summary = ranks if ranks is not None else compute_run_ranks(store, run_id)
+    rows = summary["ranks"]
+    if len(rows) < 2:
+        raise BadRequest("rank compare needs a run of two or more ranks")
+    chosen = a is not None or b is not None
+    pick_a = a if a is not None else slowest_rank(rows)
+    pick_b = b if b is not None else reference_rank(rows, summary["median_step_time_ns"])
+    if pick_a == pick_b and not chosen:
+        pick_b = next(r["rank"] for r in rows if r["rank"] != pick_a)
+    assert pick_a is not None and pick_b is not None
+    result = compute_rank_compare(load_op_slices(store, run_id), store.table(run_id, "tracks"), pick_a, pick_b)
+    return {"a": pick_a, "b": pick_b, "reason": "chosen" if chosen else "slowest vs median", "compare": result}
+
+
+@dataclass
+class RanksPage:
+    """`/runs/{id}/ranks`; twin `/api/runs/{id}/ranks`."""
+
+    run: RunJson
+    ranks: RanksResult
+    figure: dict[str, Any]
+    twin: str = ""
+
+
+@dataclass
+class RankComparePage:
+    """`/runs/{id}/ranks/compare?a=&b=`; twin `/api/runs/{id}/ranks/compare` with the same query."""
+
+    run: RunJson
+    result: RankCompareResult
+    ranks: list[int]
+    figure: dict[str, Any]
+    twin: str = ""
+
+
+def build_ranks_page(store: RunStore, run_id: str, ranks: RanksResult | None = None) -> RanksPage:
+    """A server passes its cached `ranks`; without them they are computed here."""
+    rec = store.require_ready(run_id)
+    data = ranks if ranks is not None else compute_run_ranks(store, run_id)
+    return RanksPage(run_json(rec), data, make_ranks_figure(data), f"/api/runs/{run_id}/ranks")
+
+
+def build_rank_compare_page(store: RunStore, run_id: str, a: int | None = None, b: int | None = None,
+                            ranks: RanksResult | None = None) -> RankComparePage:
+    rec = store.require_ready(run_id)
+    result = compute_run_rank_compare(store, run_id, a, b, ranks)
+    q = urlencode({k: v for k, v in (("a", a), ("b", b)) if v is not None})
+    return RankComparePage(run_json(rec), result, run_ranks(store.table(run_id, "tracks")),
+                           make_compare_figure(result["compare"]),
+                           f"/api/runs/{run_id}/ranks/compare" + (f"?{q}" if q else ""))
