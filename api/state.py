@@ -18,7 +18,7 @@ from explorer.device_pages import compute_device_view
 from explorer.export import load_device_timeline
 from explorer.model.device_shapes import DeviceProfileJson, DeviceView
 from explorer.model.shapes import Breakdown
-from explorer.pages import compute_run_breakdown, compute_run_kernels
+from explorer.pages import RunCollectives, compute_run_breakdown, compute_run_collectives, compute_run_kernels
 from explorer.store.catalog import RunRecord
 from explorer.store.memo import RunMemo
 from explorer.store.runs import RunStore
@@ -51,6 +51,15 @@ class AppState:
     def kernels(self, run_id: str) -> KernelTable:
         """The kernel table of a run, computed once (the kernels page, its API twin and the report share it)."""
         return self.memo.get(run_id, "kernels", lambda: compute_run_kernels(self.store, run_id))
+
+    def collectives(self, run_id: str) -> RunCollectives:
+        """The collectives of a run matched across ranks, computed once (page, API twin, overlay links)."""
+        return self.memo.get(run_id, "collectives", lambda: compute_run_collectives(self.store, run_id))
+
+    def has_collectives(self, run_id: str) -> bool:
+        """Whether the run nav shows the Collectives tab (any matched collective or mismatch)."""
+        c = self.collectives(run_id)
+        return bool(c.matched or c.mismatches)
 
     def device_view(self, rec: RunRecord, profile: DeviceProfileJson) -> DeviceView:
         """A device profile's whole-profile page data, computed once per profile (the device page, its

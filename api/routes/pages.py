@@ -20,6 +20,7 @@ from explorer.device_pages import device_nav
 from explorer.model.source_links import SourceLinker
 from explorer.pages import (
     NotReadyPage,
+    build_collectives_page,
     build_compare_page,
     build_kernels_page,
     build_ops_page,
@@ -52,8 +53,13 @@ def _render(request: Request, state: AppState, template: str, page: Any, *, acti
             plotly: bool = False) -> HTMLResponse:
     context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": active,
                "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,
-               "device_profiles": device_nav(state.store, getattr(page, "run", None))}
+               "device_profiles": device_nav(state.store, getattr(page, "run", None)),
+               "has_collectives": _has_collectives(state, getattr(page, "run", None))}
     return templates_for(state.settings.templates_dir).TemplateResponse(request, template, context)
+
+
+def _has_collectives(state: AppState, run: Any) -> bool:
+    return isinstance(run, dict) and run.get("status") == "ready" and state.has_collectives(str(run["id"]))
 
 
 def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = "") -> str:
@@ -121,6 +127,15 @@ def kernels_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = 
     page = build_kernels_page(state.store, run.id, sort=sort, q=q, category=category, limit=limit,
                               kernels=state.kernels(run.id))
     return _render(request, state, "kernels.html", page, active="kernels", plotly=True)
+
+
+@router.get("/runs/{run_id}/collectives", response_class=HTMLResponse)
+def collectives_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-wait_ns",
+                     limit: int | None = Query(None, ge=1, le=100000)) -> HTMLResponse:
+    if run.status != "ready":
+        return _not_ready(request, state, run)
+    page = build_collectives_page(state.store, run.id, sort=sort, limit=limit, colls=state.collectives(run.id))
+    return _render(request, state, "collectives.html", page, active="collectives")
 
 
 @router.get("/runs/{run_id}/sql", response_class=HTMLResponse)
