@@ -16,7 +16,7 @@ from tests.support import free_port
 
 GLOO_STEPS = 3
 GLOO_LATE_RANK = 1
-GLOO_SLEEP_S = 0.02
+GLOO_SLEEP_S = 0.2
 
 GLOO_SCRIPT = r"""
 import os, sys, time
