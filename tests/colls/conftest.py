@@ -28,8 +28,8 @@ def work(rank, world, port, out, steps, late, sleep_s):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     t = torch.ones(1024)
-    dist.barrier()  # both ranks start the profiled steps together (startup skew is not the straggler)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        dist.barrier()  # the ranks start the steps together: profiler start-up skew is not the straggler
         for _ in range(steps):
             if rank == late:
                 time.sleep(sleep_s)  # this rank really is the last to arrive at every all_reduce
@@ -51,8 +51,13 @@ def gloo_traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     out = tmp_path_factory.mktemp("gloo")
     script = out / "gloo_job.py"
     script.write_text(GLOO_SCRIPT)
-    subprocess.run([sys.executable, str(script), str(free_port()), str(out), str(GLOO_STEPS), str(GLOO_LATE_RANK),
-                    str(GLOO_SLEEP_S)], check=True, timeout=120, capture_output=True)
+    for _attempt in range(2):  # a free port can be taken by another process before the job binds it
+        job = subprocess.run([sys.executable, str(script), str(free_port()), str(out), str(GLOO_STEPS),
+                              str(GLOO_LATE_RANK), str(GLOO_SLEEP_S)], timeout=120, capture_output=True, text=True)
+        if job.returncode == 0:
+            break
+    else:
+        pytest.fail(f"the gloo job failed: {job.stderr[-2000:]}")
     return [out / "rank0.pt.trace.json", out / "rank1.pt.trace.json"]
 
 
