@@ -467,6 +467,7 @@ class RunCollectives:
     matched: list[Matched]
     mismatches: list[CollectiveMismatch]
     origin_ns: int
+    span_ns: int
 
 
 def compute_run_collectives(store: RunStore, run_id: str) -> RunCollectives:
@@ -485,12 +486,12 @@ def compute_run_collectives(store: RunStore, run_id: str) -> RunCollectives:
     default_rank = ranks[0] if len(ranks) == 1 and isinstance(ranks[0], int) else 0
     matched, mismatches = compute_collectives(slices, args, store.table(run_id, "flows"),
                                               store.table(run_id, "tracks"), default_rank)
-    return RunCollectives(matched, mismatches, rec.summary.start_ns)
+    return RunCollectives(matched, mismatches, rec.summary.start_ns, rec.summary.span_ns)
 
 
 def collectives_json(colls: RunCollectives, sort: str = COLLECTIVES_SORT, limit: int | None = None) -> CollectivesResult:
     """The `/api/runs/{id}/collectives` object; the collectives page holds the same rows."""
-    return collectives_result(colls.matched, colls.mismatches, colls.origin_ns, sort, limit)
+    return collectives_result(colls.matched, colls.mismatches, colls.origin_ns, colls.span_ns, sort, limit)
 
 
 def collective_links_json(colls: RunCollectives, start_ns: int, end_ns: int) -> CollectiveLinks:
@@ -520,15 +521,6 @@ class CollectivesPage(SortLinks):
     def query(self, **override: Any) -> str:
         params: dict[str, Any] = {"sort": self.sort, "limit": self.limit} | override
         return urlencode({k: v for k, v in params.items() if v is not None})
-
-    def window(self, row: CollectiveRow) -> str:
-        """Query string of the timeline around one collective: a margin of half its span each side,
-        the collective itself highlighted (hl_start / hl_end)."""
-        lo = min(min(r["arrival_ns"], r["start_ns"]) for r in row["ranks"])
-        hi = max(r["end_ns"] for r in row["ranks"])
-        pad = max((hi - lo) // 2, 1000)
-        return urlencode({"start": max(0, lo - pad), "end": hi + pad, "hl_start": lo, "hl_end": hi,
-                          "overlay": "collectives"})
 
 
 def build_collectives_page(store: RunStore, run_id: str, sort: str = COLLECTIVES_SORT, limit: int | None = None,

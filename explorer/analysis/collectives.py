@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.analysis.gap_evidence import timeline_window
 from explorer.errors import BadRequest
 from explorer.model.ranks import rank_by_track
 from explorer.model.shapes import (
@@ -340,8 +341,9 @@ def _mismatch(name: str, pg: str, seq: int | None, present: list[int], expected:
             "message": f"{name} in group {pg or '(default)'} ({where}): {why}"}
 
 
-def collective_row(m: Matched, origin_ns: int) -> CollectiveRow:
-    """The API row of one matched collective (the definitions in the module docstring)."""
+def collective_row(m: Matched, origin_ns: int, span_ns: int) -> CollectiveRow:
+    """The API row of one matched collective (the definitions in the module docstring); `timeline` opens
+    the first arrival to the last end (gap_evidence.timeline_window)."""
     last = max(i.arrival_ns for i in m.members)
     last_rank = min(i.rank for i in m.members if i.arrival_ns == last)
     ranks: list[CollectiveRank] = [
@@ -357,7 +359,8 @@ def collective_row(m: Matched, origin_ns: int) -> CollectiveRow:
     return {"name": m.name, "process_group": m.pg, "seq": m.seq, "matched_by": m.matched_by, "size_bytes": size,
             "dtype": next((i.dtype for i in m.members if i.dtype), ""), "ranks": ranks,
             "wait_ns": sum(r["wait_ns"] for r in ranks), "transfer_ns": transfer, "last_arriver": last_rank,
-            "algbw": algbw, "busbw": busbw}
+            "algbw": algbw, "busbw": busbw,
+            "timeline": timeline_window(min(r["arrival_ns"] for r in ranks), max(r["end_ns"] for r in ranks), span_ns)}
 
 
 def _size(m: Matched, n: int) -> int | None:
@@ -371,14 +374,14 @@ def _size(m: Matched, n: int) -> int | None:
     return max(sizes)
 
 
-def collectives_result(matched: list[Matched], mismatches: list[CollectiveMismatch], origin_ns: int,
+def collectives_result(matched: list[Matched], mismatches: list[CollectiveMismatch], origin_ns: int, span_ns: int,
                        sort: str = DEFAULT_SORT, limit: int | None = None) -> CollectivesResult:
     """The `/api/runs/{id}/collectives` object: rows sorted (`-col` descending, `+col` ascending, a bare
     column descending unless it is text; ties by first start), cut to `limit`."""
     key = sort.lstrip("-+")
     if key not in SORT_COLUMNS:
         raise BadRequest(f"cannot sort collectives by {sort!r}; columns: {', '.join(SORT_COLUMNS)}")
-    rows = [collective_row(m, origin_ns) for m in matched]
+    rows = [collective_row(m, origin_ns, span_ns) for m in matched]
     rows.sort(key=lambda r: min(x["start_ns"] for x in r["ranks"]))
     desc = sort.startswith("-") or (key not in TEXT_SORTS and not sort.startswith("+"))
     present = [r for r in rows if _sort_value(r, key) is not None]

@@ -595,6 +595,7 @@ class CollectiveRow(TypedDict):
     last_arriver: int
     algbw: float | None  # GB/s (bytes per ns)
     busbw: float | None  # GB/s
+    timeline: TimeWindow  # first arrival .. last end, highlighted
 
 
 @with_config(STRICT)
