@@ -24,6 +24,7 @@ from explorer.errors import (
     QueryRejected,
     RunNotFound,
     RunNotReady,
+    ServerBusy,
     ShareNotFound,
     TooLarge,
     Unauthorized,
@@ -49,6 +50,7 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     DeviceProfileNotFound: 404,
     RunNotReady: 409,
     TooLarge: 413,
+    ServerBusy: 503,
     UploadFailed: 502,  # raised by the upload client about the server it talks to, never by the server
 }
 # Errors the framework raises (routing, validation) carry a status; this names their code.

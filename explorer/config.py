@@ -47,7 +47,7 @@ class Settings(BaseSettings):
         "127.0.0.1", description="Proxies trusted for X-Forwarded-Proto/For (HTTPS is then seen, cookies Secure)")
     max_upload_bytes: int = Field(4 * 2**30, description="Largest accepted upload, all files together")
     max_uncompressed_bytes: int = Field(8 * 2**30, description="Largest decompressed size of one input file")
-    ingest_workers: int = Field(1, description="Concurrent background ingests")
+    ingest_workers: int = Field(2, ge=1, description="Concurrent background ingests (a slow upload does not hold back the next)")
     sql_timeout_s: float = Field(10.0, description="Time limit of one SQL query")
     sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")
     cache_runs: int = Field(4, description="Runs whose tables (slices without args, tracks, ...) stay in memory")

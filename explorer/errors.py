@@ -71,6 +71,10 @@ class Forbidden(ExplorerError, code="forbidden"):
     """The request is understood but not allowed from where it came (another origin)."""
 
 
+class ServerBusy(ExplorerError, code="busy"):
+    """Every slot for this kind of work is taken; the same request later will be served."""
+
+
 class Unauthorized(ExplorerError, code="unauthorized"):
     """The server requires a token and the request carries none that matches."""
 

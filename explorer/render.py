@@ -22,7 +22,7 @@ from explorer.theme import THEME, theme_css
 
 PLOTLY_JS = "vendor/plotly.min.js"
 # Classic scripts (not ES modules) so the offline report can inline them as they are.
-APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/sources.js", "js/timescale.js", "js/tracks.js", "js/overlays.js",
+APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/sources.js", "js/timescale.js", "js/tracks.js", "js/lanes.js", "js/overlays.js",
                "js/panels.js", "js/timeline_input.js", "js/timeline.js", "js/timeline_api.js", "js/pages.js")
 APP_STYLES = ("css/app.css",)
 

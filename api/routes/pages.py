@@ -62,6 +62,13 @@ def _has_collectives(state: AppState, run: Any) -> bool:
     return isinstance(run, dict) and run.get("status") == "ready" and state.has_collectives(str(run["id"]))
 
 
+def _report_response(state: AppState, run: RunRecord, readonly: bool, twin: str = "",
+                     headers: dict[str, str] | None = None) -> HTMLResponse:
+    """The report as a response, with its own policy: its scripts are inline, not the pages' files."""
+    return HTMLResponse(_report_html(state, run, readonly, twin),
+                        headers={"Content-Security-Policy": REPORT_CSP, **(headers or {})})
+
+
 def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = "") -> str:
     ov = build_overview(state.store, run.id, state.breakdown(run.id))
     report = replace(build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run)),
@@ -151,19 +158,16 @@ def compare_page(request: Request, state: StateDep, runs: str = "", baseline: st
     return _render(request, state, "compare.html", build_compare_page(state.store, ids, baseline), plotly=True)
 
 
-REPORT_HEADERS = {"Content-Security-Policy": REPORT_CSP}  # its scripts are inline: not the pages' policy
-
-
 @router.get("/runs/{run_id}/report", response_class=HTMLResponse)
 def report_page(run: RunDep, state: StateDep, download: bool = False) -> Response:
     """The self-contained report (the same file `trace-explorer report` writes)."""
     if download:  # a file to keep: no links back to this server
-        headers = {"Content-Disposition": f'attachment; filename="report-{run.id}.html"', **REPORT_HEADERS}
-        return HTMLResponse(_report_html(state, run, readonly=False), headers=headers)
-    return HTMLResponse(_report_html(state, run, readonly=False, twin=f"/api/runs/{run.id}"), headers=REPORT_HEADERS)
+        return _report_response(state, run, readonly=False,
+                                headers={"Content-Disposition": f'attachment; filename="report-{run.id}.html"'})
+    return _report_response(state, run, readonly=False, twin=f"/api/runs/{run.id}")
 
 
 @router.get("/s/{token}", response_class=HTMLResponse)
 def share_page(token: str, run: ShareRunDep, state: StateDep) -> HTMLResponse:
     """What a share link opens: the run's report, read-only."""
-    return HTMLResponse(_report_html(state, get_ready_run(run), readonly=True, twin=f"/api/s/{token}"))
+    return _report_response(state, get_ready_run(run), readonly=True, twin=f"/api/s/{token}")

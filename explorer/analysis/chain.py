@@ -1,8 +1,10 @@
 """Event details: the parent chain, a children summary and the linked chain across lanes.
 
 The chain runs upstream to downstream: forward op (fwdbwd) -> framework op -> runtime calls it made
-(launch) -> the device executions they started (execute) -> backward op. Links come from the
-`flows` table, `op_id` (the op a runtime call or execution belongs to) and `parent_id`. Pure
+(launch) -> the device executions they started (execute) -> backward op. Each link names the link it
+follows (`after`) and its gap is measured from that one, never from whatever happens to precede it in the
+list: an op's second launch follows the op, not the first launch's kernel, which may start later. Links
+come from the `flows` table, `op_id` (the op a runtime call or execution belongs to) and `parent_id`. Pure
 functions over a run's cached columns; no I/O.
 """
 
@@ -50,7 +52,8 @@ def build_event_detail(slices: pa.Table, flows: pa.Table, row: dict[str, Any], o
 
 
 def compute_chain(slices: pa.Table, flows: pa.Table, sid: int, origin_ns: int) -> list[dict[str, Any]]:
-    """The linked chain through `sid`, ordered upstream to downstream, with gaps between link starts."""
+    """The linked chain through `sid`, ordered upstream to downstream; each link's `gap_ns` is from the start of
+    the link it follows (`after`) to its own start."""
     f_from = flows.column("from_slice").to_numpy()
     f_to = flows.column("to_slice").to_numpy()
     kind = flows.column("kind")
@@ -59,7 +62,7 @@ def compute_chain(slices: pa.Table, flows: pa.Table, sid: int, origin_ns: int) -
     op_id = slices.column("op_id").to_numpy()
     lane = _lane_of(slices, sid)
     is_op = bool(slices.column("is_op")[sid].as_py())
-    links: list[tuple[int, str]] = []
+    links: list[tuple[int, str, int | None]] = []  # (slice, relation, the slice it follows)
     if lane == Lane.FRAMEWORK:
         ops = [sid] if is_op else []
         runtime = _runtime_under(slices, op_id, sid) if is_op else []
@@ -72,20 +75,21 @@ def compute_chain(slices: pa.Table, flows: pa.Table, sid: int, origin_ns: int) -
         op = int(op_id[sid]) if op_id[sid] >= 0 else (int(op_id[runtime[0]]) if runtime else -1)
         ops = [op] if op >= 0 else []
     for op in ops:
-        links += [(int(a), "fwdbwd") for a in f_from[(f_to == op) & fwdbwd][:4]]
-        links.append((op, "op"))
+        forward = [int(a) for a in f_from[(f_to == op) & fwdbwd][:4]]
+        links += [(a, "fwdbwd", None) for a in forward]
+        links.append((op, "op", forward[-1] if forward else None))
     for call in runtime[:MAX_LINKS]:
-        links.append((call, "launch"))
+        links.append((call, "launch", ops[0] if ops else None))
         if lane == Lane.HARDWARE:
-            links.append((sid, "execute"))
+            links.append((sid, "execute", call))
             continue
-        links += [(int(b), "execute") for b in f_to[(f_from == call) & execute][:MAX_LINKS]]
+        links += [(int(b), "execute", call) for b in f_to[(f_from == call) & execute][:MAX_LINKS]]
     for op in ops:
-        links += [(int(b), "fwdbwd") for b in f_to[(f_from == op) & fwdbwd][:4]]
-    if not any(s == sid for s, _ in links):
-        links.append((sid, "self"))
-    seen = {s for s, _ in links}
-    links += [(int(b), "generic") for b in f_to[(f_from == sid) & generic][:8] if int(b) not in seen]
+        links += [(int(b), "fwdbwd", op) for b in f_to[(f_from == op) & fwdbwd][:4]]
+    if not any(s == sid for s, _, _ in links):
+        links.append((sid, "self", None))
+    seen = {s for s, _, _ in links}
+    links += [(int(b), "generic", sid) for b in f_to[(f_from == sid) & generic][:8] if int(b) not in seen]
     return _with_gaps(slices, links[: 4 * MAX_LINKS], sid, origin_ns)
 
 
@@ -118,15 +122,18 @@ def _brief(slices: pa.Table, sid: int, origin_ns: int) -> dict[str, Any]:
             "ts_rel_ns": int(row.column("ts_ns")[0].as_py()) - origin_ns, "dur_ns": row.column("dur_ns")[0].as_py()}
 
 
-def _with_gaps(slices: pa.Table, links: list[tuple[int, str]], sid: int, origin_ns: int) -> list[dict[str, Any]]:
+def _with_gaps(slices: pa.Table, links: list[tuple[int, str, int | None]], sid: int,
+               origin_ns: int) -> list[dict[str, Any]]:
+    """The chain items; a link whose `after` is not in the chain has no gap (null), as the first one."""
     out: list[dict[str, Any]] = []
-    prev: int | None = None
-    for s, relation in links:
+    start_of: dict[int, int] = {}
+    for s, relation, after in links:
         if not 0 <= s < slices.num_rows:
             continue
         item = _brief(slices, s, origin_ns)
         item["relation"] = "self" if s == sid else relation
-        item["gap_ns"] = None if prev is None else item["ts_rel_ns"] - prev
-        prev = item["ts_rel_ns"]
+        item["after"] = after if after in start_of else None
+        item["gap_ns"] = None if item["after"] is None else item["ts_rel_ns"] - start_of[item["after"]]
+        start_of.setdefault(s, item["ts_rel_ns"])
         out.append(item)
     return out

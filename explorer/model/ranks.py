@@ -18,7 +18,7 @@ _RANK_LABEL = re.compile(r"\brank[ _-]?(\d+)\b", re.IGNORECASE)
 
 
 def rank_of_label(label: str) -> int:
-    """`rank 3`, `rank-3`, `worker3`-less labels -> 3; anything else NO_RANK."""
+    """`rank 3`, `rank-3`, `rank_3` (any case) -> 3; anything else NO_RANK."""
     match = _RANK_LABEL.search(label or "")
     return int(match.group(1)) if match else NO_RANK
 

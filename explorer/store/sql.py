@@ -26,11 +26,21 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from explorer.errors import QueryRejected
+from explorer.errors import QueryRejected, ServerBusy
 from explorer.model.shapes import SqlColumn, SqlExampleJson, SqlSchema, SqlTable
 from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)
+
+# Every query of this process shares these bounds (a server runs many at once): at most
+# MAX_CONCURRENT_QUERIES run together, each with its share of TOTAL_MEMORY_MB, so DuckDB never holds
+# more than that; a query waits for a slot up to its own time limit, then is refused as busy. A result
+# stops at its row limit or at MAX_RESULT_BYTES of values (`truncated: true`), whichever comes first.
+MAX_CONCURRENT_QUERIES = 2
+TOTAL_MEMORY_MB = 2048
+MAX_RESULT_BYTES = 16 * 2**20
+FETCH_BATCH = 256
+_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_QUERIES)
 
 SQL_TABLES = ("slices", "tracks", "flows", "counters", "instants", "op_stats", "op_stats_by_shape")
 MAX_SQL_CHARS = 20_000
@@ -40,7 +50,7 @@ LOCKED_CONFIG = {
     "autoinstall_known_extensions": False,
     "allow_community_extensions": False,
     "threads": 2,
-    "memory_limit": "2GB",
+    "memory_limit": f"{TOTAL_MEMORY_MB // MAX_CONCURRENT_QUERIES}MB",
 }
 
 
@@ -72,8 +82,13 @@ def run_sql(store: RunStore, run_id: str, sql: str, timeout_s: float, max_rows: 
     """Run one read-only SELECT over the run's tables; QueryRejected on refusal, error or timeout.
     `tables` (Arrow, in memory) and `views` (name -> SELECT over the tables) are added under their names."""
     check_select(sql)
-    with _sandbox(store, run_id, tables, views) as (con, _tables):
-        return _execute(con, sql, timeout_s, max_rows)
+    if not _SLOTS.acquire(timeout=timeout_s):
+        raise ServerBusy(f"{MAX_CONCURRENT_QUERIES} queries are running; try again in a moment")
+    try:
+        with _sandbox(store, run_id, tables, views) as (con, _tables):
+            return _execute(con, sql, timeout_s, max_rows)
+    finally:
+        _SLOTS.release()
 
 
 @contextmanager
@@ -110,10 +125,22 @@ def _execute(con: duckdb.DuckDBPyConnection, sql: str, timeout_s: float, max_row
     timer = threading.Timer(timeout_s, interrupt)
     started = time.perf_counter()
     timer.start()
+    rows: list[list[Any]] = []
+    truncated = False
     try:
         con.execute(sql)
         columns = [d[0] for d in (con.description or [])]
-        fetched = con.fetchmany(max_rows + 1)
+        size = 0
+        while batch := con.fetchmany(FETCH_BATCH):
+            for row in batch:
+                if len(rows) == max_rows or size > MAX_RESULT_BYTES:
+                    truncated = True
+                    break
+                values = [_jsonable(v) for v in row]
+                size += sum(_approx_bytes(v) for v in values)
+                rows.append(values)
+            if truncated:
+                break
     except duckdb.Error as exc:
         if timed_out.is_set():
             raise QueryRejected(f"query stopped at the time limit of {timeout_s:g} s") from None
@@ -121,8 +148,18 @@ def _execute(con: duckdb.DuckDBPyConnection, sql: str, timeout_s: float, max_row
     finally:
         timer.cancel()
     elapsed_ms = (time.perf_counter() - started) * 1000
-    rows = [[_jsonable(v) for v in row] for row in fetched[:max_rows]]
-    return SqlResult(columns, rows, len(fetched) > max_rows, round(elapsed_ms, 3))
+    return SqlResult(columns, rows, truncated, round(elapsed_ms, 3))
+
+
+def _approx_bytes(value: Any) -> int:
+    """About what a value costs in the JSON answer (strings by length, containers by their items)."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, list):
+        return sum(_approx_bytes(v) for v in value) + 2
+    if isinstance(value, dict):
+        return sum(len(str(k)) + _approx_bytes(v) for k, v in value.items()) + 2
+    return 8
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,20 +1,35 @@
 /* What the timeline draws over the tracks: the selected event's linked chain (arrows with the gaps
-   between its steps) and a measured range. Pure drawing from boxes and a time scale; no state. */
+   between its steps), a measured range and a highlighted range (a gap link's). Pure drawing from boxes
+   and a time scale; no state. */
 (function () {
   "use strict";
   const TE = (window.TE = window.TE || {});
 
-  /** Arrows between consecutive chain items; `boxOf(item)` is its box in content px (or null when its
-      track is not laid out); `frame` is the plot's left, top, width, height and the rows' scrollTop. */
+  /** A chain gap's label: "+1.2 ms" after the link it follows; a negative one (host and device clocks
+      disagree) says so instead of printing "+-1.2 ms". */
+  TE.fmtGap = (ns) => (ns < 0 ? "starts " + TE.fmtNs(-ns, 1) + " before" : "+" + TE.fmtNs(ns, 1));
+
+  /** The item an arrow to chain[i] starts from: the link it follows from (`after`, a slice id) when the
+      chain names one, else the item before it. */
+  function fromOf(chain, i) {
+    const after = chain[i].after;
+    if (after !== undefined && after !== null) {
+      for (let k = i - 1; k >= 0; k--) if (chain[k].slice_id === after) return chain[k];
+    }
+    return chain[i - 1];
+  }
+
+  /** Arrows into each chain item from the link it follows; `boxOf(item)` is its box in canvas px (or null
+      when its track is not laid out); `frame` is the plot's left, top, width and height. */
   function drawChain(ctx, chain, boxOf, frame) {
-    const c = TE.THEME.timeline, top = frame.scrollTop;
+    const c = TE.THEME.timeline;
     ctx.save();
     ctx.beginPath(); ctx.rect(frame.left, frame.top, frame.width - frame.left, frame.height - frame.top); ctx.clip();
     for (let i = 1; i < chain.length; i++) {
-      const a = boxOf(chain[i - 1]), b = boxOf(chain[i]);
+      const a = boxOf(fromOf(chain, i)), b = boxOf(chain[i]);
       if (!a || !b) continue;
-      const ax = a.x, ay = frame.top + a.y - top + (b.y > a.y ? a.h : 0);
-      const bx = b.x, by = frame.top + b.y - top + (b.y > a.y ? 0 : b.h);
+      const ax = a.x, ay = a.y + (b.y > a.y ? a.h : 0);
+      const bx = b.x, by = b.y + (b.y > a.y ? 0 : b.h);
       ctx.strokeStyle = c.chain; ctx.fillStyle = c.chain; ctx.lineWidth = 1.5;
       ctx.beginPath(); ctx.moveTo(ax, ay);
       const my = (ay + by) / 2;
@@ -22,7 +37,7 @@
       const dir = by > ay ? 1 : -1;
       ctx.beginPath(); ctx.moveTo(bx, by); ctx.lineTo(bx - 4, by - 7 * dir); ctx.lineTo(bx + 4, by - 7 * dir); ctx.closePath(); ctx.fill();
       if (chain[i].gap_ns !== null && chain[i].gap_ns !== undefined) {
-        const label = "+" + TE.fmtNs(chain[i].gap_ns, 1);
+        const label = TE.fmtGap(chain[i].gap_ns);
         const lx = (ax + bx) / 2 + 6, tw = ctx.measureText(label).width;
         ctx.fillStyle = c.chain_label_bg; ctx.fillRect(lx - 2, my - 8, tw + 4, 15);
         ctx.fillStyle = c.chain; ctx.fillText(label, lx, my);
@@ -31,19 +46,31 @@
     ctx.restore();
   }
 
-  /** The range [r0, r1] (either order, relative ns) shaded below the ruler, with its length on top. */
-  function drawRange(ctx, r, ts, frame) {
-    const c = TE.THEME.timeline, H = frame.height, top = frame.top;
-    const xa = Math.max(ts.left, ts.xOf(Math.min(r[0], r[1]))), xb = Math.min(frame.width, ts.xOf(Math.max(r[0], r[1])));
-    if (xb <= xa) return;
-    ctx.fillStyle = c.range_fill; ctx.fillRect(xa, top, xb - xa, H - top);
-    ctx.fillStyle = c.range; ctx.fillRect(xa, top, 1, H); ctx.fillRect(xb - 1, top, 1, H);
+  /** The range [r0, r1] (either order, relative ns) shaded from `frame.top` down in `fill` with `edge`
+      lines, its length in a tag at `labelY`; its x extent on the canvas, or null when off screen. */
+  function band(ctx, r, ts, frame, fill, edge, labelY) {
+    const H = frame.height, top = frame.top;
+    const xa = Math.max(ts.left, ts.xOf(Math.min(r[0], r[1]))), xb = Math.min(frame.width, Math.max(ts.xOf(Math.max(r[0], r[1])), xa + 2));
+    if (xb <= xa || xa >= frame.width) return null;
+    ctx.fillStyle = fill; ctx.fillRect(xa, top, xb - xa, H - top);
+    ctx.fillStyle = edge; ctx.fillRect(xa, top, 1, H - top); ctx.fillRect(xb - 1, top, 1, H - top);
     const label = TE.fmtNs(Math.abs(r[1] - r[0]));
     const tw = ctx.measureText(label).width;
     const lx = Math.max(ts.left + 2, (xa + xb) / 2 - tw / 2 - 6);
-    ctx.fillStyle = c.range; ctx.fillRect(lx, top + 4, tw + 12, 18);
-    ctx.fillStyle = c.range_ink; ctx.fillText(label, lx + 6, top + 13);
+    ctx.fillStyle = edge; ctx.fillRect(lx, labelY - 9, tw + 12, 18);
+    ctx.fillStyle = TE.THEME.timeline.range_ink; ctx.fillText(label, lx + 6, labelY);
+    return { x0: xa, x1: xb };
+  }
+  /** A measured range, its length at the top. */
+  function drawRange(ctx, r, ts, frame) {
+    const c = TE.THEME.timeline;
+    return band(ctx, r, ts, frame, c.range_fill, c.range, frame.top + 13);
+  }
+  /** The highlighted range over every track, its length at the bottom (the range's tag is at the top). */
+  function drawHighlight(ctx, r, ts, frame) {
+    const c = TE.THEME.timeline;
+    return band(ctx, r, ts, frame, c.highlight_fill, c.highlight, frame.height - 14);
   }
 
-  TE.overlays = { drawChain: drawChain, drawRange: drawRange };
+  TE.overlays = { drawChain: drawChain, drawRange: drawRange, drawHighlight: drawHighlight, fromOf: fromOf };
 })();

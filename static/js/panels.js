@@ -71,7 +71,10 @@
       if (d.chain && d.chain.length > 1) {
         const items = [];
         d.chain.forEach((c, i) => {
-          if (i && c.gap_ns !== null && c.gap_ns !== undefined) items.push(el("div", { class: "gap" }, "↓ gap " + TE.fmtNs(c.gap_ns, 1)));
+          if (i && c.gap_ns !== null && c.gap_ns !== undefined) {
+            const from = TE.overlays.fromOf(d.chain, i);  // the link it follows, not always the one above it
+            items.push(el("div", { class: "gap" }, "↓ gap " + TE.fmtGap(c.gap_ns) + (from === d.chain[i - 1] ? "" : " from " + from.name + " start")));
+          }
           items.push(el("li", { class: c.relation === "self" ? "self" : "", style: "border-left-color:" + TE.laneColor(c.lane),
             onclick: () => this.select(c.slice_id, true) },
             el("div", { class: "c-name" }, c.name), el("div", { class: "c-meta" }, c.lane + " · " + c.relation + " · " + TE.fmtNs(c.dur_ns))));

@@ -11,23 +11,13 @@
   "use strict";
   const TE = (window.TE = window.TE || {});
 
-  const LANE_ORDER = ["framework", "runtime", "hardware", "counter", "other"];
-  const RULER_H = 26, GUTTER = 230, HEADER_H = 22, TRACK_GAP = 5, ROW_H = TE.TRACK_ROW_H;
+  const RULER_H = 26, GUTTER = 230, ROW_H = TE.TRACK_ROW_H, HEADER_H = TE.lanes.HEADER_H, TRACK_GAP = TE.lanes.TRACK_GAP;
+  const MINI_H = TE.lanes.MINI_H, TOP_H = MINI_H + RULER_H;  // the minimap, then the ruler, then the tracks
+  const PIN_X = GUTTER - 20;  // a track label's pin toggle sits right of here
   const MIN_SPAN_NS = 200;
   const FONT = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
   const CHAR_W = 6.1;
   const GROUPINGS = ["lane", "device", "process", "thread", "instance"];
-
-  function groupKey(track, mode) {
-    switch (mode) {
-      case "device": return track.device || (track.lane === "counter" ? "counters" : "host");
-      case "process": return track.process || "(no process)";
-      case "thread": return (track.process || "?") + " / " + (track.thread || track.device || track.label);
-      case "instance": return track.instance || "(local)";
-      default: return track.lane;
-    }
-  }
-  const laneRank = (l) => { const i = LANE_ORDER.indexOf(l); return i < 0 ? 99 : i; };
 
   // ---- the timeline widget ----------------------------------------------------------------
   class Timeline {
@@ -41,6 +31,11 @@
       this.gutter = GUTTER;
       this.grouping = "lane";
       this.collapsed = new Set();
+      this.pinned = [];             // track ids drawn above the scrolled tracks, in pin order
+      this.expanded = new Set();    // tracks showing every level (their "+k levels" band opened)
+      this.levelCap = Infinity;     // the level budget of the last layout (lanes.js levelBudget)
+      this.highlight = null;        // [a, b] relative ns from the URL (hl_start, hl_end), drawn over every track
+      this.pinH = 0;
       this.openGroups = new Set();  // device-track sub-groups shown (all closed at first)
       this.tracks = [];
       this.rows = [];
@@ -102,6 +97,7 @@
       this.ranges = new TE.RangePanel(this, this.rangePanel);
       this.searchPanel = new TE.SearchPanel(this, this.matchInfo, this.regexBox, this.argsBox);
       this.input = new TE.TimelineInput(this);
+      this.minimap = new TE.Minimap(this);
 
       this.groupSel.addEventListener("change", () => { this.grouping = this.groupSel.value; this.relayout(); this.saveUrl(); });
       for (const box of [this.regexBox, this.argsBox]) {
@@ -124,6 +120,8 @@
       if (this.source.live && this.tracks.some((x) => x.device_profile)) this.deviceColorSel.hidden = false;
       this.relayout();
       await this.fetchWindow(true);
+      const d = this.data;  // after the first paint; a first window of the whole run is the overview already
+      await this.minimap.load(d && d.start_ns <= 0 && d.end_ns >= this.spanNs ? d : null);
       if (this.pendingSel !== undefined) await this.select(this.pendingSel, false);
       const q = this.searchPanel.query;
       if (q) { this.searchBox.value = q; await this.search(q, 0); }
@@ -136,49 +134,34 @@
       this.width = w; this.height = h; this.dpr = dpr;
       this.canvas.width = Math.round(w * dpr); this.canvas.height = Math.round(h * dpr);
       this.canvas.style.width = w + "px"; this.canvas.style.height = h + "px";
+      if (this.tracks.length && this.fitLevels() !== this.levelCap) this.relayout();  // the budget follows the height
       this.requestDraw();
       this.scheduleFetch();
     }
 
-    // -- layout: header rows per group, one renderer per track row ----------------------------
+    // -- layout: header rows per group, one renderer per track row; pinned tracks above them all ----
+    fitLevels() { return TE.lanes.fitLevels(this, (this.height || 1000) - TOP_H); }
     relayout() {
-      const groups = new Map();
-      const sorted = this.tracks.slice().sort((a, b) => (laneRank(a.lane) - laneRank(b.lane)) || ((a.sort_key || 0) - (b.sort_key || 0)) || (a.track_id - b.track_id));
-      for (const t of sorted) {
-        const k = groupKey(t, this.grouping);
-        if (!groups.has(k)) groups.set(k, []);
-        groups.get(k).push(t);
-      }
-      const keys = Array.from(groups.keys());
-      if (this.grouping === "lane") keys.sort((a, b) => laneRank(a) - laneRank(b));
-      const rows = [];
-      let y = 0;
-      for (const k of keys) {
-        const list = groups.get(k);
-        const collapsed = this.collapsed.has(this.grouping + ":" + k);
-        rows.push({ kind: "header", key: k, y: y, h: HEADER_H, collapsed: collapsed, n: list.length,
-          lane: this.grouping === "lane" ? k : null });
-        y += HEADER_H;
-        if (collapsed) continue;
-        let sub = null, subOpen = true;
-        for (const t of list) {
-          if (t.group && t.group !== sub) {  // a device profile's sub-group: its own header, closed until opened
-            sub = t.group; subOpen = this.openGroups.has(sub);
-            rows.push({ kind: "header", key: sub, sub: true, y: y, h: HEADER_H, collapsed: !subOpen,
-              n: list.filter((x) => x.group === sub).length, lane: null });
-            y += HEADER_H;
-          } else if (!t.group) { sub = null; subOpen = true; }
-          if (!subOpen) continue;
-          const renderer = TE.makeTrack(t, this.env);
-          rows.push({ kind: "track", track: t, renderer: renderer, y: y + 2, h: renderer.height });
-          y += renderer.height + TRACK_GAP;
-        }
-      }
-      this.rows = rows;
-      this.contentH = y + 8;
-      this.spacer.style.height = (RULER_H + this.contentH) + "px";
-      this.rowOfTrack = new Map(rows.filter((r) => r.kind === "track").map((r) => [r.track.track_id, r]));
+      const lay = TE.lanes.layout(this);
+      this.rows = lay.rows; this.pinH = lay.pinH; this.contentH = lay.contentH; this.levelCap = lay.levelCap;
+      this.spacer.style.height = (this.bodyTop + this.contentH) + "px";
+      this.rowOfTrack = new Map(this.rows.filter((r) => r.kind === "track").map((r) => [r.track.track_id, r]));
       this.requestDraw();
+    }
+    stickyHeader() { return TE.lanes.stickyHeader(this.rows, this.scroll.scrollTop, this.bodyTop); }
+    /** Where the scrolled rows start on the canvas: under the minimap, the ruler and the pinned tracks. */
+    get bodyTop() { return TOP_H + this.pinH; }
+    /** A row's top in canvas px. */
+    rowTop(r) { return r.pinned ? TOP_H + r.y : this.bodyTop + r.y - this.scroll.scrollTop; }
+    togglePin(tid) {
+      const i = this.pinned.indexOf(tid);
+      if (i >= 0) this.pinned.splice(i, 1); else this.pinned.push(tid);
+      this.relayout();
+      this.saveUrl();
+    }
+    toggleLevels(tid) {
+      if (this.expanded.has(tid)) this.expanded.delete(tid); else this.expanded.add(tid);
+      this.relayout();
     }
     toggleGroup(key, sub) {
       if (sub) {
@@ -202,8 +185,8 @@
     }
     scrollToTrack(tid) {
       const row = this.rowOfTrack.get(tid);
-      if (!row) return;
-      const top = this.scroll.scrollTop, h = this.height - RULER_H;
+      if (!row || row.pinned) return;
+      const top = this.scroll.scrollTop, h = this.height - this.bodyTop;
       if (row.y < top || row.y + ROW_H > top + h) this.scroll.scrollTop = Math.max(0, row.y - h / 3);
     }
 
@@ -236,6 +219,8 @@
     select(id, center) { return this.details.select(id, center); }
     clearSelection() { this.details.clear(); }
     setRange(a, b) { return this.ranges.set(a, b); }
+    /** The highlighted range [a, b] (relative ns), or null to clear it; kept in the URL. */
+    setHighlight(a, b) { this.highlight = a === null || a === undefined ? null : [Math.min(a, b), Math.max(a, b)]; this.requestDraw(); this.saveUrl(); }
     clearRange() { this.ranges.clear(); }
     search(q, dir) { return this.searchPanel.search(q, dir); }
     jump(dir) { this.searchPanel.jump(dir); }
@@ -257,7 +242,10 @@
       const now = performance.now();
       if (!this.pendingSince) this.pendingSince = now;
       const wait = now - this.pendingSince > 180 ? 0 : 60;
-      this.fetchTimer = setTimeout(() => this.fetchWindow(false), wait);
+      this.fetchTimer = setTimeout(() => {
+        if (this.inflight) { this.dirty = true; return; }  // a fetch started meanwhile (first paint, device colour)
+        this.fetchWindow(false);
+      }, wait);
     }
     async fetchWindow(first) {
       this.pendingSince = 0;
@@ -267,7 +255,7 @@
       if (e <= s) return;
       const width = Math.max(100, Math.min(8000, Math.round(this.plotW * (e - s) / span)));
       const seq = ++this.fetchSeq;
-      this.inflight = true;
+      this.inflight = seq;
       let w;
       try {
         w = await this.source.window(s, e, width, this.deviceColor);
@@ -275,8 +263,12 @@
         this.showError(err);
         return;
       } finally {
-        this.inflight = false;
+        if (this.inflight === seq) this.inflight = 0;
       }
+      // a window asked for before one that already landed is stale: it must not replace the newer view
+      // (a whole-run answer landing after a search jump's zoomed one drew the zoom from coarse boxes)
+      if (seq < (this.landedSeq || 0)) return;
+      this.landedSeq = seq;
       this.setData(w);
       if (first) {
         this.drawNow();
@@ -309,18 +301,35 @@
       ctx.clearRect(0, 0, W, H);
       ctx.font = FONT;
       ctx.textBaseline = "middle";
-      const top = this.scroll.scrollTop, ts = this.timescale();
-      TE.timeAxis.drawGrid(ctx, ts, RULER_H, H);
-      for (const r of this.rows) {
-        const y = RULER_H + r.y - top;
-        if (y + r.h < RULER_H || y > H) continue;
-        if (r.kind === "header") this.drawHeader(ctx, r, y, W);
-        else this.drawRow(ctx, r, y, ts);
+      const ts = this.timescale(), body = this.bodyTop;
+      TE.timeAxis.drawGrid(ctx, ts, TOP_H, H);
+      ctx.save();
+      ctx.beginPath(); ctx.rect(0, body, W, H - body); ctx.clip();  // scrolled rows stay under the pinned ones
+      for (const r of this.rows) if (!r.pinned) this.drawAny(ctx, r, ts, body, H);
+      this.sticky = this.stickyHeader();
+      if (this.sticky) this.drawHeader(ctx, this.sticky.row, this.sticky.y, W, ts);
+      ctx.restore();
+      if (this.pinH) {
+        ctx.fillStyle = TE.THEME.timeline.gutter_bg; ctx.fillRect(0, TOP_H, W, this.pinH);
+        for (const r of this.rows) if (r.pinned) this.drawAny(ctx, r, ts, TOP_H, H);
+        ctx.fillStyle = TE.THEME.timeline.rule; ctx.fillRect(0, body - 2, W, 2);
       }
-      this.drawChain(ctx, top);
+      this.drawChain(ctx);
+      if (this.highlight) TE.overlays.drawHighlight(ctx, this.highlight, ts, { top: TOP_H, width: W, height: H });
       this.drawRange(ctx, H);
+      ctx.save(); ctx.translate(0, MINI_H);
       TE.timeAxis.drawRuler(ctx, ts, W, RULER_H, this.searchPanel.matches);
+      ctx.restore();
+      this.minimap.draw(ctx, W);
+      ctx.font = FONT;
       this.winInfo.textContent = TE.fmtNs(Math.max(0, this.start)) + " – " + TE.fmtNs(this.end) + "  (" + TE.fmtNs(this.end - this.start) + ")";
+    }
+    /** Row `r` if it shows between `top` and `H`. */
+    drawAny(ctx, r, ts, top, H) {
+      const y = this.rowTop(r);
+      if (y + r.h < top || y > H) return;
+      if (r.kind === "header") this.drawHeader(ctx, r, y, this.width, ts);
+      else this.drawRow(ctx, r, y, ts);
     }
     /** One track row: its renderer draws in the plot area (translated to the row's top, clipped), then
         the label in the gutter. */
@@ -338,7 +347,7 @@
         ctx.save(); ctx.translate(0, y); r.renderer.renderGutter(ctx, data); ctx.restore();
       }
     }
-    drawHeader(ctx, r, y, W) {
+    drawHeader(ctx, r, y, W, ts) {
       const c = TE.THEME.timeline;
       ctx.fillStyle = c.header_bg; ctx.fillRect(0, y, W, r.h);
       ctx.fillStyle = c.header_rule; ctx.fillRect(0, y + r.h - 1, W, 1);
@@ -346,11 +355,12 @@
       ctx.fillStyle = c.ink;
       ctx.font = "600 " + FONT;
       const x0 = r.sub ? 22 : 10;
-      ctx.fillText((r.collapsed ? "▸ " : "▾ ") + r.key, x0, y + r.h / 2);
+      ctx.fillText((r.collapsed ? "▸ " : "▾ ") + r.key, x0, y + HEADER_H / 2);
       const keyW = ctx.measureText("▾ " + r.key).width;  // measured in the bold face it is drawn in
       ctx.font = FONT;
       ctx.fillStyle = c.muted;
-      ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks"), x0 + keyW + 14, y + r.h / 2);
+      ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks"), x0 + keyW + 14, y + HEADER_H / 2);
+      if (r.collapsed && r.tracks) TE.lanes.drawSummary(ctx, ts, r.tracks, (id) => this.trackData.get(id), y + HEADER_H - 1, r.lane);
     }
     drawLabel(ctx, r, y) {
       const t = r.track, c = TE.THEME.timeline;
@@ -359,10 +369,15 @@
       ctx.fillStyle = c.ink;
       let label = t.label || String(t.track_id);
       if (this.grouping !== "lane") label = t.lane + " · " + label;
-      const maxChars = Math.floor((GUTTER - 22) / CHAR_W);
+      const maxChars = Math.floor((PIN_X - 16) / CHAR_W);
       if (label.length > maxChars) label = label.slice(0, maxChars - 1) + "…";
       ctx.fillText(label, 14, y + Math.min(r.h, ROW_H) / 2);
       ctx.fillStyle = c.gutter_rule; ctx.fillRect(GUTTER - 1, y, 1, r.h + TRACK_GAP);
+      // the pin: a head and a needle, filled when pinned
+      const px = PIN_X + 8, py = y + Math.min(r.h, ROW_H) / 2 - 2;
+      ctx.fillStyle = ctx.strokeStyle = r.pinned ? c.pin : c.pin_off;
+      ctx.beginPath(); ctx.arc(px, py - 1, 3.5, 0, 2 * Math.PI); ctx.fill();
+      ctx.lineWidth = 1.5; ctx.beginPath(); ctx.moveTo(px, py + 2); ctx.lineTo(px, py + 7); ctx.stroke();
     }
     chainBox(item) {
       const row = this.rowOfTrack && this.rowOfTrack.get(item.track_id);
@@ -373,30 +388,32 @@
         const td = this.trackData.get(item.track_id);
         if (td && td.slices) { const i = td.slices.id.indexOf(item.slice_id); if (i >= 0) depth = td.slices.depth[i]; }
       }
-      return { x: this.xOf(item.ts_rel_ns), w: Math.max(1, item.dur_ns / this.nsPerPx), y: row.y + depth * ROW_H, h: ROW_H };
+      return { x: this.xOf(item.ts_rel_ns), w: Math.max(1, item.dur_ns / this.nsPerPx), y: this.rowTop(row) + row.renderer.yOf(depth), h: ROW_H };
     }
-    drawChain(ctx, top) {
+    drawChain(ctx) {
       const sel = this.details.selected;
       if (!sel || !sel.chain || sel.chain.length < 2) return;
-      const frame = { left: GUTTER, top: RULER_H, width: this.width, height: this.height, scrollTop: top };
+      const frame = { left: GUTTER, top: TOP_H, width: this.width, height: this.height };
       TE.overlays.drawChain(ctx, sel.chain, (item) => this.chainBox(item), frame);
     }
     drawRange(ctx, H) {
       const r = this.ranges.range || this.input.dragRange;
-      if (r) TE.overlays.drawRange(ctx, r, this.timescale(), { top: RULER_H, width: this.width, height: H });
+      if (r) TE.overlays.drawRange(ctx, r, this.timescale(), { top: TOP_H, width: this.width, height: H });
     }
 
     // -- hit testing: the row under the pointer, then its renderer -------------------------------
     rowAt(yCanvas) {
-      const y = yCanvas - RULER_H + this.scroll.scrollTop;
-      const row = this.rows.find((r) => y >= r.y && y < r.y + r.h);
-      return row ? { row: row, dy: y - row.y } : null;
+      if (yCanvas < TOP_H) return null;
+      const pinned = yCanvas < this.bodyTop, st = this.sticky;
+      if (!pinned && st && yCanvas >= st.y && yCanvas < st.y + st.h) return { row: st.row, dy: yCanvas - st.y };
+      const row = this.rows.find((r) => !r.pinned === !pinned && yCanvas >= this.rowTop(r) && yCanvas < this.rowTop(r) + r.h);
+      return row ? { row: row, dy: yCanvas - this.rowTop(row) } : null;
     }
     hit(x, yCanvas) {
       const at = this.rowAt(yCanvas);
       if (!at) return null;
       if (at.row.kind === "header") return { header: at.row };
-      if (x < GUTTER) return { label: at.row };
+      if (x < GUTTER) return { label: at.row, pin: x >= PIN_X };
       return at.row.renderer.hitTest(x, at.dy);
     }
     /** The tooltip of hit `h` at `p` (null hides it); slices and merged boxes also get a hover box. */
@@ -405,7 +422,7 @@
       this.hover = h && (h.slice || h.merged) ? (h.slice || h.merged) : null;
       const same = prev && this.hover && prev.track === this.hover.track && prev.ts === this.hover.ts && prev.depth === this.hover.depth;
       if (!same && (prev || this.hover)) this.requestDraw();
-      const row = h && (h.slice || h.merged || h.point) && this.rowAt(p.y);
+      const row = h && (h.slice || h.merged || h.point || h.band) && this.rowAt(p.y);
       const text = row && row.row.renderer.tooltip(h);
       if (!text) { tip.style.display = "none"; return; }
       tip.textContent = "";
@@ -419,8 +436,13 @@
     // -- URL state -------------------------------------------------------------------------------
     loadUrl() {
       const p = new URLSearchParams(location.search);
-      const s = parseFloat(p.get("start")), e = parseFloat(p.get("end"));
+      const num = (a, b) => parseFloat(p.get(a) !== null ? p.get(a) : p.get(b));  // start_ns/end_ns: the API's names
+      const s = num("start", "start_ns"), e = num("end", "end_ns");
+      const ha = num("hl_start"), hb = num("hl_end");
+      if (Number.isFinite(ha) && Number.isFinite(hb) && hb > ha) this.highlight = [ha, hb];
       if (Number.isFinite(s) && Number.isFinite(e) && e > s) { this.start = s; this.end = e; }
+      else if (this.highlight) { const pad = (hb - ha) * 0.5; this.start = ha - pad; this.end = hb + pad; }
+      this.pinned = (p.get("pin") || "").split(",").map((x) => parseInt(x, 10)).filter(Number.isFinite);
       if (GROUPINGS.includes(p.get("group"))) this.grouping = p.get("group");
       const sel = parseInt(p.get("sel"), 10);
       if (Number.isFinite(sel)) this.pendingSel = sel;
@@ -435,13 +457,18 @@
         if (this.grouping !== "lane") p.set("group", this.grouping); else p.delete("group");
         if (sel) p.set("sel", String(sel.event.slice_id)); else p.delete("sel");
         if (q) p.set("q", q); else p.delete("q");
+        const hl = this.highlight;
+        if (hl) { p.set("hl_start", String(Math.round(hl[0]))); p.set("hl_end", String(Math.round(hl[1]))); }
+        else { p.delete("hl_start"); p.delete("hl_end"); }
+        if (this.pinned.length) p.set("pin", this.pinned.join(",")); else p.delete("pin");
+        p.delete("start_ns"); p.delete("end_ns");  // saved as start/end
         history.replaceState(null, "", location.pathname + "?" + p.toString());
       }, 120);
     }
   }
 
   TE.Timeline = Timeline;
-  TE.TL = { RULER_H: RULER_H, GUTTER: GUTTER };
+  TE.TL = { RULER_H: RULER_H, GUTTER: GUTTER, TOP_H: TOP_H, MINI_H: MINI_H };
   /** Mount a timeline into `container`; returns it once its first window is painted. */
   TE.mountTimeline = async function (container, source, opts) {
     const tl = new Timeline(container, source, opts);

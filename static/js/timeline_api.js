@@ -7,7 +7,7 @@
   /** Row tops are canvas CSS px (from the canvas's top left); visibleSlices() gives page coordinates. */
   TE.makeTimelineApi = function (tl) {
     const box = () => tl.canvas.getBoundingClientRect();
-    const rowTop = (r) => TE.TL.RULER_H + r.y - tl.scroll.scrollTop;
+    const rowTop = (r) => tl.rowTop(r);
     return {
       view: () => ({ start: tl.start, end: tl.end, span: tl.end - tl.start }),
       setWindow: (a, b) => tl.setWindow(a, b),
@@ -17,6 +17,8 @@
       drawNow: () => { tl.drawPending = false; tl.drawNow(); },
       idle: () => !tl.drawPending,
       covered: () => tl.covered(),
+      /** Fetch the window of the current view now (as a device-colour change does), beside any fetch in flight. */
+      refetch: () => tl.fetchWindow(false),
       plotWidth: () => tl.plotW,
       gutter: TE.TL.GUTTER,
       /** How many windows have been fetched (the last one to land). */
@@ -28,9 +30,28 @@
       /** The box-selected range [a, b] (relative ns), or null. */
       range: () => (tl.ranges.range ? tl.ranges.range.slice() : null),
       /** Layout rows: headers and tracks, with their top in canvas px. */
-      rows: () => tl.rows.map((r) => ({ kind: r.kind, key: r.key, lane: r.kind === "track" ? r.track.lane : r.lane,
-        trackKind: r.kind === "track" ? r.track.kind : null, trackId: r.kind === "track" ? r.track.track_id : null,
-        top: rowTop(r), h: r.h })),
+      rows: () => tl.rows.map((r) => {
+        const tr = r.kind === "track" ? r.renderer : null;
+        return { kind: r.kind, key: r.key, lane: tr ? r.track.lane : r.lane, trackKind: tr ? r.track.kind : null,
+          trackId: tr ? r.track.track_id : null, top: rowTop(r), h: r.h, pinned: !!r.pinned, collapsed: !!r.collapsed,
+          levels: tr ? tr.levels : null, hiddenLevels: tr && tr.folds ? tr.hidden : 0, expanded: tr ? !!tr.expanded : false,
+          bandTop: tr && tr.folds ? rowTop(r) + tr.bandY : null };
+      }),
+      /** The level budget of the layout: how many levels a slice track shows before folding the rest. */
+      levelCap: () => tl.levelCap,
+      /** The plot's top (canvas px): where the scrolled tracks start, under the minimap, ruler and pins. */
+      bodyTop: () => tl.bodyTop,
+      scrollTop: () => tl.scroll.scrollTop,
+      scrollTo: (y) => { tl.scroll.scrollTop = y; tl.drawNow(); },
+      pinned: () => tl.pinned.slice(),
+      /** The lane header drawn over the top of the scrolled tracks, or null. */
+      stickyHeader: () => (tl.sticky ? { key: tl.sticky.row.key, top: tl.sticky.y } : null),
+      /** The highlighted range [a, b] (relative ns; the URL's hl_start, hl_end), or null. */
+      highlight: () => (tl.highlight ? tl.highlight.slice() : null),
+      setHighlight: (a, b) => tl.setHighlight(a, b),
+      /** The minimap: its height, the lanes it shows and the window's box (canvas px). */
+      minimap: () => ({ height: TE.TL.MINI_H, lanes: tl.minimap.lanes.slice(), box: tl.minimap.windowBox(),
+        busy: Object.fromEntries(tl.minimap.lanes.map((l) => [l, Array.from(tl.minimap.busy.get(l))])) }),
       /** Slices drawn on screen at least 3 px wide, with their centre in page coordinates. */
       visibleSlices: () => {
         const b = box(), out = [];
@@ -39,7 +60,7 @@
           const y0 = rowTop(r);
           for (const s of r.renderer.visible(3)) {
             const y = y0 + s.y;
-            if (y < TE.TL.RULER_H + 4 || y > tl.height - 5) continue;
+            if ((!r.pinned && y < tl.bodyTop + 4) || y > tl.height - 5) continue;
             out.push({ id: s.id, name: s.name, lane: r.track.lane, w: s.x1 - s.x0, x: b.left + (s.x0 + s.x1) / 2, y: b.top + y });
           }
         }

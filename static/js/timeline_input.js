@@ -1,5 +1,6 @@
 /* The timeline's mouse and keyboard: wheel and W/S zoom, drag and A/D pan (held keys move frame by
-   frame, like Perfetto), shift+drag measures a range, a click selects, collapses or zooms. It talks to
+   frame, like Perfetto), shift+drag measures a range, a click selects, collapses, pins, unfolds levels or
+   zooms; a drag on the minimap moves the window over the whole run. It talks to
    the timeline through its view methods (setWindow, zoomAt, pan, hit, select, ...), never its drawing. */
 (function () {
   "use strict";
@@ -38,6 +39,7 @@
       if (e.button !== 0) return;
       tl.canvas.focus({ preventScroll: true });
       const p = this.pos(e);
+      if (p.y < TE.TL.MINI_H && p.x >= tl.gutter) { this.miniDown(p); e.preventDefault(); return; }
       this.drag = { x: p.x, y: p.y, start: tl.start, end: tl.end, top: tl.scroll.scrollTop, moved: false, shift: e.shiftKey && p.x > tl.gutter };
       if (this.drag.shift) this.dragRange = [tl.nsAt(p.x), tl.nsAt(p.x)];
       e.preventDefault();
@@ -46,6 +48,7 @@
       const tl = this.tl, p = this.pos(e);
       this.mouse = p;
       const d = this.drag;
+      if (d && d.mini) { this.miniMove(p); return; }
       if (d) {
         const dx = p.x - d.x, dy = p.y - d.y;
         if (Math.abs(dx) + Math.abs(dy) > 3) d.moved = true;
@@ -67,6 +70,7 @@
       this.drag = null;
       tl.canvas.classList.remove("grab");
       const p = this.pos(e);
+      if (d.mini) { tl.saveUrl(); return; }
       if (d.shift) {
         const r = this.dragRange; this.dragRange = null;
         if (d.moved && Math.abs(r[1] - r[0]) > 0) tl.setRange(Math.min(r[0], r[1]), Math.max(r[0], r[1]));
@@ -76,9 +80,23 @@
       if (d.moved) { tl.saveUrl(); return; }
       const h = tl.hit(p.x, p.y);
       if (h && h.header) tl.toggleGroup(h.header.key, h.header.sub);
+      else if (h && h.label && h.pin) tl.togglePin(h.label.track.track_id);
+      else if (h && h.band) tl.toggleLevels(h.band.track);
+      if (h && (h.header || h.pin || h.band)) tl.showTip(p, tl.hit(p.x, p.y));  // the layout moved under the pointer
       else if (h && h.slice) tl.select(h.slice.id, false);
       else if (h && h.merged) { const m = h.merged; tl.setWindow(m.ts - m.dur * 2, m.ts + m.dur * 3); }
       else if (!h || !h.label) tl.clearSelection();
+    }
+    /** On the minimap: grab the window where it is hit, or centre it on the point and grab it there. */
+    miniDown(p) {
+      const tl = this.tl, at = tl.minimap.nsAt(p.x), span = tl.end - tl.start;
+      const inside = at >= tl.start && at <= tl.end;
+      this.drag = { mini: true, offset: inside ? at - tl.start : span / 2, span: span };
+      if (!inside) tl.setWindow(at - span / 2, at + span / 2, true);
+    }
+    miniMove(p) {
+      const d = this.drag, at = this.tl.minimap.nsAt(p.x) - d.offset;
+      this.tl.setWindow(at, at + d.span, true);
     }
     onKey(e) {
       const tl = this.tl, tag = (e.target && e.target.tagName) || "";

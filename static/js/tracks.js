@@ -7,7 +7,7 @@
   "use strict";
   const TE = (window.TE = window.TE || {});
 
-  const ROW_H = 17, COUNTER_H = 38;
+  const ROW_H = 17, COUNTER_H = 38, BAND_H = 16;
 
   /** The part of an event name that says the most in a narrow box. C++ kernel names lose their
    *  argument list, template arguments (balanced (...) and <...>) and return type first, then the
@@ -68,29 +68,66 @@
 
   const outline = (ctx, color, x, y, w, h) => { ctx.strokeStyle = color; ctx.lineWidth = 2; ctx.strokeRect(x, y, w, h); };
 
-  /** Nested slices, one row per depth; merged (per-pixel) slices drawn faded by how busy they are. */
+  /** The levels (depths) a slice track has. */
+  const levelsOf = (track) => Math.max(0, track.max_depth || 0) + 1;
+
+  /** Nested slices, one row per depth; merged (per-pixel) slices drawn faded by how busy they are. With
+      `opts.levels` below the track's depth, the levels from there down fold into one "+k levels" band
+      that shows where they are busy; `opts.expanded` shows every level with the band (to fold) below. */
   class SliceTrack {
-    constructor(track, env) {
+    constructor(track, env, opts) {
       this.track = track;
       this.env = env;
-      this.height = (Math.max(0, track.max_depth || 0) + 1) * ROW_H;
+      const all = levelsOf(track), cap = opts && opts.levels ? opts.levels : all;
+      this.folds = cap < all;
+      this.expanded = this.folds && !!(opts && opts.expanded);
+      this.levels = this.folds && !this.expanded ? cap : all;
+      this.cap = Math.min(cap, all);
+      this.hidden = all - this.cap;  // the levels the band stands for
+      this.bandY = this.levels * ROW_H;
+      this.height = this.bandY + (this.folds ? BAND_H : 0);
     }
+    /** The row a slice at `depth` is drawn in: its own, or the band when folded away. */
+    yOf(depth) { return Math.min(depth || 0, this.levels) * ROW_H; }
     render(ctx, ts, data) {
       if (data.merged && data.merged.ts.length) this.renderMerged(ctx, ts, data.merged);
       if (data.slices && data.slices.ts.length) this.renderSlices(ctx, ts, data.slices);
+      if (this.folds) this.renderBand(ctx, ts, data);
       const env = this.env, sel = env.selected && env.selected.event, hover = env.hover;
       if (sel && sel.track_id === this.track.track_id) {
-        outline(ctx, TE.THEME.timeline.selected, ts.xOf(sel.ts_rel_ns), (sel.depth || 0) * ROW_H + 1, ts.px(sel.dur_ns, 2), ROW_H - 2);
+        outline(ctx, TE.THEME.timeline.selected, ts.xOf(sel.ts_rel_ns), this.yOf(sel.depth) + 1, ts.px(sel.dur_ns, 2), ROW_H - 2);
       }
       if (hover && hover.track === this.track.track_id) {
         ctx.strokeStyle = TE.THEME.timeline.hover; ctx.lineWidth = 1;
-        ctx.strokeRect(ts.xOf(hover.ts) + 0.5, hover.depth * ROW_H + 0.5, ts.px(hover.dur, 1), ROW_H - 1);
+        ctx.strokeRect(ts.xOf(hover.ts) + 0.5, this.yOf(hover.depth) + 0.5, ts.px(hover.dur, 1), ROW_H - 1);
       }
+    }
+    /** The folded levels as one band: where they are busy (every slice and merged box below the shown
+        levels, flattened), and what a click does. */
+    renderBand(ctx, ts, data) {
+      const c = TE.THEME.timeline, y = this.bandY;
+      ctx.fillStyle = c.band_bg; ctx.fillRect(ts.left, y, ts.right - ts.left, BAND_H);
+      ctx.fillStyle = TE.laneColor(this.track.lane);
+      ctx.globalAlpha = 0.55;
+      for (const part of [data.merged, data.slices]) {
+        if (!part) continue;
+        for (let i = 0; i < part.ts.length; i++) {
+          if (part.depth[i] < this.cap) continue;
+          const xa = ts.xOf(part.ts[i]);
+          ctx.fillRect(xa, y + 3, Math.max(1, part.dur[i] / ts.nsPerPx), BAND_H - 6);
+        }
+      }
+      ctx.globalAlpha = 1;
+      const label = this.expanded ? "▴ fold " + this.hidden + " levels" : "▾ +" + this.hidden + " levels";
+      const w = ctx.measureText(label).width + 10;
+      ctx.fillStyle = c.band_bg; ctx.fillRect(ts.left + 2, y + 1, w, BAND_H - 2);
+      ctx.fillStyle = c.band_ink; ctx.fillText(label, ts.left + 7, y + BAND_H / 2);
     }
     renderMerged(ctx, ts, m) {
       const left = ts.left, right = ts.right, npp = ts.nsPerPx, x0 = ts.start, colors = this.env.labels.colors;
       const unknown = TE.THEME.timeline.unknown;
       for (let i = 0; i < m.ts.length; i++) {
+        if (m.depth[i] >= this.levels) continue;
         const xa = left + (m.ts[i] - x0) / npp;
         const w = Math.max(1, m.dur[i] / npp);
         if (xa + w < left || xa > right) continue;
@@ -105,6 +142,7 @@
       const left = ts.left, right = ts.right, npp = ts.nsPerPx, x0 = ts.start;
       const hl = env.matchIds, sel = env.selected ? env.selected.event.slice_id : -1;
       for (let i = 0; i < s.ts.length; i++) {
+        if (s.depth[i] >= this.levels) continue;
         let xa = left + (s.ts[i] - x0) / npp;
         let w = s.dur[i] / npp;
         if (xa + w < left || xa > right) continue;
@@ -131,6 +169,7 @@
       const env = this.env, ts = env.ts, td = env.dataOf(this.track.track_id);
       if (!td) return null;
       const tid = this.track.track_id, lane = this.track.lane;
+      if (this.folds && y >= this.bandY) return { band: { track: tid, hidden: this.hidden, expanded: this.expanded } };
       const depth = Math.floor(y / ROW_H), t = ts.nsAt(x), slop = ts.nsPerPx * 2;
       const s = td.slices;
       let best = null;
@@ -154,6 +193,10 @@
       return null;
     }
     tooltip(hit) {
+      if (hit.band) {
+        return hit.band.expanded ? { name: "fold " + hit.band.hidden + " levels", meta: "click to show the top levels only" }
+          : { name: "+" + hit.band.hidden + " deeper levels", meta: "click to show every level of this track" };
+      }
       if (hit.slice) {
         const v = hit.slice;
         return { name: v.name, meta: TE.fmtNs(v.dur) + " · " + v.lane + " · at " + TE.fmtNs(v.ts) };
@@ -167,6 +210,7 @@
       const env = this.env, ts = env.ts, td = env.dataOf(this.track.track_id), out = [];
       const s = td && td.slices;
       if (s) for (let i = 0; i < s.id.length; i++) {
+        if (s.depth[i] >= this.levels) continue;
         const x0 = Math.max(ts.xOf(s.ts[i]), ts.left + 1), x1 = Math.min(ts.xOf(s.ts[i] + s.dur[i]), ts.right - 2);
         if (x1 - x0 >= minPx) out.push({ id: s.id[i], name: env.labels.names[s.name[i]], x0: x0, x1: x1, y: s.depth[i] * ROW_H + 8 });
       }
@@ -251,7 +295,9 @@
 
   TE.TRACK_KINDS = { slice: SliceTrack, instant: InstantTrack, counter: CounterTrack };
   /** The renderer of `track`: by its kind, slices for any kind without its own. */
-  TE.makeTrack = (track, env) => new (TE.TRACK_KINDS[track.kind] || SliceTrack)(track, env);
+  TE.makeTrack = (track, env, opts) => new (TE.TRACK_KINDS[track.kind] || SliceTrack)(track, env, opts);
+  TE.levelsOf = levelsOf;
+  TE.BAND_H = BAND_H;
   TE.TRACK_ROW_H = ROW_H;
   TE.NameTable = NameTable;
   TE.shortName = shortName;

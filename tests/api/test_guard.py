@@ -88,8 +88,9 @@ def test_security_headers(tmp_path: Path) -> None:
         page = client.get(f"/runs/{run_id}")
         assert page.headers["content-security-policy"] == f"{PAGE_CSP}; frame-ancestors 'self' vscode-webview: vscode-file:"
         assert page.headers["x-content-type-options"] == "nosniff"
-        report = client.get(f"/runs/{run_id}/report")
-        assert report.headers["content-security-policy"].startswith(REPORT_CSP + "; frame-ancestors")
+        token = client.post(f"/api/runs/{run_id}/share").json()["token"]
+        for report in (client.get(f"/runs/{run_id}/report"), client.get(f"/s/{token}")):  # inline scripts
+            assert report.headers["content-security-policy"].startswith(REPORT_CSP + "; frame-ancestors")
         api = client.get("/api/runs")
         assert api.headers["x-content-type-options"] == "nosniff" and "content-security-policy" not in api.headers
 
