@@ -410,7 +410,7 @@ def collective_links(matched: list[Matched], origin_ns: int, start_ns: int, end_
             last = max(i.arrival_ns for i in m.members)
             out.append({"name": m.name, "process_group": m.pg, "seq": m.seq,
                         "last_arriver": min(i.rank for i in m.members if i.arrival_ns == last),
-                        "slice_ids": [i.slice_id for i in m.members]})
+                        "ranks": [i.rank for i in m.members], "slice_ids": [i.slice_id for i in m.members]})
             if len(out) >= limit:
                 break
     return out

@@ -625,7 +625,8 @@ class CollectiveLink(TypedDict):
     process_group: str
     seq: int
     last_arriver: int
-    slice_ids: list[int]  # the ranks' executions, in rank order
+    ranks: list[int]
+    slice_ids: list[int]  # the ranks' executions, in the order of `ranks`
 
 
 @with_config(STRICT)

@@ -17,6 +17,10 @@
       return TE.api(this.prefix + "/timeline" + q);
     }
     event(id) { return TE.api(this.prefix + "/events/" + id); }
+    /** The matched collectives in [start, end] as their ranks' slice ids (the collectives overlay). */
+    collectiveLinks(start, end) {
+      return TE.api(this.prefix + "/collectives/links?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.max(1, Math.ceil(end)));
+    }
     search(q, opts) {
       const o = opts || {};
       return TE.api(this.prefix + "/search?limit=" + SEARCH_LIMIT + "&q=" + encodeURIComponent(q) + (o.regex ? "&regex=1" : "") +
