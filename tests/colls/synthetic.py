@@ -25,17 +25,18 @@ class Call:
     end_us: int
 
 
-def straggler_calls(rank: int, steps: int = 4, late_rank: int = 2, late_us: int = 5_000) -> list[Call]:
+def straggler_calls(rank: int, steps: int = 4, late_rank: int = 2, late_us: int = 5_000, world: int = 4) -> list[Call]:
     """Step k launches at 20 ms * k + 100 µs * rank (+5 ms on the late rank); every kernel starts 10 µs
     after its launch and ends when the last rank's kernel started plus 800 µs (all-reduce semantics)."""
     def launch(k: int, r: int) -> int:
         return 20_000 * k + 100 * r + (late_us if r == late_rank else 0)
 
-    return [Call(k, launch(k, rank), launch(k, rank) + 10, max(launch(k, r) for r in range(4)) + 10 + 800)
+    return [Call(k, launch(k, rank), launch(k, rank) + 10, max(launch(k, r) for r in range(world)) + 10 + 800)
             for k in range(steps)]
 
 
-def rank_events(rank: int, calls: list[Call], with_seq: bool = True, name: str = "allreduce") -> list[dict[str, Any]]:
+def rank_events(rank: int, calls: list[Call], with_seq: bool = True, name: str = "allreduce",
+                group_size: int = 4) -> list[dict[str, Any]]:
     ev: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": 100 + rank, "args": {"name": "python"}},
         {"ph": "M", "name": "thread_name", "pid": 100 + rank, "tid": 1, "args": {"name": "main"}},
@@ -44,7 +45,7 @@ def rank_events(rank: int, calls: list[Call], with_seq: bool = True, name: str =
         corr = 1000 * (rank + 1) + i
         args: dict[str, Any] = {"External id": corr, "correlation": corr, "device": rank, "stream": 7,
                                 "Collective name": name, "In msg nelems": NELEMS, "Out msg nelems": NELEMS,
-                                "Group size": 4, "dtype": "Float", "Process Group Name": PG}
+                                "Group size": group_size, "dtype": "Float", "Process Group Name": PG}
         if with_seq:
             args["Seq"] = c.seq
         ev += [
