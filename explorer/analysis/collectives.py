@@ -6,8 +6,9 @@ size and bandwidth. Pure functions over a run's columns; reading the args from t
 Definitions (all times integer ns relative to the run origin):
 
 - execution (`start_ns`, `end_ns`): the kernel / gloo annotation / `cc_*` slice / `record_param_comms` op.
-- `arrival_ns`: when the rank's host reached the collective: for a kernel, the start of the runtime call
-  that launched it (its `execute` flow), else of the framework op it belongs to, else the kernel start;
+- `arrival_ns`: when the rank's host reached the collective: for an NCCL/RCCL kernel, the start of the
+  runtime call that launched it (its `execute` flow), else of the framework op it belongs to, else the
+  kernel start;
   for gloo, the start of the k-th `c10d::<op>` call of the same collective on that rank (paired by
   order with the k-th `gloo:<op>` execution; the execution start when the counts differ); else the start.
 - `wait_ns` of a rank: last arrival - own arrival (>= 0); the collective's `wait_ns` is their sum and
@@ -171,7 +172,8 @@ def _instances(slices: pa.Table, args: Mapping[int, str], flows: pa.Table, track
             if m and (not cats or str(row["cat"]).lower() in cats):
                 inst = _instance(row, rank, m.group(1) if m.groups() else "", _args(args.get(int(row["slice_id"]))))
                 if inst is not None:
-                    inst.arrival_ns = launch.get(inst.slice_id, inst.start_ns)
+                    if source == "nccl":  # Neuron cc_* slices have no launch of their own: arrival = start
+                        inst.arrival_ns = launch.get(inst.slice_id, inst.start_ns)
                     by_rank[rank][source].append(inst)
                 break
     out: list[Instance] = []

@@ -106,3 +106,17 @@ def test_without_seq_a_missing_collective_is_not_paired_by_order(colls_store: Ru
     [m] = result["mismatches"]
     assert m["seq"] is None and m["counts"] == {"0": 4, "1": 3, "2": 4, "3": 4}
     assert "not paired" in m["message"]
+
+
+def test_neuron_cc_slices_are_collectives(colls_store: RunStore) -> None:
+    """The Neuron export fixture's `cc_running` device slice is the run's one collective, timed from its raw
+    timestamp / duration (arrival = start: a cc_ slice has no launch call of its own)."""
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "neuron" / "formats" / "neuron_export.json"
+    [cc] = [e for e in json.loads(path.read_text())["trace_event"] if e["name"] == "cc_running"]
+    rec = ingest_paths(colls_store, [path], "neuron cc")
+    [row] = collectives_json(compute_run_collectives(colls_store, rec.id))["rows"]
+    [me] = row["ranks"]
+    start = cc["timestamp"] - rec.summary.start_ns
+    assert (row["name"], me["arrival_ns"], me["start_ns"], me["end_ns"]) == ("ccrunning", start, start,
+                                                                              start + cc["duration"])
+    assert row["transfer_ns"] == cc["duration"] and row["size_bytes"] is None and row["busbw"] is None
