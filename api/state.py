@@ -59,7 +59,7 @@ class AppState:
     def has_collectives(self, run_id: str) -> bool:
         """Whether the run nav shows the Collectives tab (any matched collective or mismatch)."""
         c = self.collectives(run_id)
-        return bool(c.matched or c.mismatches)
+        return bool(c.rows or c.mismatches)
 
     def device_view(self, rec: RunRecord, profile: DeviceProfileJson) -> DeviceView:
         """A device profile's whole-profile page data, computed once per profile (the device page, its

@@ -73,7 +73,7 @@ def main() -> None:
         print(f"{a.ranks} ranks x {a.events:,} events ({a.ranks * a.events:,} events, {mb:.0f} MB JSON), "
               f"{a.collectives} all-reduces per rank")
         print(f"ingest: {ingest_s:.1f} s ({mb / ingest_s:.0f} MB/s), peak RSS of this process {peak_mb:.0f} MB")
-        print(f"matching {len(colls.matched):,} collectives ({len(colls.mismatches)} mismatches): {match_ms:.0f} ms")
+        print(f"matching {len(colls.rows):,} collectives ({len(colls.mismatches)} mismatches): {match_ms:.0f} ms")
         for name, (ms, status, size) in timings.items():
             print(f"  {name:32s} {ms:7.1f} ms  HTTP {status}  {size / 1000:.0f} kB")
 

@@ -21,9 +21,9 @@ from explorer.analysis.collectives import (
     TEXT_SORTS as COLLECTIVE_TEXT_SORTS,
 )
 from explorer.analysis.collectives import (
-    Matched,
     candidate_mask,
     collective_links,
+    collective_row,
     collectives_result,
     compute_collectives,
 )
@@ -462,12 +462,10 @@ def build_sql_page(store: RunStore, run_id: str, q: str = "") -> SqlPage:
 
 @dataclass
 class RunCollectives:
-    """A run's matched collectives and mismatches (absolute ns), computed once per run."""
+    """A run's matched collectives (API rows, relative ns) and mismatches, computed once per run."""
 
-    matched: list[Matched]
+    rows: list[CollectiveRow]
     mismatches: list[CollectiveMismatch]
-    origin_ns: int
-    span_ns: int
 
 
 def compute_run_collectives(store: RunStore, run_id: str) -> RunCollectives:
@@ -486,19 +484,20 @@ def compute_run_collectives(store: RunStore, run_id: str) -> RunCollectives:
     default_rank = ranks[0] if len(ranks) == 1 and isinstance(ranks[0], int) else 0
     matched, mismatches = compute_collectives(slices, args, store.table(run_id, "flows"),
                                               store.table(run_id, "tracks"), default_rank)
-    return RunCollectives(matched, mismatches, rec.summary.start_ns, rec.summary.span_ns)
+    s = rec.summary
+    return RunCollectives([collective_row(m, s.start_ns, s.span_ns) for m in matched], mismatches)
 
 
 def collectives_json(colls: RunCollectives, sort: str = COLLECTIVES_SORT, limit: int | None = None) -> CollectivesResult:
     """The `/api/runs/{id}/collectives` object; the collectives page holds the same rows."""
-    return collectives_result(colls.matched, colls.mismatches, colls.origin_ns, colls.span_ns, sort, limit)
+    return collectives_result(colls.rows, colls.mismatches, sort, limit)
 
 
 def collective_links_json(colls: RunCollectives, start_ns: int, end_ns: int) -> CollectiveLinks:
     """`/api/runs/{id}/collectives/links`: the matched collectives in a window, as the ranks' slice ids."""
     if end_ns <= start_ns:
         raise BadRequest(f"end_ns ({end_ns}) must be greater than start_ns ({start_ns})")
-    return {"links": collective_links(colls.matched, colls.origin_ns, start_ns, end_ns)}
+    return {"links": collective_links(colls.rows, start_ns, end_ns)}
 
 
 @dataclass

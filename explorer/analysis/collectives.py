@@ -376,43 +376,44 @@ def _size(m: Matched, n: int) -> int | None:
     return max(sizes)
 
 
-def collectives_result(matched: list[Matched], mismatches: list[CollectiveMismatch], origin_ns: int, span_ns: int,
-                       sort: str = DEFAULT_SORT, limit: int | None = None) -> CollectivesResult:
-    """The `/api/runs/{id}/collectives` object: rows sorted (`-col` descending, `+col` ascending, a bare
-    column descending unless it is text; ties by first start), cut to `limit`."""
+def collectives_result(rows: list[CollectiveRow], mismatches: list[CollectiveMismatch], sort: str = DEFAULT_SORT,
+                       limit: int | None = None) -> CollectivesResult:
+    """The `/api/runs/{id}/collectives` object from a run's rows (collective_row, made once per run):
+    sorted (`-col` descending, `+col` ascending, a bare column descending unless it is text; ties and
+    missing values by first start), cut to `limit`."""
     key = sort.lstrip("-+")
     if key not in SORT_COLUMNS:
         raise BadRequest(f"cannot sort collectives by {sort!r}; columns: {', '.join(SORT_COLUMNS)}")
-    rows = [collective_row(m, origin_ns, span_ns) for m in matched]
-    rows.sort(key=lambda r: min(x["start_ns"] for x in r["ranks"]))
+    by_start = sorted(rows, key=_first_start)
     desc = sort.startswith("-") or (key not in TEXT_SORTS and not sort.startswith("+"))
-    present = [r for r in rows if _sort_value(r, key) is not None]
-    absent = [r for r in rows if _sort_value(r, key) is None]
+    present = [r for r in by_start if _sort_value(r, key) is not None]
     present.sort(key=lambda r: _sort_value(r, key), reverse=desc)
-    ordered = present + absent
+    ordered = present + [r for r in by_start if _sort_value(r, key) is None]
     ranks = sorted({x["rank"] for r in rows for x in r["ranks"]} | {x for mm in mismatches for x in mm["ranks_present"]})
     return {"rows": ordered if limit is None else ordered[:max(0, limit)], "total": len(rows), "ranks": ranks,
             "mismatches": mismatches, "total_wait_ns": sum(r["wait_ns"] for r in rows), "sort": sort}
 
 
+def _first_start(row: CollectiveRow) -> int:
+    return min(x["start_ns"] for x in row["ranks"])
+
+
 def _sort_value(row: CollectiveRow, key: str) -> Any:
     if key == "start_ns":
-        return min(x["start_ns"] for x in row["ranks"])
+        return _first_start(row)
     return row[key]  # type: ignore[literal-required]
 
 
-def collective_links(matched: list[Matched], origin_ns: int, start_ns: int, end_ns: int,
-                     limit: int = 2000) -> list[CollectiveLink]:
-    """The matched collectives with an execution overlapping [start_ns, end_ns) (relative ns), each as the
-    ranks' execution slice ids: what the timeline's collectives overlay connects. First `limit` by start."""
+def collective_links(rows: list[CollectiveRow], start_ns: int, end_ns: int, limit: int = 2000) -> list[CollectiveLink]:
+    """The collectives of two or more ranks with an execution overlapping [start_ns, end_ns) (relative
+    ns), each as its ranks' execution slice ids: what the timeline's collectives overlay connects. The
+    first `limit` by start."""
     out: list[CollectiveLink] = []
-    for m in sorted(matched, key=lambda m: min(i.start_ns for i in m.members)):
-        lo, hi = min(i.start_ns for i in m.members) - origin_ns, max(i.end_ns for i in m.members) - origin_ns
-        if hi >= start_ns and lo < end_ns and len(m.members) > 1:
-            last = max(i.arrival_ns for i in m.members)
-            out.append({"name": m.name, "process_group": m.pg, "seq": m.seq,
-                        "last_arriver": min(i.rank for i in m.members if i.arrival_ns == last),
-                        "ranks": [i.rank for i in m.members], "slice_ids": [i.slice_id for i in m.members]})
+    for r in sorted(rows, key=_first_start):
+        if len(r["ranks"]) > 1 and max(x["end_ns"] for x in r["ranks"]) >= start_ns and _first_start(r) < end_ns:
+            out.append({"name": r["name"], "process_group": r["process_group"], "seq": r["seq"],
+                        "last_arriver": r["last_arriver"], "ranks": [x["rank"] for x in r["ranks"]],
+                        "slice_ids": [x["slice_id"] for x in r["ranks"]]})
             if len(out) >= limit:
                 break
     return out
