@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from api.upload import IngestWorker
+from explorer.analysis.collectives import has_executions
 from explorer.analysis.device_tracks import DeviceTimeline, build_device_index
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
@@ -57,9 +58,9 @@ class AppState:
         return self.memo.get(run_id, "collectives", lambda: compute_run_collectives(self.store, run_id))
 
     def has_collectives(self, run_id: str) -> bool:
-        """Whether the run nav shows the Collectives tab (any matched collective or mismatch)."""
-        c = self.collectives(run_id)
-        return bool(c.rows or c.mismatches)
+        """Whether the run nav shows the Collectives tab: a slice named like a collective execution (not the
+        matching itself, which a page of a large run would otherwise wait for)."""
+        return self.memo.get(run_id, "has_collectives", lambda: has_executions(self.store.table(run_id, "slices")))
 
     def device_view(self, rec: RunRecord, profile: DeviceProfileJson) -> DeviceView:
         """A device profile's whole-profile page data, computed once per profile (the device page, its

@@ -136,6 +136,14 @@ class Matched:
     members: list[Instance] = field(default_factory=list)
 
 
+def has_executions(slices: pa.Table) -> bool:
+    """Whether any slice is named like a collective execution (the run nav's cheap test: distinct names
+    only, no args read, no matching)."""
+    unique = pc.unique(slices.column("name"))
+    hit = pc.match_substring_regex(unique, "|".join(e[1] for e in EXECUTIONS))
+    return bool(pc.any(pc.fill_null(hit, False)).as_py())
+
+
 def candidate_mask(slices: pa.Table) -> np.ndarray:
     """The slices the matcher reads (executions and gloo's c10d calls): load only their args."""
     names = slices.column("name")
