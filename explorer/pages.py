@@ -21,7 +21,7 @@ from explorer.analysis.collectives import (
     TEXT_SORTS as COLLECTIVE_TEXT_SORTS,
 )
 from explorer.analysis.collectives import (
-    candidate_mask,
+    args_names,
     collective_links,
     collective_row,
     collectives_result,
@@ -469,11 +469,11 @@ class RunCollectives:
 
 
 def compute_run_collectives(store: RunStore, run_id: str) -> RunCollectives:
-    """Match a stored run's collectives: the cached slice columns plus the args of the candidate slices
-    only (read from Parquet by name); a single-file run's tracks take its distributedInfo rank."""
+    """Match a stored run's collectives: the cached slice columns plus the args of the executions only
+    (read from Parquet by name); a single-file run's tracks take its distributedInfo rank."""
     rec = store.require_ready(run_id)
     slices = store.table(run_id, "slices")
-    names = sorted(set(slices.column("name").filter(candidate_mask(slices)).to_pylist()))
+    names = args_names(slices)
     args: dict[int, str] = {}
     if names:
         t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "args"],

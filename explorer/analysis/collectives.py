@@ -139,9 +139,15 @@ class Matched:
 def has_executions(slices: pa.Table) -> bool:
     """Whether any slice is named like a collective execution (the run nav's cheap test: distinct names
     only, no args read, no matching)."""
+    return bool(args_names(slices))
+
+
+def args_names(slices: pa.Table) -> list[str]:
+    """The distinct names of the slices whose args the matcher reads: the executions (gloo's c10d calls
+    are read for their start only)."""
     unique = pc.unique(slices.column("name"))
     hit = pc.match_substring_regex(unique, "|".join(e[1] for e in EXECUTIONS))
-    return bool(pc.any(pc.fill_null(hit, False)).as_py())
+    return sorted(unique.filter(pc.fill_null(hit, False)).to_pylist())
 
 
 def candidate_mask(slices: pa.Table) -> np.ndarray:
@@ -156,7 +162,7 @@ def candidate_mask(slices: pa.Table) -> np.ndarray:
 def compute_collectives(slices: pa.Table, args: Mapping[int, str], flows: pa.Table, tracks: pa.Table,
                         default_rank: int = 0) -> tuple[list[Matched], list[CollectiveMismatch]]:
     """Every rank's collectives, matched (absolute ns; collective_row makes them relative). `args`:
-    slice_id -> args JSON text of the candidate slices (candidate_mask); `default_rank`: the rank of
+    slice_id -> args JSON text of the executions (args_names); `default_rank`: the rank of
     tracks whose rank is unknown (a single-file run: its distributedInfo rank)."""
     instances = _instances(slices, args, flows, tracks, default_rank)
     return _match(instances)
