@@ -151,7 +151,7 @@ def args_names(slices: pa.Table) -> list[str]:
 
 
 def candidate_mask(slices: pa.Table) -> np.ndarray:
-    """The slices the matcher reads (executions and gloo's c10d calls): load only their args."""
+    """The slices the matcher reads: the executions and gloo's c10d calls (their arrivals)."""
     names = slices.column("name")
     unique = pc.unique(names)  # few distinct names: the regex runs on those, not on every slice
     hit = pc.match_substring_regex(unique, "|".join([*(e[1] for e in EXECUTIONS), LAUNCH_OPS]))
