@@ -6,13 +6,10 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
-import plotly
 from fastapi import FastAPI
-from fastapi.responses import FileResponse
-from fastapi.staticfiles import StaticFiles
 
+from api.compression import Compression
 from api.errors import install_error_handlers
 from api.guard import OriginGuard
 from api.routes import (
@@ -32,16 +29,16 @@ from api.routes import (
 )
 from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
+from api.static import mount_assets
 from api.upload import IngestWorker
 from explorer import __version__
 from explorer.config import Settings
+from explorer.render import assets_for
 from explorer.store.runs import RunStore
 from explorer.watch import Watcher
 
 log = logging.getLogger(__name__)
 WARM_AT_START = 2  # latest ready runs whose timeline index is built when the server starts
-
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -81,8 +78,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(export.router)  # Perfetto export (api/routes/export.py)
     app.include_router(neuron_v1.router)  # Neuron Explorer-compatible query API (api/routes/neuron_v1.py)
     app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
-    _mount_static(app, settings)
+    mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
+    app.add_middleware(Compression)  # gzip: error and 401 bodies are compressed too
     app.add_middleware(OriginGuard, settings=settings)  # outermost: Host and Origin before anything else
     return app
 
@@ -94,16 +92,3 @@ def make_watcher(state: AppState) -> Watcher | None:
         return None
     return Watcher(state.store, s.watch_dirs, poll_s=s.watch_poll_s, settle_s=s.watch_settle_s,
                    stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.warm)
-
-
-def _mount_static(app: FastAPI, settings: Settings) -> None:
-    """Vendored plotly.js from the installed package, then the project's static folder; no CDN."""
-    if PLOTLY_JS.exists():
-        app.add_api_route("/static/vendor/plotly.min.js", _plotly_js, include_in_schema=False)
-    if settings.static_dir.is_dir():
-        app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
-
-
-def _plotly_js() -> FileResponse:
-    return FileResponse(PLOTLY_JS, media_type="application/javascript",
-                        headers={"Cache-Control": "public, max-age=86400"})

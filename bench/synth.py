@@ -20,8 +20,9 @@ BASE_NS = 1_700_000_000_000_000_000
 EVENTS_PER_UNIT = 6
 
 
-def write_kineto_trace(path: Path, n_events: int, threads: int = 2) -> int:
-    """Write a trace of about n_events events (plus metadata); returns its size in bytes."""
+def write_kineto_trace(path: Path, n_events: int, threads: int = 2, distinct: int = 0) -> int:
+    """Write a trace of about n_events events (plus metadata); returns its size in bytes. `distinct` > 0
+    numbers the names (`aten::add#17`) so the op table has about 2 x distinct rows, the kernel table distinct."""
     units = max(1, n_events // EVENTS_PER_UNIT)
     host_pid, gpu_pid = 4242, 0
     with path.open("w") as f:
@@ -39,6 +40,7 @@ def write_kineto_trace(path: Path, n_events: int, threads: int = 2) -> int:
             t = u % threads
             tid = 1000 + t
             k = u % len(OPS)
+            tag = f"#{u % distinct}" if distinct else ""
             ext = 2 * u + 1
             corr = u + 1
             start = clock[t]
@@ -47,10 +49,10 @@ def write_kineto_trace(path: Path, n_events: int, threads: int = 2) -> int:
             shape = f"[[{8 + u % 4}, 512, 1024], [1024]]"
             sep = ",\n" if u else ""
             f.write(
-                f'{sep}{{"ph": "X", "cat": "cpu_op", "name": "{OPS[k]}", "pid": {host_pid}, "tid": {tid}, '
+                f'{sep}{{"ph": "X", "cat": "cpu_op", "name": "{OPS[k]}{tag}", "pid": {host_pid}, "tid": {tid}, '
                 f'"ts": {start:.3f}, "dur": {op_dur:.3f}, "args": {{"External id": {ext}, "Sequence number": {u}, '
                 f'"Fwd thread id": 0, "Input Dims": {shape}, "Input type": ["float", "float"], "Ev Idx": {ext}}}}},\n'
-                f'{{"ph": "X", "cat": "cpu_op", "name": "{CHILD[OPS[k]]}", "pid": {host_pid}, "tid": {tid}, '
+                f'{{"ph": "X", "cat": "cpu_op", "name": "{CHILD[OPS[k]]}{tag}", "pid": {host_pid}, "tid": {tid}, '
                 f'"ts": {start + 1.5:.3f}, "dur": {child_dur:.3f}, "args": {{"External id": {ext + 1}, '
                 f'"Input Dims": {shape}, "Input type": ["float", "float"], "Ev Idx": {ext + 1}}}}},\n'
                 f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": {host_pid}, "tid": {tid}, '
@@ -60,7 +62,7 @@ def write_kineto_trace(path: Path, n_events: int, threads: int = 2) -> int:
             kstart = max(gpu_clock, start + 6.0)
             kdur = 4.0 + (u % 11)
             f.write(
-                f'{{"ph": "X", "cat": "kernel", "name": "{KERNELS[k]}", "pid": {gpu_pid}, "tid": 7, '
+                f'{{"ph": "X", "cat": "kernel", "name": "{KERNELS[k]}{tag}", "pid": {gpu_pid}, "tid": 7, '
                 f'"ts": {kstart:.3f}, "dur": {kdur:.3f}, "args": {{"External id": {ext + 1}, "queued": 0, '
                 f'"device": 0, "context": 1, "stream": 7, "correlation": {corr}, "registers per thread": 32, '
                 f'"shared memory": 0, "blocks per SM": 0.5, "grid": [128, 1, 1], "block": [256, 1, 1]}}}},\n'

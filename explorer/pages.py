@@ -70,6 +70,7 @@ from explorer.model.source_links import SourceLinker, parse_frame
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import (
     DEFAULT_OP_VIEW,
+    OP_TIE_BREAK,
     OP_TIME_COLUMNS,
     OP_VIEWS,
     check_op_view,
@@ -89,6 +90,9 @@ KERNEL_CATEGORIES = tuple(dict.fromkeys(rule.category for rule in CATEGORY_RULES
 TOP_OPS = 15
 MAX_COMPARE_RUNS = 8
 RUNS_PAGE_LIMIT = 1000
+# rows per page of the op and kernel tables (the browser sorts, filters and pages the rest); 100 keeps a
+# sort's redraw within a frame or two on the dev box, 200 did not (bench/ui.py)
+TABLE_PAGE_ROWS = 100
 
 
 def run_links(run_id: str) -> RunLinks:
@@ -142,9 +146,14 @@ class OverviewPage:
 
 
 class SortLinks:
-    """The sort links of a table page; `sort_descending` is its table's rule for a bare column."""
+    """The sort and page links of a table page; `sort_descending` is its table's rule for a bare column
+    (the page hands it to static/js/tables.js as data-desc, so a sort in the browser agrees)."""
 
     sort: str
+    rows: list[Any]
+    page: int
+    page_size = TABLE_PAGE_ROWS
+    tie_break: tuple[str, ...] = ("name",)  # the columns that order rows equal in the sort column
 
     def sort_descending(self, sort: str) -> bool:
         raise NotImplementedError
@@ -160,7 +169,20 @@ class SortLinks:
         """Query string sorting by `column`: numbers first descending, text ascending; the sorted
         column flips."""
         desc = not self.descending if self.sort.lstrip("-+") == column else self.sort_descending(column)
-        return "?" + self.query(sort=("-" if desc else "+") + column)
+        return "?" + self.query(sort=("-" if desc else "+") + column, page=None)
+
+    @property
+    def page_count(self) -> int:
+        return max(1, -(-len(self.rows) // self.page_size))
+
+    @property
+    def page_rows(self) -> list[Any]:
+        """The rows of the page shown (a page past the end shows the last one)."""
+        start = (min(self.page, self.page_count) - 1) * self.page_size
+        return self.rows[start:start + self.page_size]
+
+    def page_link(self, page: int) -> str:
+        return "?" + self.query(page=page if page > 1 else None)
 
 
 @dataclass
@@ -180,10 +202,13 @@ class OpsPage(SortLinks):
     has_modules: bool = False  # the run has nn.Module frames (with_modules): grouping by module is offered
     twin: str = ""
     views: tuple[str, ...] = tuple(OP_VIEWS)
+    page: int = 1
 
     def view_link(self, view: str) -> str:
-        """Query string of the same table in another view (filter, grouping and sort kept)."""
-        return "?" + self.query(view=view)
+        """Query string of the same table in another view (filter, grouping and sort kept; back to page 1)."""
+        return "?" + self.query(view=view, page=None)
+
+    tie_break = OP_TIE_BREAK
 
     def sort_descending(self, sort: str) -> bool:
         return op_sort_descending(sort)
@@ -192,7 +217,7 @@ class OpsPage(SortLinks):
         params: dict[str, Any] = {"sort": self.sort, "q": self.q, "by_shape": int(self.by_shape)}
         if self.limit is not None:
             params["limit"] = self.limit
-        params |= {"view": self.view, "by_module": int(self.by_module)}
+        params |= {"view": self.view, "by_module": int(self.by_module), "page": self.page if self.page > 1 else None}
         params.update(override)
         if params["view"] == DEFAULT_OP_VIEW:  # the default view's links read as before views existed
             del params["view"]
@@ -213,12 +238,14 @@ class KernelsPage(SortLinks):
     limit: int | None
     figures: dict[str, dict[str, Any]]
     twin: str = ""
+    page: int = 1
 
     def sort_descending(self, sort: str) -> bool:
         return sort_descending(sort)
 
     def query(self, **override: Any) -> str:
-        params: dict[str, Any] = {"sort": self.sort, "q": self.q, "category": self.category, "limit": self.limit}
+        params: dict[str, Any] = {"sort": self.sort, "q": self.q, "category": self.category, "limit": self.limit,
+                                  "page": self.page if self.page > 1 else None}
         params.update(override)
         return urlencode({k: v for k, v in params.items() if v not in ("", None) or k == "sort"})
 
@@ -339,16 +366,17 @@ def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q:
 
 def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str = "", by_shape: bool = False,
                    limit: int | None = None, view: str = DEFAULT_OP_VIEW, by_module: bool = False,
-                   links: SourceLinker | None = None) -> OpsPage:
+                   links: SourceLinker | None = None, page: int = 1) -> OpsPage:
     """Grouping by module is offered (and honoured) only for runs that have nn.Module frames."""
     rec = store.require_ready(run_id)
     has_modules = has_module_frames(store, run_id)
     data = compute_run_ops(store, rec, sort, q, by_shape, limit, view, by_module and has_modules, links=links)
-    page = OpsPage(run_json(rec), data["rows"], data["device_total_ns"], data["sort"], q, by_shape, limit,
-                   make_top_ops_figure(data["rows"], ops_chart_metric(data["sort"], data["device_total_ns"])),
-                   data["view"], by_module and has_modules, data["has_modules"])
-    page.twin = f"/api/runs/{run_id}/ops?{page.query()}"
-    return page
+    ops_page = OpsPage(run_json(rec), data["rows"], data["device_total_ns"], data["sort"], q, by_shape, limit,
+                       make_top_ops_figure(data["rows"], ops_chart_metric(data["sort"], data["device_total_ns"])),
+                       data["view"], by_module and has_modules, data["has_modules"])
+    ops_page.page = max(1, page)
+    ops_page.twin = f"/api/runs/{run_id}/ops?{ops_page.query()}"
+    return ops_page
 
 
 def ops_chart_metric(sort: str, device_total_ns: int) -> str:
@@ -420,15 +448,15 @@ def kernels_json(kernels: KernelTable, sort: str = "-total_ns", q: str = "", cat
 
 
 def build_kernels_page(store: RunStore, run_id: str, sort: str = "-total_ns", q: str = "", category: str = "",
-                       limit: int | None = None, kernels: KernelTable | None = None) -> KernelsPage:
+                       limit: int | None = None, kernels: KernelTable | None = None, page: int = 1) -> KernelsPage:
     """A server passes its cached `kernels`; without them they are computed here."""
     rec = store.require_ready(run_id)
     data = kernels_json(kernels or compute_run_kernels(store, run_id), sort, q, category, limit)
     figures = {"top": make_top_kernels_figure(data["rows"]), "categories": make_kernel_category_figure(data["categories"])}
-    page = KernelsPage(run_json(rec), data["rows"], data["device_total_ns"], data["categories"], sort, q, category,
-                       limit, figures)
-    page.twin = f"/api/runs/{run_id}/kernels?{page.query()}"
-    return page
+    kernels_page = KernelsPage(run_json(rec), data["rows"], data["device_total_ns"], data["categories"], sort, q,
+                               category, limit, figures, page=max(1, page))
+    kernels_page.twin = f"/api/runs/{run_id}/kernels?{kernels_page.query()}"
+    return kernels_page
 
 
 @dataclass

@@ -6,6 +6,7 @@ produced here is JSON made safe for a <script> element and the project's own sta
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -20,10 +21,12 @@ from explorer.config import asset_dir
 from explorer.model.demo import demo_note
 from explorer.theme import THEME, theme_css
 
-PLOTLY_JS = "vendor/plotly.min.js"
+PLOTLY_JS = "vendor/plotly-basic.min.js"  # the bundle pages load (static/vendor/README.md says why this one)
+PLOTLY_FULL_JS = "vendor/plotly.min.js"  # the installed plotly package's full bundle, served for old links
 # Classic scripts (not ES modules) so the offline report can inline them as they are.
 APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/sources.js", "js/timescale.js", "js/tracks.js", "js/lanes.js", "js/overlays.js",
-               "js/panels.js", "js/timeline_input.js", "js/timeline.js", "js/timeline_api.js", "js/pages.js")
+               "js/gaps.js", "js/panels.js", "js/timeline_input.js", "js/timeline.js", "js/timeline_api.js", "js/tables.js",
+               "js/pages.js")
 APP_STYLES = ("css/app.css",)
 
 
@@ -92,8 +95,50 @@ REPORT_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe
 FRAME_ANCESTORS = "'self' vscode-webview: vscode-file:"
 
 
-def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
-    """The Jinja environment: autoescape on, undefined variables are errors, the formatting filters."""
+class Assets:
+    """The static files a server serves, each with a content hash computed once (when the server
+    starts): `url(rel)` is `/static/rel?v=<hash>`, a URL the browser may cache for good, since a changed
+    file gets a new one. `vendor/plotly.min.js` is the full plotly.js of the installed plotly package."""
+
+    def __init__(self, static_dir: Path) -> None:
+        self.static_dir = static_dir.resolve()
+        self._digests: dict[str, str] = {}
+        files = [p for p in self.static_dir.rglob("*") if p.is_file()] if self.static_dir.is_dir() else []
+        for f in files:
+            self._digests[f.relative_to(self.static_dir).as_posix()] = _digest(f)
+        if plotly_js_path().is_file():
+            self._digests[PLOTLY_FULL_JS] = _digest(plotly_js_path())
+
+    def path(self, rel: str) -> Path | None:
+        """The file behind `rel`; None for anything that is not one of the assets (`..` included)."""
+        if rel not in self._digests:
+            return None
+        return plotly_js_path() if rel == PLOTLY_FULL_JS else self.static_dir / rel
+
+    def digest(self, rel: str) -> str | None:
+        return self._digests.get(rel)
+
+    def url(self, rel: str) -> str:
+        """The content-hashed URL of an asset (without the server's root path); a missing asset is a bug."""
+        digest = self._digests.get(rel)
+        if digest is None:
+            raise KeyError(f"no static asset {rel!r} in {self.static_dir}")
+        return f"/static/{rel}?v={digest}"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=8)
+def assets_for(static_dir: Path) -> Assets:
+    """One Assets per static folder, shared by the environment (asset_url) and the static route."""
+    return Assets(static_dir)
+
+
+def make_environment(templates_dir: Path | None = None, static_dir: Path | None = None) -> jinja2.Environment:
+    """The Jinja environment: autoescape on, undefined variables are errors, the formatting filters,
+    and `asset_url(rel)`: the content-hashed URL of a static file (the server's pages link assets by it)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir or asset_dir("templates"))),
         autoescape=True,
@@ -105,6 +150,7 @@ def make_environment(templates_dir: Path | None = None) -> jinja2.Environment:
     env.globals["demo_note"] = demo_note  # the "what you are looking at" note of the demo's compare page
     env.globals.update(page_csp=PAGE_CSP, report_csp=REPORT_CSP)
     env.globals.update(theme=THEME, theme_css=theme_css)  # the one colour table, for CSS and the scripts
+    env.globals.update(asset_url=assets_for(static_dir or asset_dir("static")).url, plotly_js=PLOTLY_JS)
     return env
 
 
@@ -127,6 +173,6 @@ def plotly_js_path() -> Path:
     return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 
 
-def inline_plotly() -> Markup:
-    text = _read_asset(str(plotly_js_path()))
-    return Markup(text.replace("</script", "<\\/script").replace("<!--", "<\\!--"))
+def inline_plotly(static_dir: Path | None = None) -> Markup:
+    """The plotly.js bundle the pages load, for the offline report."""
+    return inline_asset(static_dir or asset_dir("static"), PLOTLY_JS)

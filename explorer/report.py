@@ -126,7 +126,7 @@ class InlineAssets:
 def inline_assets(static_dir: Path | None = None) -> InlineAssets:
     static = static_dir or asset_dir("static")
     return InlineAssets([inline_asset(static, p) for p in APP_STYLES], [inline_asset(static, p) for p in APP_SCRIPTS],
-                        inline_plotly())
+                        inline_plotly(static))
 
 
 def render_report(report: ReportPage, env: jinja2.Environment | None = None,

@@ -37,11 +37,25 @@ def shift_drag(page: Any, y: float, x0: float, x1: float) -> None:
     page.keyboard.up("Shift")
 
 
+def wait_healthy(base: str, timeout_s: float = 30) -> None:
+    """Until the server at `base` answers its health check (AssertionError after timeout_s)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{base}/-/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"the server at {base} did not start"
+        time.sleep(0.1)
+
+
 @contextmanager
 def serve_subprocess(data_dir: Path, *args: str, env: dict[str, str] | None = None,
                      ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """`trace-explorer serve` in a subprocess on a free port, once its health check answers: (URL, process)."""
-    import httpx
 
     port = free_port()
     cmd = [sys.executable, "-c", "from api.cli import main; main()", "serve", "--port", str(port),
@@ -50,15 +64,7 @@ def serve_subprocess(data_dir: Path, *args: str, env: dict[str, str] | None = No
                             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/-/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("server did not start")
+        wait_healthy(base)
         yield base, proc
     finally:
         proc.terminate()

@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 import tarfile
-import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ import httpx
 import pytest
 
 from explorer import __version__
-from tests.support import free_port
+from tests.support import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "api" / "fixtures" / "tiny_kineto.json"  # a GPU trace: ops, kernels, gaps
@@ -101,14 +100,7 @@ def served(installed: Installed) -> Iterator[tuple[str, dict[str, str]]]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/-/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "the installed server did not start"
-                time.sleep(0.1)
+        wait_healthy(base)
         yield base, runs
     finally:
         proc.terminate()
@@ -123,7 +115,8 @@ def _pages(base: str, runs: dict[str, str]) -> list[str]:
     pages = ["/", f"/compare?runs={gpu},{host}", f"/runs/{neuron}/device/{a}",
              f"/device/compare?a={neuron}:{a}&b={neuron}:{b}"]
     for run in (gpu, host):
-        pages += [f"/runs/{run}", f"/runs/{run}/ops", f"/runs/{run}/kernels", f"/runs/{run}/timeline"]
+        pages += [f"/runs/{run}", f"/runs/{run}/ops", f"/runs/{run}/kernels", f"/runs/{run}/timeline",
+                  f"/runs/{run}/steps", f"/runs/{run}/sql"]
     return pages
 
 
@@ -135,8 +128,9 @@ def test_installed_server_serves_every_page_and_asset(served: tuple[str, dict[st
         r = httpx.get(base + page)
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/html"), (page, r.text[:300])
         assets |= set(ASSET_REF.findall(r.text))
-    assert any(a.endswith(".css") for a in assets) and any(a.endswith(".js") for a in assets), assets
-    assert any("plotly" in a for a in assets), assets
+    paths = {a.split("?")[0] for a in assets}  # content-hashed: /static/js/x.js?v=<hash>
+    assert any(a.endswith(".css") for a in paths) and any(a.endswith(".js") for a in paths), assets
+    assert any("plotly" in a for a in paths), assets
     for asset in sorted(assets):
         r = httpx.get(base + asset)
         assert r.status_code == 200 and len(r.content) > 100, asset

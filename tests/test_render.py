@@ -234,7 +234,7 @@ def test_report_is_self_contained(app_runs: tuple[TestClient, dict[str, str]]) -
     assert {t["track_id"] for t in report.snapshot["tracks"]["tracks"]} >= {
         t["track_id"] for t in report.snapshot["window"]["tracks"]}
     html = render_report(report)
-    assert len(html) > 3_000_000  # plotly.js is inlined
+    assert len(html) > 1_000_000  # plotly.js (the basic bundle) is inlined
     ours = html.replace(str(inline_plotly()), "")  # plotly.js holds URL strings it never fetches
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", ours)
     assert '<script src=' not in html and '<link rel="stylesheet"' not in html
@@ -257,15 +257,18 @@ def test_share_link_serves_the_report_read_only(app_runs: tuple[TestClient, dict
 def test_assets_are_local() -> None:
     for folder in ("templates", "static"):
         for f in (PROJECT_ROOT / folder).rglob("*"):
-            if f.is_file() and f.suffix in (".html", ".js", ".css"):
+            # static/vendor holds third-party bundles as published (their URL strings are never fetched:
+            # the browser tests fail on any request to another host)
+            if f.is_file() and f.suffix in (".html", ".js", ".css") and "vendor" not in f.parts:
                 assert not re.search(r"https?://|//cdn|fonts\.googleapis", f.read_text()), f
 
 
 def test_plotly_is_served_locally(app_runs: tuple[TestClient, dict[str, str]]) -> None:
     client, runs = app_runs
     html = client.get(f"/runs/{runs['big']}").text
-    assert '<script src="/static/vendor/plotly.min.js">' in html
-    resp = client.get("/static/vendor/plotly.min.js")
+    src = re.search(r'<script src="(/static/vendor/plotly-basic\.min\.js\?v=[0-9a-f]{16})">', html)
+    assert src, "the overview loads plotly.js from this server, at its content-hashed URL"
+    resp = client.get(src.group(1))
     assert resp.status_code == 200 and len(resp.content) > 1_000_000
 
 
@@ -274,5 +277,5 @@ def test_pages_work_behind_a_path_prefix(tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=tmp_path / "data"))
     with TestClient(app, root_path="/te") as client:
         html = client.get("/").text
-    assert 'href="/te/static/css/app.css"' in html and 'data-base="/te"' in html
+    assert re.search(r'href="/te/static/css/app\.css\?v=[0-9a-f]{16}"', html) and 'data-base="/te"' in html
     assert 'href="/te/api/runs"' in html

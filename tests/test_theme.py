@@ -20,7 +20,7 @@ STATIC = PROJECT_ROOT / "static"
 TABLE = json.loads((STATIC / "theme.json").read_text(encoding="utf-8"))
 COLOR_LITERAL = re.compile(r"#[0-9a-fA-F]{3,8}\b|rgba?\(")
 # the timeline's scripts: every colour they paint comes from TE.THEME
-TIMELINE_SCRIPTS = ("timescale.js", "tracks.js", "lanes.js", "overlays.js", "panels.js", "timeline_input.js", "timeline.js",
+TIMELINE_SCRIPTS = ("timescale.js", "tracks.js", "lanes.js", "overlays.js", "gaps.js", "panels.js", "timeline_input.js", "timeline.js",
                     "timeline_api.js")
 
 

@@ -41,8 +41,8 @@ router = APIRouter(include_in_schema=False)
 
 
 @lru_cache(maxsize=4)
-def templates_for(templates_dir: Path) -> Jinja2Templates:
-    return Jinja2Templates(env=make_environment(templates_dir))
+def templates_for(templates_dir: Path, static_dir: Path) -> Jinja2Templates:
+    return Jinja2Templates(env=make_environment(templates_dir, static_dir))
 
 
 def _not_ready(request: Request, state: AppState, run: RunRecord) -> HTMLResponse:
@@ -55,7 +55,8 @@ def _render(request: Request, state: AppState, template: str, page: Any, *, acti
                "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,
                "device_profiles": device_nav(state.store, getattr(page, "run", None)),
                "has_collectives": _has_collectives(state, getattr(page, "run", None))}
-    return templates_for(state.settings.templates_dir).TemplateResponse(request, template, context)
+    templates = templates_for(state.settings.templates_dir, state.settings.static_dir)
+    return templates.TemplateResponse(request, template, context)
 
 
 def _has_collectives(state: AppState, run: Any) -> bool:
@@ -74,7 +75,7 @@ def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = ""
     report = replace(build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run)),
                                   kernels=state.kernels(run.id)),
                      readonly=readonly, twin=twin)
-    env = templates_for(state.settings.templates_dir).env
+    env = templates_for(state.settings.templates_dir, state.settings.static_dir).env
     return render_report(report, env, state.settings.static_dir)
 
 
@@ -109,13 +110,12 @@ def timeline_page(request: Request, run: AnyRunDep, state: StateDep, background:
 @router.get("/runs/{run_id}/ops", response_class=HTMLResponse)
 def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str | None = None, q: str = "",
              by_shape: bool = False, limit: int | None = Query(None, ge=1, le=100000),
-             view: str = DEFAULT_OP_VIEW, by_module: bool = False) -> HTMLResponse:
+             view: str = DEFAULT_OP_VIEW, by_module: bool = False, page: int = Query(1, ge=1)) -> HTMLResponse:
     if run.status != "ready":
         return _not_ready(request, state, run)
-    page = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit, view=view,
-                          links=SourceLinker.from_settings(state.settings),
-                          by_module=by_module)
-    return _render(request, state, "ops.html", page, active="ops", plotly=True)
+    ops = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit, view=view,
+                         links=SourceLinker.from_settings(state.settings), by_module=by_module, page=page)
+    return _render(request, state, "ops.html", ops, active="ops", plotly=True)
 
 
 @router.get("/runs/{run_id}/steps", response_class=HTMLResponse)
@@ -128,12 +128,13 @@ def steps_page(request: Request, run: AnyRunDep, state: StateDep, annotation: st
 
 @router.get("/runs/{run_id}/kernels", response_class=HTMLResponse)
 def kernels_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-total_ns", q: str = "",
-                 category: str = "", limit: int | None = Query(None, ge=1, le=100000)) -> HTMLResponse:
+                 category: str = "", limit: int | None = Query(None, ge=1, le=100000),
+                 page: int = Query(1, ge=1)) -> HTMLResponse:
     if run.status != "ready":
         return _not_ready(request, state, run)
-    page = build_kernels_page(state.store, run.id, sort=sort, q=q, category=category, limit=limit,
-                              kernels=state.kernels(run.id))
-    return _render(request, state, "kernels.html", page, active="kernels", plotly=True)
+    kt = build_kernels_page(state.store, run.id, sort=sort, q=q, category=category, limit=limit,
+                            kernels=state.kernels(run.id), page=page)
+    return _render(request, state, "kernels.html", kt, active="kernels", plotly=True)
 
 
 @router.get("/runs/{run_id}/collectives", response_class=HTMLResponse)

@@ -26,6 +26,10 @@ def run_device_total_ns(rec: RunRecord) -> int:
     return rec.summary.device_total_ns
 
 
+# Rows equal in the sort column order by these, ascending (the browser's sort reads them from the page)
+OP_TIE_BREAK = ("name", "module", "input_shapes")
+
+
 def default_op_sort(device_total_ns: int) -> str:
     """The op table's default order: where device time goes when there is any, else where CPU time goes."""
     return "-self_device_ns" if device_total_ns > 0 else "-self_cpu_ns"
@@ -103,7 +107,8 @@ def sort_op_rows(table: pa.Table, sort: str, limit: int | None = None, name_filt
     columns = (*OP_COLUMNS, "module") if "module" in table.column_names else OP_COLUMNS
     if key not in columns:
         raise BadRequest(f"cannot sort by {sort!r}; columns: {', '.join(columns)}")
-    table = table.sort_by([(key, "descending" if op_sort_descending(sort) else "ascending"), ("name", "ascending")])
+    ties = [(c, "ascending") for c in OP_TIE_BREAK if c in table.column_names and c != key]
+    table = table.sort_by([(key, "descending" if op_sort_descending(sort) else "ascending"), *ties])
     if limit is not None:
         table = table.slice(0, max(0, limit))
     rows: list[OpRow] = table.to_pylist()

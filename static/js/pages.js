@@ -275,6 +275,7 @@
   function init() {
     const page = document.body.dataset.page;
     TE.drawCharts();
+    TE.initTables();  // the op and kernel tables sort, filter and page here (tables.js)
     initShare();
     if (page === "runs") initRuns();
     else if (page === "timeline") initTimeline();

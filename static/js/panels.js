@@ -7,12 +7,13 @@
 
   /** The selected event's details, in the side panel. `selected` is the source's event() answer. */
   class DetailsPanel {
-    constructor(tl, side) { this.tl = tl; this.side = side; this.selected = null; }
+    constructor(tl, side) { this.tl = tl; this.side = side; this.selected = null; this.gap = null; }
     async select(id, center) {
       const tl = this.tl;
       let details;
       try { details = await tl.source.event(id); } catch (err) { tl.showError(err); return; }
       this.selected = details;
+      this.gap = null;
       this.render(details);
       if (center) {
         const e = details.event, span = tl.end - tl.start;
@@ -24,10 +25,23 @@
       tl.requestDraw();
       tl.container.dataset.selected = String(id);
     }
+    /** A device gap's host evidence (gaps.js) in the panel, in place of any selected event. */
+    showGap(g) {
+      const tl = this.tl, wasOpen = this.side.classList.contains("open");
+      this.selected = null;
+      this.gap = g;
+      this.side.textContent = "";
+      tl.gaps.renderDetails(this.side, g);
+      this.side.classList.add("open");
+      tl.container.dataset.selected = "";
+      tl.saveUrl(); tl.requestDraw();
+      if (!wasOpen) requestAnimationFrame(() => tl.resize());
+    }
     clear() {
-      if (!this.selected) return;
+      if (!this.selected && !this.gap) return;
       const tl = this.tl;
       this.selected = null;
+      this.gap = null;
       this.side.classList.remove("open");
       tl.container.dataset.selected = "";
       tl.saveUrl(); tl.requestDraw();

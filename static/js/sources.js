@@ -21,6 +21,8 @@
     collectiveLinks(start, end) {
       return TE.api(this.prefix + "/collectives/links?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.max(1, Math.ceil(end)));
     }
+    /** Busy/idle per lane and device and the largest device gaps with their host evidence. */
+    breakdown() { return TE.api(this.prefix + "/breakdown"); }
     search(q, opts) {
       const o = opts || {};
       return TE.api(this.prefix + "/search?limit=" + SEARCH_LIMIT + "&q=" + encodeURIComponent(q) + (o.regex ? "&regex=1" : "") +

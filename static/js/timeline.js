@@ -102,6 +102,7 @@
       this.searchPanel = new TE.SearchPanel(this, this.matchInfo, this.regexBox, this.argsBox);
       this.input = new TE.TimelineInput(this);
       this.minimap = new TE.Minimap(this);
+      this.gaps = new TE.GapEvidence(this);  // the largest device gaps' host evidence, loaded after the first paint
 
       this.groupSel.addEventListener("change", () => { this.grouping = this.groupSel.value; this.relayout(); this.saveUrl(); });
       for (const box of [this.regexBox, this.argsBox]) {
@@ -124,6 +125,7 @@
       if (this.source.live && this.tracks.some((x) => x.device_profile)) this.deviceColorSel.hidden = false;
       this.relayout();
       await this.fetchWindow(true);
+      this.gaps.load();  // not awaited: the first paint never waits for the breakdown
       const d = this.data;  // after the first paint; a first window of the whole run is the overview already
       await this.minimap.load(d && d.start_ns <= 0 && d.end_ns >= this.spanNs ? d : null);
       if (this.pendingSel !== undefined) await this.select(this.pendingSel, false);
@@ -321,7 +323,10 @@
       }
       this.drawChain(ctx);
       if (this.collectives) this.collectives.draw(ctx, { left: GUTTER, top: TOP_H, width: W, height: H });
-      if (this.highlight) TE.overlays.drawHighlight(ctx, this.highlight, ts, { top: TOP_H, width: W, height: H });
+      if (this.highlight) {
+        TE.overlays.drawHighlight(ctx, this.highlight, ts, { top: TOP_H, width: W, height: H });
+        this.gapCaption = this.gaps.drawCaption(ctx, ts, { top: body, width: W, height: H });
+      }
       this.drawRange(ctx, H);
       ctx.save(); ctx.translate(0, MINI_H);
       TE.timeAxis.drawRuler(ctx, ts, W, RULER_H, this.searchPanel.matches);
@@ -420,7 +425,10 @@
       if (!at) return null;
       if (at.row.kind === "header") return { header: at.row };
       if (x < GUTTER) return { label: at.row, pin: x >= PIN_X };
-      return at.row.renderer.hitTest(x, at.dy);
+      const h = at.row.renderer.hitTest(x, at.dy);
+      if (h) return h;
+      const gap = this.gaps.at(at.row.track, this.nsAt(x));  // an empty spot of a hardware track inside a gap
+      return gap ? { gap: gap } : null;
     }
     /** The tooltip of hit `h` at `p` (null hides it); slices and merged boxes also get a hover box. */
     showTip(p, h) {
@@ -429,10 +437,11 @@
       const same = prev && this.hover && prev.track === this.hover.track && prev.ts === this.hover.ts && prev.depth === this.hover.depth;
       if (!same && (prev || this.hover)) this.requestDraw();
       const row = h && (h.slice || h.merged || h.point || h.band) && this.rowAt(p.y);
-      const text = row && row.row.renderer.tooltip(h);
+      const text = h && h.gap ? this.gaps.tooltip(h.gap) : row && row.row.renderer.tooltip(h);
       if (!text) { tip.style.display = "none"; return; }
       tip.textContent = "";
-      tip.append(TE.el("div", { class: "t-name" }, text.name), TE.el("div", { class: "t-meta" }, text.meta));
+      tip.append(TE.el("div", { class: "t-name" }, text.name), ...(text.lines || []).map((l) => TE.el("div", { class: "t-line" }, l)),
+        TE.el("div", { class: "t-meta" }, text.meta));
       tip.style.display = "block";
       const left = Math.min(p.x + 14, this.width - tip.offsetWidth - 4);
       tip.style.left = Math.max(0, left) + "px";

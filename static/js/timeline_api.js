@@ -81,6 +81,16 @@
       collectives: () => (tl.collectives ? { enabled: tl.collectives.enabled, links: tl.collectives.links.slice(),
         drawn: tl.collectives.drawn.slice() } : null),
       setCollectives: (on) => tl.collectives.toggle(on),
+      /** The run's largest device gaps (the breakdown's), once loaded after the first paint; null before. */
+      gaps: () => (tl.gaps.loaded ? tl.gaps.gaps.slice() : null),
+      /** The gap under canvas x on track `trackId` (its empty area), or null. */
+      gapAt: (x, trackId) => { const r = tl.rowOfTrack.get(trackId); return r ? tl.gaps.at(r.track, tl.nsAt(x)) : null; },
+      /** The cause caption drawn on the highlight band (when it is exactly a gap), or null. */
+      gapCaption: () => (tl.highlight ? tl.gapCaption || null : null),
+      /** The gap shown in the details panel, or null. */
+      detailsGap: () => tl.details.gap,
+      /** The tooltip's text as shown, or null when hidden. */
+      tooltip: () => (tl.tip.style.display === "block" ? tl.tip.innerText : null),
       source: tl.source,
     };
   };

@@ -84,6 +84,7 @@
       else if (h && h.band) tl.toggleLevels(h.band.track);
       if (h && (h.header || h.pin || h.band)) tl.showTip(p, tl.hit(p.x, p.y));  // the layout moved under the pointer
       else if (h && h.slice) tl.select(h.slice.id, false);
+      else if (h && h.gap) tl.details.showGap(h.gap);
       else if (h && h.merged) { const m = h.merged; tl.setWindow(m.ts - m.dur * 2, m.ts + m.dur * 3); }
       else if (!h || !h.label) tl.clearSelection();
     }

@@ -3,9 +3,6 @@ only a cookie, Secure cookies over HTTPS, and the security headers — over real
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +15,7 @@ from api.app import create_app
 from explorer.config import Settings
 from explorer.render import PAGE_CSP, REPORT_CSP
 from tests.api.conftest import TINY, assert_error, wait_until_done
-from tests.support import free_port
+from tests.support import serve_subprocess
 
 TOKEN = "s3cret-token-0123456789"
 
@@ -104,25 +101,9 @@ def test_cookies_are_secure_over_https_only(tmp_path: Path) -> None:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "EXPLORER_ALLOWED_HOSTS"}
-    proc = subprocess.Popen([sys.executable, "-c", "from api.cli import main; main()", "serve", "--port", str(port),
-                             "--data-dir", str(tmp_path / "data"), "--token", TOKEN],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/-/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.1)
+    # no extra host names: exactly what a user's `serve --token` answers to
+    with serve_subprocess(tmp_path / "data", "--token", TOKEN, env={"EXPLORER_ALLOWED_HOSTS": "[]"}) as (base, _):
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.mark.slow
