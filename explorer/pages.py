@@ -7,7 +7,7 @@ Nothing here knows about HTTP or formats a number; the offline report (explorer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
@@ -537,17 +537,18 @@ class CollectivesPage(SortLinks):
     sort: str
     limit: int | None
     twin: str = ""
+    rows: list[CollectiveRow] = field(default_factory=list)  # data["rows"], the table (one page: no paging)
+    page: int = 1
 
-    @property
-    def rows(self) -> list[CollectiveRow]:
-        return self.data["rows"]
+    def __post_init__(self) -> None:
+        self.rows = self.data["rows"]
 
     def sort_descending(self, sort: str) -> bool:
         return sort.startswith("-") or (sort.lstrip("-+") not in COLLECTIVE_TEXT_SORTS and not sort.startswith("+"))
 
     def query(self, **override: Any) -> str:
         params: dict[str, Any] = {"sort": self.sort, "limit": self.limit} | override
-        return urlencode({k: v for k, v in params.items() if v is not None})
+        return urlencode({k: v for k, v in params.items() if v is not None and k != "page"})
 
 
 def build_collectives_page(store: RunStore, run_id: str, sort: str = COLLECTIVES_SORT, limit: int | None = None,
