@@ -16,6 +16,7 @@ from api.responses import HeadAsGet
 from api.routes import (
     analysis,
     check,
+    collectives,
     device,
     export,
     kernels,
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router):
         app.include_router(router)
     app.include_router(kernels.router)  # the kernel view's API (api/routes/kernels.py)
+    app.include_router(collectives.router)  # collectives matched across ranks (api/routes/collectives.py)
     app.include_router(check.router)  # the CI regression gate (api/routes/check.py)
     app.include_router(device.router)  # Neuron device profiles' API (api/routes/device.py)
     app.include_router(device.pages)

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from api.upload import IngestWorker
+from explorer.analysis.collectives import has_executions
 from explorer.analysis.device_tracks import DeviceTimeline, build_device_index
 from explorer.analysis.kernels import KernelTable
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
@@ -19,7 +20,7 @@ from explorer.export import load_device_timeline
 from explorer.model.device_shapes import DeviceProfileJson, DeviceView
 from explorer.model.rank_slices import rank_key
 from explorer.model.shapes import Breakdown, RanksResult
-from explorer.pages import compute_run_breakdown, compute_run_kernels
+from explorer.pages import RunCollectives, compute_run_breakdown, compute_run_collectives, compute_run_kernels
 from explorer.rank_pages import compute_run_ranks
 from explorer.store.catalog import RunRecord
 from explorer.store.memo import RunMemo
@@ -60,6 +61,15 @@ class AppState:
     def ranks(self, run_id: str) -> RanksResult:
         """The per-rank summary of a run, computed once (the ranks page, its twin and the rank compare share it)."""
         return self.memo.get(run_id, "ranks", lambda: compute_run_ranks(self.store, run_id))
+
+    def collectives(self, run_id: str) -> RunCollectives:
+        """The collectives of a run matched across ranks, computed once (page, API twin, overlay links)."""
+        return self.memo.get(run_id, "collectives", lambda: compute_run_collectives(self.store, run_id))
+
+    def has_collectives(self, run_id: str) -> bool:
+        """Whether the run nav shows the Collectives tab: a slice named like a collective execution (not the
+        matching itself, which a page of a large run would otherwise wait for)."""
+        return self.memo.get(run_id, "has_collectives", lambda: has_executions(self.store.table(run_id, "slices")))
 
     def device_view(self, rec: RunRecord, profile: DeviceProfileJson) -> DeviceView:
         """A device profile's whole-profile page data, computed once per profile (the device page, its

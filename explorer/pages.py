@@ -16,6 +16,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from explorer.analysis.breakdown import compute_breakdown
+from explorer.analysis.collectives import (
+    DEFAULT_SORT as COLLECTIVES_SORT,
+)
+from explorer.analysis.collectives import (
+    TEXT_SORTS as COLLECTIVE_TEXT_SORTS,
+)
+from explorer.analysis.collectives import (
+    args_names,
+    collective_links,
+    collective_row,
+    collectives_result,
+    compute_collectives,
+)
 from explorer.analysis.compare import RunOps, compute_compare, kernel_table
 from explorer.analysis.kernels import (
     CATEGORY_RULES,
@@ -39,6 +52,10 @@ from explorer.model.rank_slices import RankSlices, check_ranks, parse_ranks, res
 from explorer.model.ranks import run_ranks, track_ranks
 from explorer.model.shapes import (
     Breakdown,
+    CollectiveLinks,
+    CollectiveMismatch,
+    CollectiveRow,
+    CollectivesResult,
     CompareResult,
     Headline,
     KernelCategory,
@@ -507,3 +524,78 @@ def build_steps_page(store: RunStore, run_id: str, annotation: str = DEFAULT_STE
 def build_sql_page(store: RunStore, run_id: str, q: str = "") -> SqlPage:
     rec = store.require_ready(run_id)
     return SqlPage(run_json(rec), load_sql_schema(store, run_id), q, f"/api/runs/{run_id}/sql/schema")
+
+
+# ---- collectives matched across ranks ------------------------------------------------------------
+
+@dataclass
+class RunCollectives:
+    """A run's matched collectives (API rows, relative ns) and mismatches, computed once per run."""
+
+    rows: list[CollectiveRow]
+    mismatches: list[CollectiveMismatch]
+
+
+def compute_run_collectives(store: RunStore, run_id: str) -> RunCollectives:
+    """Match a stored run's collectives: the cached slice columns plus the args of the executions only
+    (read from Parquet by name); a single-file run's tracks take its distributedInfo rank."""
+    rec = store.require_ready(run_id)
+    slices = store.table(run_id, "slices")
+    names = args_names(slices)
+    args: dict[int, str] = {}
+    if names:
+        t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "args"],
+                          filters=[("name", "in", names)])
+        args = dict(zip(t.column("slice_id").to_pylist(), t.column("args").to_pylist(), strict=True))
+    ranks = [f.get("distributed_info", {}).get("rank") for f in rec.summary.files
+             if isinstance(f.get("distributed_info"), dict)]
+    default_rank = ranks[0] if len(ranks) == 1 and isinstance(ranks[0], int) else 0
+    matched, mismatches = compute_collectives(slices, args, store.table(run_id, "flows"),
+                                              store.table(run_id, "tracks"), default_rank)
+    s = rec.summary
+    return RunCollectives([collective_row(m, s.start_ns, s.span_ns) for m in matched], mismatches)
+
+
+def collectives_json(colls: RunCollectives, sort: str = COLLECTIVES_SORT, limit: int | None = None) -> CollectivesResult:
+    """The `/api/runs/{id}/collectives` object; the collectives page holds the same rows."""
+    return collectives_result(colls.rows, colls.mismatches, sort, limit)
+
+
+def collective_links_json(colls: RunCollectives, start_ns: int, end_ns: int) -> CollectiveLinks:
+    """`/api/runs/{id}/collectives/links`: the matched collectives in a window, as the ranks' slice ids."""
+    if end_ns <= start_ns:
+        raise BadRequest(f"end_ns ({end_ns}) must be greater than start_ns ({start_ns})")
+    return {"links": collective_links(colls.rows, start_ns, end_ns)}
+
+
+@dataclass
+class CollectivesPage(SortLinks):
+    """`/runs/{id}/collectives?sort=&limit=`; twin `/api/runs/{id}/collectives` with the same query."""
+
+    run: RunJson
+    data: CollectivesResult
+    sort: str
+    limit: int | None
+    twin: str = ""
+    rows: list[CollectiveRow] = field(default_factory=list)  # data["rows"], the table (one page: no paging)
+    page: int = 1
+
+    def __post_init__(self) -> None:
+        self.rows = self.data["rows"]
+
+    def sort_descending(self, sort: str) -> bool:
+        return sort.startswith("-") or (sort.lstrip("-+") not in COLLECTIVE_TEXT_SORTS and not sort.startswith("+"))
+
+    def query(self, **override: Any) -> str:
+        params: dict[str, Any] = {"sort": self.sort, "limit": self.limit} | override
+        return urlencode({k: v for k, v in params.items() if v is not None and k != "page"})
+
+
+def build_collectives_page(store: RunStore, run_id: str, sort: str = COLLECTIVES_SORT, limit: int | None = None,
+                           colls: RunCollectives | None = None) -> CollectivesPage:
+    """A server passes its cached `colls`; without them they are computed here."""
+    rec = store.require_ready(run_id)
+    data = collectives_json(colls or compute_run_collectives(store, run_id), sort, limit)
+    page = CollectivesPage(run_json(rec), data, sort, limit)
+    page.twin = f"/api/runs/{run_id}/collectives?{page.query()}"
+    return page

@@ -20,6 +20,7 @@ from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.device_pages import DeviceComparePage, DevicePage
 from explorer.pages import (
+    CollectivesPage,
     ComparePage,
     KernelsPage,
     NotReadyPage,
@@ -103,6 +104,8 @@ def twin_data(page: Any) -> dict[str, Any]:
         return dict(page.view)
     if isinstance(page, StepsPage):
         return dict(page.steps)
+    if isinstance(page, CollectivesPage):
+        return dict(page.data)
     if isinstance(page, SqlPage):  # the schema; the query's result is the page's script's to fetch
         return dict(page.schema)
     raise AssertionError(f"no twin rule for {type(page).__name__}")
@@ -119,7 +122,8 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/runs/{neuron}/device/matmul?start_ns=90000&end_ns=100000",
          "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul",
          "/runs/{gpu}/steps", "/runs/{gpu}/steps?annotation=aten%3A%3Amul", "/runs/{host1}/steps",
-         "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201"]
+         "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201",
+         "/runs/{gpu}/collectives", "/runs/{gpu}/collectives?sort=%2Bseq&limit=1", "/runs/{host1}/collectives"]
 
 
 def page_and_twin(client: TestClient, path: str) -> tuple[Any, dict[str, Any]]:

@@ -21,6 +21,7 @@ from explorer.model.rank_slices import parse_ranks
 from explorer.model.source_links import SourceLinker
 from explorer.pages import (
     NotReadyPage,
+    build_collectives_page,
     build_compare_page,
     build_kernels_page,
     build_ops_page,
@@ -55,9 +56,14 @@ def _render(request: Request, state: AppState, template: str, page: Any, *, acti
     context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": active,
                "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,
                "device_profiles": device_nav(state.store, getattr(page, "run", None)),
-               "rank_count": rank_nav(state.store, getattr(page, "run", None))}
+               "rank_count": rank_nav(state.store, getattr(page, "run", None)),
+               "has_collectives": _has_collectives(state, getattr(page, "run", None))}
     templates = templates_for(state.settings.templates_dir, state.settings.static_dir)
     return templates.TemplateResponse(request, template, context)
+
+
+def _has_collectives(state: AppState, run: Any) -> bool:
+    return isinstance(run, dict) and run.get("status") == "ready" and state.has_collectives(str(run["id"]))
 
 
 def _report_response(state: AppState, run: RunRecord, readonly: bool, twin: str = "",
@@ -134,6 +140,15 @@ def kernels_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = 
     kt = build_kernels_page(state.store, run.id, sort=sort, q=q, category=category, limit=limit,
                             kernels=state.kernels(run.id, parse_ranks(rank)), page=page, rank=rank or "")
     return _render(request, state, "kernels.html", kt, active="kernels", plotly=True)
+
+
+@router.get("/runs/{run_id}/collectives", response_class=HTMLResponse)
+def collectives_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-wait_ns",
+                     limit: int | None = Query(None, ge=1, le=100000)) -> HTMLResponse:
+    if run.status != "ready":
+        return _not_ready(request, state, run)
+    page = build_collectives_page(state.store, run.id, sort=sort, limit=limit, colls=state.collectives(run.id))
+    return _render(request, state, "collectives.html", page, active="collectives")
 
 
 @router.get("/runs/{run_id}/sql", response_class=HTMLResponse)

@@ -656,3 +656,68 @@ class NeuronSearchResult(TypedDict):
     fields: NotRequired[list[dict[str, Any]]]
     files: NotRequired[list[dict[str, Any]]]
     databases: NotRequired[list[str]]
+
+
+# ---- collectives matched across ranks (explorer/analysis/collectives.py) ---------------------------
+
+@with_config(STRICT)
+class CollectiveRank(TypedDict):
+    rank: int
+    arrival_ns: int  # relative to the run origin, like every time below
+    start_ns: int
+    end_ns: int
+    wait_ns: int  # last arrival - own arrival, >= 0
+    slice_id: int  # the execution (kernel, gloo annotation, cc_ slice) of this rank
+
+
+@with_config(STRICT)
+class CollectiveRow(TypedDict):
+    name: str  # canonical: allreduce, allgather, reducescatter, alltoall, broadcast, ...
+    process_group: str
+    seq: int  # the trace's sequence number, or the 0-based order of the name in its group (matched_by)
+    matched_by: str  # seq | order
+    size_bytes: int | None
+    dtype: str
+    ranks: list[CollectiveRank]
+    wait_ns: int  # sum of the ranks' wait_ns
+    transfer_ns: int
+    last_arriver: int
+    algbw: float | None  # GB/s (bytes per ns)
+    busbw: float | None  # GB/s
+    timeline: TimeWindow  # first arrival .. last end, highlighted
+
+
+@with_config(STRICT)
+class CollectiveMismatch(TypedDict):
+    name: str
+    process_group: str
+    seq: int | None  # None: the whole (group, name) could not be paired by order
+    ranks_present: list[int]
+    ranks_missing: list[int]
+    counts: dict[str, int]  # rank (as text) -> how many of this collective it has
+    message: str
+
+
+@with_config(STRICT)
+class CollectivesResult(TypedDict):
+    rows: list[CollectiveRow]
+    total: int  # matched collectives before the limit
+    ranks: list[int]
+    mismatches: list[CollectiveMismatch]
+    total_wait_ns: int
+    sort: str
+
+
+@with_config(STRICT)
+class CollectiveLink(TypedDict):
+    name: str
+    process_group: str
+    seq: int
+    last_arriver: int
+    ranks: list[int]
+    slice_ids: list[int]  # the ranks' executions, in the order of `ranks`
+
+
+@with_config(STRICT)
+class CollectiveLinks(TypedDict):
+    links: list[CollectiveLink]

@@ -72,5 +72,87 @@
     return band(ctx, r, ts, frame, c.highlight_fill, c.highlight, frame.height - 14);
   }
 
+  /** The "collectives" overlay: one matched collective's executions on every rank joined by a line
+      (start to start, top to bottom), the last arriver's execution outlined. Links come from
+      `source.collectiveLinks(start, end)` (GET /api/runs/{id}/collectives/links) for the window in view;
+      an execution merged into a per-pixel summary has no id in the window and is skipped. */
+  class CollectivesOverlay {
+    constructor(tl) {
+      this.tl = tl;
+      this.links = [];
+      this.drawn = [];
+      this.box = TE.el("input", { type: "checkbox", id: "tl-collectives" });
+      this.label = TE.el("label", { title: "join each collective's executions across ranks (the last arriver outlined)" },
+        this.box, "collectives");
+      this.enabled = new URLSearchParams(location.search).get("overlay") === "collectives";
+      this.box.checked = this.enabled;
+      this.box.addEventListener("change", () => this.toggle(this.box.checked));
+    }
+    toggle(on) {
+      this.enabled = on;
+      if (this.tl.opts.urlState) {
+        const p = new URLSearchParams(location.search);
+        if (on) p.set("overlay", "collectives"); else p.delete("overlay");
+        history.replaceState(null, "", location.pathname + "?" + p.toString());
+      }
+      return on ? this.refresh() : (this.links = [], this.drawn = [], this.tl.requestDraw(), Promise.resolve());
+    }
+    async refresh() {
+      if (!this.enabled) return;
+      const d = this.tl.data;
+      if (!d) return;
+      const seq = (this.seq = (this.seq || 0) + 1);
+      const r = await this.tl.source.collectiveLinks(d.start_ns, d.end_ns);
+      if (seq !== this.seq || !this.enabled) return;
+      this.links = r.links;
+      this.tl.requestDraw();
+    }
+    /** slice id -> [track id, index] in the window's data, rebuilt when a new window lands. */
+    index() {
+      if (this.indexed === this.tl.data) return this.byId;
+      this.byId = new Map();
+      for (const td of this.tl.trackData.values()) {
+        const s = td.slices;
+        if (s) for (let i = 0; i < s.id.length; i++) this.byId.set(s.id[i], [td.track_id, i]);
+      }
+      this.indexed = this.tl.data;
+      return this.byId;
+    }
+    boxOf(id) {
+      const hit = this.index().get(id), tl = this.tl;
+      if (!hit) return null;
+      const row = tl.rowOfTrack && tl.rowOfTrack.get(hit[0]), s = tl.trackData.get(hit[0]).slices, i = hit[1];
+      if (!row || row.collapsed) return null;
+      return { id: id, x: tl.xOf(s.ts[i]), w: Math.max(1, s.dur[i] / tl.nsPerPx), y: tl.rowTop(row) + row.renderer.yOf(s.depth[i]), h: 12 };
+    }
+    draw(ctx, frame) {
+      this.drawn = [];
+      if (!this.enabled || !this.links.length) return;
+      const c = TE.THEME.timeline;
+      ctx.save();
+      ctx.beginPath(); ctx.rect(frame.left, frame.top, frame.width - frame.left, frame.height - frame.top); ctx.clip();
+      ctx.lineWidth = 1.5;
+      for (const link of this.links) {
+        const boxes = [];
+        link.slice_ids.forEach((id, k) => { const b = this.boxOf(id); if (b) boxes.push(Object.assign(b, { k: k })); });
+        if (boxes.length < 2) continue;
+        boxes.sort((a, b) => a.y - b.y);
+        ctx.strokeStyle = c.collective; ctx.setLineDash([4, 3]);
+        ctx.beginPath(); ctx.moveTo(boxes[0].x, boxes[0].y + boxes[0].h / 2);
+        for (const b of boxes.slice(1)) ctx.lineTo(b.x, b.y + b.h / 2);
+        ctx.stroke(); ctx.setLineDash([]);
+        for (const b of boxes) {
+          const last = link.ranks[b.k] === link.last_arriver;
+          ctx.fillStyle = c.collective; ctx.fillRect(b.x - 2, b.y + b.h / 2 - 2, 4, 4);
+          if (last) { ctx.strokeStyle = c.collective_last; ctx.strokeRect(b.x - 0.5, b.y - 0.5, b.w + 1, b.h + 1); }
+        }
+        this.drawn.push({ name: link.name, seq: link.seq, process_group: link.process_group, last_arriver: link.last_arriver,
+          points: boxes.map((b) => ({ slice_id: b.id, x: b.x, y: b.y + b.h / 2 })) });
+      }
+      ctx.restore();
+    }
+  }
+  TE.CollectivesOverlay = CollectivesOverlay;
+
   TE.overlays = { drawChain: drawChain, drawRange: drawRange, drawHighlight: drawHighlight, fromOf: fromOf };
 })();

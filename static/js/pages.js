@@ -244,7 +244,8 @@
   // ---- timeline & report ---------------------------------------------------------------------
   function initTimeline() {
     const box = document.getElementById("timeline");
-    TE.mountTimeline(box, new TE.ApiSource(box.dataset.run), { spanNs: Number(box.dataset.span) });
+    TE.mountTimeline(box, new TE.ApiSource(box.dataset.run), { spanNs: Number(box.dataset.span),
+      collectives: box.dataset.collectives === "1" });
   }
   function initReport() {
     document.querySelectorAll("table[data-client-sort]").forEach((t) => TE.sortableTable(t));

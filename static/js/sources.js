@@ -17,6 +17,10 @@
       return TE.api(this.prefix + "/timeline" + q);
     }
     event(id) { return TE.api(this.prefix + "/events/" + id); }
+    /** The matched collectives in [start, end] as their ranks' slice ids (the collectives overlay). */
+    collectiveLinks(start, end) {
+      return TE.api(this.prefix + "/collectives/links?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.max(1, Math.ceil(end)));
+    }
     /** Busy/idle per lane and device and the largest device gaps with their host evidence. */
     breakdown() { return TE.api(this.prefix + "/breakdown"); }
     search(q, opts) {

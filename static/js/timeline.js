@@ -84,6 +84,10 @@
         el("button", { class: "small", title: "next match", onclick: () => this.jump(1) }, "▶"),
         this.matchInfo, el("span", { class: "sep" }), reset, this.winInfo, el("span", { class: "spacer" }), legend,
         el("span", { class: "hint", title: "wheel or W/S: zoom · drag or A/D: pan · shift+wheel: scroll tracks · shift+drag: measure a range · click: details · /: search · Esc: clear" }, "W/S zoom · A/D pan · shift+drag measure"));
+      if (this.opts.collectives && this.source.collectiveLinks) {  // overlays.js: collectives joined across ranks
+        this.collectives = new TE.CollectivesOverlay(this);
+        this.toolbar.insertBefore(this.collectives.label, this.searchBox);
+      }
       this.spacer = el("div", { class: "tl-spacer" });
       this.scroll = el("div", { class: "tl-scroll" }, this.spacer);
       this.canvas = el("canvas", { class: "tl-canvas", tabindex: "0", id: "tl-canvas" });
@@ -289,6 +293,7 @@
       this.data = w;
       this.labels = new TE.NameTable(w.names);
       this.trackData = new Map(w.tracks.map((t) => [t.track_id, t]));
+      if (this.collectives) this.collectives.refresh();
       this.requestDraw();
     }
     showError(err) {
@@ -322,6 +327,7 @@
         ctx.fillStyle = TE.THEME.timeline.rule; ctx.fillRect(0, body - 2, W, 2);
       }
       this.drawChain(ctx);
+      if (this.collectives) this.collectives.draw(ctx, { left: GUTTER, top: TOP_H, width: W, height: H });
       if (this.highlight) {
         TE.overlays.drawHighlight(ctx, this.highlight, ts, { top: TOP_H, width: W, height: H });
         this.gapCaption = this.gaps.drawCaption(ctx, ts, { top: body, width: W, height: H });

@@ -77,6 +77,10 @@
       },
       /** What hit-testing finds at canvas point (x, y). */
       hitAt: (x, y) => tl.hit(x, y),
+      /** The collectives overlay: on or off, the links of the window and those drawn (points in canvas px); null without it. */
+      collectives: () => (tl.collectives ? { enabled: tl.collectives.enabled, links: tl.collectives.links.slice(),
+        drawn: tl.collectives.drawn.slice() } : null),
+      setCollectives: (on) => tl.collectives.toggle(on),
       /** The run's largest device gaps (the breakdown's), once loaded after the first paint; null before. */
       gaps: () => (tl.gaps.loaded ? tl.gaps.gaps.slice() : null),
       /** The gap under canvas x on track `trackId` (its empty area), or null. */

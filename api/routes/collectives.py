@@ -1,0 +1,31 @@
+"""Collectives matched across ranks: the table (by total wait) and the links the timeline overlay draws."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from api.deps import RunDep, StateDep
+from explorer.analysis.collectives import DEFAULT_SORT
+from explorer.model.shapes import CollectiveLinks, CollectivesResult
+from explorer.pages import collective_links_json, collectives_json
+
+router = APIRouter(tags=["analysis"])
+
+
+@router.get("/api/runs/{run_id}/collectives")
+def collectives(run: RunDep, state: StateDep, sort: str = DEFAULT_SORT,
+                limit: Annotated[int | None, Query(ge=0, le=100000)] = None) -> CollectivesResult:
+    """Collectives matched across ranks by process group and sequence number (else by order per name):
+    per rank arrival/start/end/wait ns (relative to the run origin), total wait, last arriver, transfer
+    ns, size, algbw / busbw (GB/s); plus the mismatches that were not paired."""
+    return collectives_json(state.collectives(run.id), sort=sort, limit=limit)
+
+
+@router.get("/api/runs/{run_id}/collectives/links")
+def collective_links(run: RunDep, state: StateDep, start_ns: Annotated[int, Query(ge=0)] = 0,
+                     end_ns: Annotated[int, Query(gt=0)] = 2**62) -> CollectiveLinks:
+    """The matched collectives overlapping [start_ns, end_ns) (relative ns), each as its ranks' execution
+    slice ids (rank order): what the timeline's collectives overlay connects."""
+    return collective_links_json(state.collectives(run.id), start_ns, end_ns)
