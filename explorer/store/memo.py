@@ -40,6 +40,11 @@ class RunMemo:
                     self._values.popitem(last=False)
             return value
 
+    def holds(self, run_id: str, kind: str) -> bool:
+        """Whether the value is built (and kept) now, without building it."""
+        with self._lock:
+            return (run_id, kind) in self._values
+
     def forget(self, run_id: str) -> None:
         with self._lock:
             for key in [k for k in self._values if k[0] == run_id]:
