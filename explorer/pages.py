@@ -140,6 +140,8 @@ class OverviewPage:
     top_cpu: list[OpRow]
     figures: dict[str, dict[str, Any]]
     twin: str = ""
+    rank: str = ""  # the `rank=` filter of the breakdown as given ("" every rank)
+    ranks: list[int] = field(default_factory=list)  # the run's ranks (the filter is offered when several)
 
     @property
     def device_busy_pct(self) -> float | None:
@@ -343,7 +345,8 @@ def rank_subset(store: RunStore, run_id: str, ranks: tuple[int, ...], flows: pa.
     return restrict_to_ranks(store.table(run_id, "slices"), tracks, flows, ranks)
 
 
-def build_overview(store: RunStore, run_id: str, breakdown: Breakdown | None = None) -> OverviewPage:
+def build_overview(store: RunStore, run_id: str, breakdown: Breakdown | None = None, rank: str = "") -> OverviewPage:
+    """`breakdown` of the ranks `rank` names when given (the top-op charts stay the whole run's)."""
     rec = store.require_ready(run_id)
     bd = breakdown if breakdown is not None else compute_run_breakdown(store, run_id)
     top_device, top_cpu = overview_top_ops(store, run_id)
@@ -353,7 +356,8 @@ def build_overview(store: RunStore, run_id: str, breakdown: Breakdown | None = N
     if not top_device:  # a host-only profile: inclusive CPU time says more than an empty device chart
         figures["top_device"] = make_top_ops_figure(load_ops(store, run_id, sort="-cpu_total_ns", limit=TOP_OPS),
                                                     "cpu_total_ns", title="No device time: top ops by CPU total")
-    return OverviewPage(run_json(rec), bd, top_device, top_cpu, figures, f"/api/runs/{run_id}")
+    return OverviewPage(run_json(rec), bd, top_device, top_cpu, figures, f"/api/runs/{run_id}",
+                        rank, run_ranks(store.table(run_id, "tracks")))
 
 
 def overview_top_ops(store: RunStore, run_id: str) -> tuple[list[OpRow], list[OpRow]]:

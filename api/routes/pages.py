@@ -94,12 +94,13 @@ def _warm_timeline(state: AppState, run: RunRecord, background: BackgroundTasks)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def overview_page(request: Request, run: AnyRunDep, state: StateDep, background: BackgroundTasks) -> HTMLResponse:
+def overview_page(request: Request, run: AnyRunDep, state: StateDep, background: BackgroundTasks,
+                  rank: RankFilter = None) -> HTMLResponse:
     if run.status != "ready":
         return _not_ready(request, state, run)
     _warm_timeline(state, run, background)
-    return _render(request, state, "overview.html", build_overview(state.store, run.id, state.breakdown(run.id)),
-                   active="overview", plotly=True)
+    page = build_overview(state.store, run.id, state.breakdown(run.id, parse_ranks(rank)), rank or "")
+    return _render(request, state, "overview.html", page, active="overview", plotly=True)
 
 
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse)

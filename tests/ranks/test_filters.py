@@ -68,6 +68,11 @@ def test_pages_filter_by_rank_and_link_the_ranks_page(rank_runs: dict[str, Any])
     assert "rank=2" in ops.context["page"].sort_link("calls")  # type: ignore[attr-defined]
     kernels = client.get(f"/runs/{run}/kernels?rank=2")
     assert kernels.context["page"].rows == client.get(f"/api/runs/{run}/kernels?rank=2").json()["rows"]  # type: ignore[attr-defined]
+    overview = client.get(f"/runs/{run}?rank=2")  # the breakdown and its gap table, of rank 2
+    assert overview.context["page"].breakdown == client.get(f"/api/runs/{run}/breakdown?rank=2").json()  # type: ignore[attr-defined]
+    assert overview.context["page"].breakdown != client.get(f"/api/runs/{run}/breakdown").json()  # type: ignore[attr-defined]
+    assert 'value="2" selected' in overview.text and "of rank 2" in overview.text
+    assert client.get(f"/runs/{run}?rank=9").status_code == 400
     single = client.get(f"/runs/{rank_runs['single']}/ops")
     assert 'id="tab-ranks"' not in single.text and 'id="rank-filter"' not in single.text
     page = client.get(f"/runs/{run}/ranks")
