@@ -150,6 +150,7 @@ class NeuronState:
     scope: str = ""  # the capture folder being parsed now
     default_pid: str = ""  # that folder's pid, for files that do not name their process
     skip_framework: bool = False  # a Kineto trace of the same process was given: it wins
+    worker_gids: dict[int, set[int]] = field(default_factory=dict)  # source -> `worker_gid`s its events name
 
 
 def state_of(builder: TraceBuilder) -> NeuronState:
@@ -212,6 +213,9 @@ class NeuronSink:
         nc = nc_of(fields)
         thread = self.thread(src, pid, source, nc, fields.get("thread_id", fields.get("tid")) if tid is None
                              else tid)
+        gid = fields.get("worker_gid")
+        if isinstance(gid, int) and not isinstance(gid, bool) and gid >= 0:
+            self.state.worker_gids.setdefault(src, set()).add(gid)  # the worker's global id: its rank
         args = ARGS_ENCODER.encode(fields).decode()
         raw = self.b.add_slice(thread, source.value, name, ts_ns, dur_ns, args, lane=SOURCE_LANE[source])
         self.state.events.append(NeuronEvent(raw, src, pid, source, nc, flow_ids_of(fields),

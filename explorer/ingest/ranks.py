@@ -1,6 +1,7 @@
 """Rank identity at ingest: which rank and host each source (trace file) of a run is, from what the
 trace says (`distributedInfo.rank`), its file name (`rank-3`, `rank_3`, `worker3`, tensorboard's
-`<host>_<pid>.<ts>.pt.trace.json`, the trace's `host_name`) or its Neuron capture folder (`<instance>_pid_<pid>`, rank files).
+`<host>_<pid>.<ts>.pt.trace.json`, the trace's `host_name`), its Neuron capture folder (`<instance>_pid_<pid>`,
+rank files) or, last, the one `worker_gid` its Neuron system events name.
 
 The rules are a table (RANK_NAME_RULES), most specific first. Clock alignment across hosts lives in
 explorer.ingest.clock; reading the rank back from a stored run is explorer.model.ranks.
@@ -14,6 +15,7 @@ from typing import Any
 
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.capture import ProcessFolder
+from explorer.ingest.neuron import state_of
 from explorer.model.ranks import NO_RANK
 
 # file-name rules for a rank, tried in order on the file name, then on each folder above it (innermost first)
@@ -64,7 +66,7 @@ def identify_ranks(builder: TraceBuilder, metas: dict[int, dict[str, Any]], fold
         srcs = folder.framework_srcs + folder.system_srcs
         in_folder.update(srcs)
         ranks = [r for s in folder.framework_srcs if (r := _source_rank(builder, metas, s)) != NO_RANK]
-        rank = min(ranks) if ranks else NO_RANK
+        rank = min(ranks) if ranks else _worker_gid(builder, srcs)
         for src in srcs:
             book.ranks[src] = rank
             book.hosts[src] = folder.instance
@@ -82,4 +84,12 @@ def identify_ranks(builder: TraceBuilder, metas: dict[int, dict[str, Any]], fold
 
 def _source_rank(builder: TraceBuilder, metas: dict[int, dict[str, Any]], src: int) -> int:
     rank = rank_of_meta(metas.get(src, {}))
-    return rank if rank != NO_RANK else rank_of_name(builder.sources[src])
+    rank = rank if rank != NO_RANK else rank_of_name(builder.sources[src])
+    return rank if rank != NO_RANK else _worker_gid(builder, [src])
+
+
+def _worker_gid(builder: TraceBuilder, srcs: list[int]) -> int:
+    """The one Neuron `worker_gid` the system events of these sources name (the worker's global id,
+    its rank in a multi-worker job); NO_RANK when they name none, or several (a capture of several workers)."""
+    gids = set().union(*(state_of(builder).worker_gids.get(s, set()) for s in srcs))
+    return gids.pop() if len(gids) == 1 else NO_RANK

@@ -140,3 +140,23 @@ def test_host_name_from_the_trace_is_escaped_on_the_ranks_page(tmp_path: Path) -
     with TestClient(create_app(Settings(data_dir=tmp_path / "data"))) as client:
         page = client.get(f"/runs/{rec.id}/ranks")
     assert page.status_code == 200 and hostile not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+
+
+def test_neuron_worker_gid_names_the_rank_when_nothing_else_does(store: RunStore, tmp_path: Path) -> None:
+    """Two Neuron system exports with neither distributedInfo nor a rank in their names: each one's events
+    carry their worker's `worker_gid`, which is its rank."""
+    export = json.loads((NEURON.parent / "formats" / "neuron_export.json").read_text())
+    paths = []
+    for gid in (0, 1):
+        doc = {**export, "trace_event": [{**e, "worker_gid": gid} for e in export["trace_event"]]}
+        path = tmp_path / f"system_{'ab'[gid]}.json"
+        path.write_text(json.dumps(doc))
+        paths.append(path)
+    rows = _tracks(store, paths).to_pylist()
+    assert {r["rank"] for r in rows} == {0, 1}
+    assert all(r["label"].startswith(f"rank {r['rank']} · ") for r in rows)
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    doc = {**export, "trace_event": [{**e, "worker_gid": i % 2} for i, e in enumerate(export["trace_event"])]}
+    (mixed / "system.json").write_text(json.dumps(doc))
+    assert {r["rank"] for r in _tracks(store, [mixed / "system.json"]).to_pylist()} == {-1}  # two workers: no one rank
