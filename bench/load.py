@@ -119,7 +119,8 @@ def main() -> None:
 
             def query() -> None:
                 r = httpx.post(f"{base}/api/runs/{busy_id[0]}/sql", json={"sql": HEAVY_SQL}, timeout=120)
-                answers.append(f"{r.status_code} {r.json().get('error', {}).get('code', 'ok')}")
+                err = r.json().get("error", {})
+                answers.append(f"{r.status_code} {err.get('code', 'ok')}" + (f" ({err['message'][:70]})" if err else ""))
 
             watcher = threading.Thread(target=watch)
             watcher.start()

@@ -159,9 +159,13 @@ class TraceBuilder:
     def add_slice_columns(self, thread: np.ndarray, cat: pa.Array, name: pa.Array, ts_ns: np.ndarray,
                           dur_ns: np.ndarray, args: pa.Array, correlation: np.ndarray, external_id: np.ndarray,
                           shapes: pa.Array) -> None:
-        """Bulk form of add_slice for columnar parsers. Must come before any row-wise add_slice."""
+        """Bulk form of add_slice for columnar parsers. Rows added one by one before it (another file of
+        the run: a capture folder's Neuron system profile before its big framework trace) become a chunk
+        first, so every raw index handed out so far keeps its place."""
         if self._rows:
-            raise RuntimeError("add_slice_columns after add_slice: raw indices would shift")
+            self._chunks.append(self._rows_chunk())
+            self._chunk_rows += len(self._rows)
+            self._rows = []
         lane, is_op, devtime = rule_columns(cat)
         self._chunks.append(SliceChunk(
             thread=thread.astype(np.int64), lane=lane, ts=ts_ns.astype(np.int64), dur=dur_ns.astype(np.int64),
@@ -231,13 +235,16 @@ class TraceBuilder:
 
     def _columns(self) -> SliceColumns:
         """Every raw slice (bulk chunks, then row-wise ones), as columns."""
+        return concat_chunks([*self._chunks, self._rows_chunk()])
+
+    def _rows_chunk(self) -> SliceChunk:
+        """The row-wise slices so far as one chunk."""
         cols = dict(zip(ROW_FIELDS, zip(*self._rows, strict=True), strict=True)) if self._rows else {
             f: () for f in ROW_FIELDS}
         ints = {f: np.asarray(cols[f], dtype=np.int64) for f in ROW_FIELDS[:6]}
         texts = {f: pa.array(cols[f], pa.string()) for f in ROW_FIELDS[8:]}
-        rows = SliceChunk(**ints, is_op=np.asarray(cols["is_op"], dtype=bool),
+        return SliceChunk(**ints, is_op=np.asarray(cols["is_op"], dtype=bool),
                           devtime=np.asarray(cols["devtime"], dtype=bool), **texts)
-        return concat_chunks([*self._chunks, rows])
 
     def thread_key(self, thread: int) -> tuple[int, str, str]:
         """(source, pid, tid) of a raw thread index."""

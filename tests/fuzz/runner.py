@@ -106,7 +106,7 @@ def _ingest_one(store: Any, item: FuzzInput, target: Path, path_mode: str) -> tu
     from explorer.ingest import chrome_fast
     from explorer.service import run_ingest
 
-    chrome_fast.FAST_MIN_BYTES = 0 if path_mode == "duckdb" else _FAST_DEFAULT
+    chrome_fast.FAST_MIN_BYTES = 0 if path_mode == "duckdb" else (_FAST_DEFAULT or chrome_fast.FAST_MIN_BYTES)
     rec = store.catalog.create(item.name[:100], source=target.name)
     bugs_before = len(_BUGS.records)
     try:

@@ -74,6 +74,9 @@ def test_a_guard_hit_is_a_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         raise RuntimeError("probe")
 
     monkeypatch.setattr(pipeline, "parse_chrome_file", broken)
+    from explorer.ingest import chrome_fast
+
+    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", chrome_fast.FAST_MIN_BYTES)  # undone after the test
     item = FuzzInput("guard/probe/0", "probe", {"trace.json": b'{"traceEvents": []}'}, True)
     target = item.write(tmp_path / "in")
     service_log = logging.getLogger("explorer.service")
