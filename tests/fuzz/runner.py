@@ -153,6 +153,16 @@ def _names_a_file(message: str, item: FuzzInput, target: Path) -> bool:
 _FAST_DEFAULT = 0
 
 
+def peak_rss_mb() -> float:
+    """This worker's own peak RSS: VmHWM starts afresh at exec, while ru_maxrss keeps the forking parent's
+    peak (a pytest process grown to 2 GB by earlier tests made every worker look 2 GB big)."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):  # not Linux: the portable, parent-inclusive figure
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def run_batch(items: list[FuzzInput], work: str, progress: Path | None = None) -> list[Outcome]:
     """Worker side: ingest each item on each of its parser paths; with `progress`, each ingest's start and
     outcome are appended there as JSON lines as they happen (the parent reads them after a hang)."""
@@ -182,7 +192,7 @@ def run_batch(items: list[FuzzInput], work: str, progress: Path | None = None) -
                 t0 = time.perf_counter()
                 outcome, message = _ingest_one(store, item, target, mode)
                 seconds = time.perf_counter() - t0
-                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                rss = peak_rss_mb()
                 if outcome.startswith("error:") or outcome == "ok":
                     message = message[:300]
                 out.append(Outcome(item.name, item.kind, mode, outcome, round(seconds, 4), round(rss, 1),
