@@ -35,6 +35,7 @@ from api.static import mount_assets
 from api.upload import IngestWorker
 from explorer import __version__
 from explorer.config import Settings
+from explorer.ingest.limits import IngestLimits
 from explorer.render import assets_for
 from explorer.store.runs import RunStore
 from explorer.watch import Watcher
@@ -49,7 +50,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     interrupted = store.recover()
     if interrupted:
         log.warning("%d ingests were interrupted by the last shutdown; marked failed", interrupted)
-    state = AppState(settings, store, IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes),
+    state = AppState(settings, store, IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes,
+                                                   IngestLimits.from_settings(settings)),
                      RunMemo(settings.derived_cache_entries), RunMemo(settings.device_cache_entries))
     state.worker.on_ready = state.warm
     watcher = make_watcher(state)
@@ -96,4 +98,5 @@ def make_watcher(state: AppState) -> Watcher | None:
     if not s.watch_dirs:
         return None
     return Watcher(state.store, s.watch_dirs, poll_s=s.watch_poll_s, settle_s=s.watch_settle_s,
-                   stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.warm)
+                   stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.warm,
+                   limits=IngestLimits.from_settings(s))

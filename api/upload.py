@@ -26,6 +26,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 from explorer.errors import BadRequest, TooLarge
+from explorer.ingest.limits import IngestLimits
 from explorer.service import combined_sha256, run_ingest
 from explorer.store.runs import RunStore
 
@@ -256,9 +257,11 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
 class IngestWorker:
     """Background ingests: a thread pool running explorer.service.run_ingest on uploaded folders."""
 
-    def __init__(self, store: RunStore, workers: int, max_uncompressed_bytes: int) -> None:
+    def __init__(self, store: RunStore, workers: int, max_uncompressed_bytes: int,
+                 limits: IngestLimits | None = None) -> None:
         self.store = store
         self.max_bytes = max_uncompressed_bytes
+        self.limits = limits
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="ingest")
         # called with the run id once a run is ready, still on the worker thread (e.g. to warm caches
         # so the first timeline view does not pay for building the run's index)
@@ -269,7 +272,8 @@ class IngestWorker:
 
     def _ingest(self, run_id: str, upload: Upload) -> None:
         try:
-            run_ingest(self.store, run_id, upload.ingest_paths(), keep_failed=True, max_bytes=self.max_bytes)
+            run_ingest(self.store, run_id, upload.ingest_paths(), keep_failed=True, max_bytes=self.max_bytes,
+                       limits=self.limits)
             log.info("run %s ingested", run_id)
             if self.on_ready is not None:
                 self.on_ready(run_id)

@@ -25,6 +25,7 @@ from explorer import __version__
 from explorer.analysis.check import DEFAULT_MAX_REGRESSION
 from explorer.config import Settings
 from explorer.errors import ExplorerError
+from explorer.ingest.limits import IngestLimits
 from explorer.model.lanes import Lane
 from explorer.store.catalog import RunRecord
 from explorer.store.runs import RunStore
@@ -88,7 +89,8 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], dat
 
         try:
             with terminate_as_interrupt():
-                rec = ingest_paths(store, list(paths), name, progress=progress)
+                rec = ingest_paths(store, list(paths), name, progress=progress,
+                                   limits=IngestLimits.from_settings(Settings()))
         except ExplorerError as exc:
             bar.stop()
             console.print(f"[red]error:[/red] {escape(exc.message)}", markup=True, highlight=False)

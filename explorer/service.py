@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from explorer.errors import ExplorerError, IngestBug
+from explorer.ingest.limits import IngestLimits
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import DEFAULT_MAX_BYTES, collect_inputs, sha256_file
 from explorer.store.catalog import HEARTBEAT_S, RunRecord
@@ -48,7 +49,8 @@ def ingest_or_find(store: RunStore, paths: list[Path], name: str | None = None, 
 
 
 def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: bool,
-               max_bytes: int = DEFAULT_MAX_BYTES, progress: Progress | None = None) -> RunRecord:
+               max_bytes: int = DEFAULT_MAX_BYTES, progress: Progress | None = None,
+               limits: IngestLimits | None = None) -> RunRecord:
     """Ingest `paths` into the existing catalog record `run_id`. On error the record becomes
     `failed` with the message (keep_failed) or disappears, and the error is raised. Interrupted
     (Ctrl-C, SIGTERM through the CLI's handler), the run is marked failed whatever keep_failed says, so
@@ -61,7 +63,7 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
 
     try:
         with holding_lease(store, run_id):
-            _ingest_into(store, run_id, paths, max_bytes, report)
+            _ingest_into(store, run_id, paths, max_bytes, report, limits)
     except Exception as exc:
         if isinstance(exc, OSError):  # the machine (disk full, permissions), not a parser: raised as it is
             log.exception("ingest of run %s failed", run_id)
@@ -80,13 +82,14 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
     return store.get(run_id)
 
 
-def _ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int, report: Progress) -> None:
+def _ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int, report: Progress,
+                 limits: IngestLimits | None) -> None:
     report(0.0, "reading files")
     inputs = collect_inputs(paths, max_bytes, scratch_root=store.tmp_dir)
     try:
         sha = combined_sha256([a.sha256 for a in inputs.artifacts])
         store.catalog.update(run_id, sha256=sha)
-        trace = ingest_inputs(inputs, report)
+        trace = ingest_inputs(inputs, report, limits)
         report(0.95, "writing tables")
         store.save(run_id, trace, inputs.artifacts)
     finally:
@@ -137,9 +140,11 @@ def ingest_bug(store: RunStore, run_id: str, paths: list[Path], exc: Exception) 
 
 
 def ingest_paths(store: RunStore, paths: list[Path], name: str | None = None, *, keep_failed: bool = False,
-                 max_bytes: int = DEFAULT_MAX_BYTES, progress: Progress | None = None) -> RunRecord:
+                 max_bytes: int = DEFAULT_MAX_BYTES, progress: Progress | None = None,
+                 limits: IngestLimits | None = None) -> RunRecord:
     rec = store.catalog.create(name or _default_name(paths), source=", ".join(p.name for p in paths))
-    return run_ingest(store, rec.id, paths, keep_failed=keep_failed, max_bytes=max_bytes, progress=progress)
+    return run_ingest(store, rec.id, paths, keep_failed=keep_failed, max_bytes=max_bytes, progress=progress,
+                      limits=limits)
 
 
 def _default_name(paths: list[Path]) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from explorer.ingest.capture import is_process_folder_name
+from explorer.ingest.limits import IngestLimits
 from explorer.ingest.sources import DEFAULT_MAX_BYTES
 from explorer.service import paths_sha256, run_ingest
 from explorer.store.runs import RunStore
@@ -156,8 +157,9 @@ class Watcher:
 
     def __init__(self, store: RunStore, roots: list[Path], *, poll_s: float = 1.0, settle_s: float = 3.0,
                  stale_s: float = 60.0, max_bytes: int = DEFAULT_MAX_BYTES,
-                 on_ready: Callable[[str], None] | None = None) -> None:
+                 on_ready: Callable[[str], None] | None = None, limits: IngestLimits | None = None) -> None:
         self.store = store
+        self.limits = limits
         self.roots = [r.resolve() for r in roots]
         self.poll_s, self.settle_s, self.stale_s = poll_s, settle_s, stale_s
         self.max_bytes = max_bytes
@@ -283,7 +285,7 @@ class Watcher:
         rec = self.store.catalog.create(name[:200], source=", ".join(str(p) for p in paths), sha256=sha)
         self.store.catalog.set_tags(rec.id, [WATCH_TAG])
         try:
-            run_ingest(self.store, rec.id, paths, keep_failed=True, max_bytes=self.max_bytes)
+            run_ingest(self.store, rec.id, paths, keep_failed=True, max_bytes=self.max_bytes, limits=self.limits)
         except Exception as exc:  # the run is marked failed with the message; the watching goes on
             log.warning("watch: ingest of %s failed: %s", name, exc)
             self.ledger.record(items, rec.id)  # a bad file is not retried; one killed mid-ingest is

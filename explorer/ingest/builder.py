@@ -25,6 +25,7 @@ from explorer.ingest.columns import (
     lane_values,
     rule_columns,
 )
+from explorer.ingest.limits import IngestLimits
 from explorer.ingest.links import attribute_ops, build_flows, flow_kind_index
 from explorer.ingest.tracks import ThreadBook, counter_tables, instant_tables
 from explorer.model.lanes import (
@@ -81,7 +82,8 @@ class _FlowPoint:
 class TraceBuilder:
     """Accumulates raw events from parsers (row at a time, into plain lists) and builds the tables."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: IngestLimits | None = None) -> None:
+        self.limits = limits or IngestLimits()
         self.sources: list[str] = []
         self.threads = ThreadBook()
         self.instances = self.threads.instances  # source -> instance label; parsers may set it
@@ -237,6 +239,16 @@ class TraceBuilder:
         """Every raw slice (bulk chunks, then row-wise ones), as columns."""
         return concat_chunks([*self._chunks, self._rows_chunk()])
 
+    def _cut_names(self, names: pa.ChunkedArray) -> pa.ChunkedArray:
+        """Names longer than the limit, cut to it (and counted in a warning)."""
+        limit = self.limits.max_name_chars
+        too_long = pc.greater(pc.utf8_length(names), limit)
+        n = pc.sum(too_long).as_py() or 0
+        if not n:
+            return names
+        self.warn("long_name", f"slice names longer than {limit:,} characters (cut; EXPLORER_MAX_NAME_CHARS)", n)
+        return pc.if_else(too_long, pc.utf8_slice_codeunits(names, 0, limit), names)
+
     def _rows_chunk(self) -> SliceChunk:
         """The row-wise slices so far as one chunk."""
         cols = dict(zip(ROW_FIELDS, zip(*self._rows, strict=True), strict=True)) if self._rows else {
@@ -286,14 +298,21 @@ class TraceBuilder:
     # ---- build -------------------------------------------------------------------------------
 
     def finish(self) -> IngestedTrace:
+        lim, where = self.limits, ", ".join(self.sources)[:200] or "the trace"
+        lim.check("the trace holds events:", self.slice_count, lim.max_events, "EXPLORER_MAX_EVENTS", where)
         cols = self._columns()
         self._chunks = []  # cols holds the only reference now: freed as soon as the tables are built
+        cols.name = self._cut_names(cols.name)
         nest = compute_nesting(cols.thread, cols.lane, cols.ts, cols.dur)
         if nest.displaced_rows:
             self.warn("overlap", "slices overlapping without nesting on one thread were put on a sub-row",
                       nest.displaced_rows)
         track_keys, raw_track = self.threads.layout(cols.thread, cols.lane, nest.sub_row)
+        lim.check("the trace has tracks (threads x lanes):", len(track_keys), lim.max_tracks, "EXPLORER_MAX_TRACKS",
+                  where)
         depth = count_same_lane_ancestors(nest.parent, cols.lane)
+        lim.check("slices nest this deep:", int(depth.max()) + 1 if len(depth) else 0, lim.max_depth,
+                  "EXPLORER_MAX_DEPTH", where)
         flows_from, flows_to, flows_kind = self._build_flows(cols, nest.parent)
         op_id = self._attribute_ops(cols, nest.parent, flows_from, flows_to, flows_kind)
 

@@ -23,6 +23,7 @@ from explorer.ingest.chrome import parse_chrome
 from explorer.ingest.chrome_fast import parse_chrome_file
 from explorer.ingest.clock import align_hosts
 from explorer.ingest.detect import Format, detect_format
+from explorer.ingest.limits import IngestLimits
 from explorer.ingest.neuron_device import collect_device_profiles, link_device_profiles, span_device_profiles
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
@@ -61,13 +62,13 @@ def register_parser(fmt: Format, parser: Parser) -> None:
     PARSERS[fmt] = parser
 
 
-def ingest_inputs(inputs: Inputs, progress: Progress | None = None) -> IngestedTrace:
+def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: IngestLimits | None = None) -> IngestedTrace:
     """Parse every member into one run. Raises BadTrace when nothing usable is left.
 
     Members inside Neuron capture process folders (`<instance>_pid_<pid>/...`) are parsed folder by
     folder and joined into one process each (capture.py); Neuron events are linked to the framework
     trace after every file is read (neuron_link.py)."""
-    builder = TraceBuilder()
+    builder = TraceBuilder(limits)
     for name, why in inputs.skipped:
         builder.warn("skipped_file", f"{name}: {why}", 1, name)
     folders, loose = find_process_folders(inputs.members)

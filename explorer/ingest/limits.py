@@ -1,0 +1,28 @@
+"""Per-run limits of an ingest, with generous defaults (Settings: EXPLORER_MAX_EVENTS, _MAX_TRACKS,
+_MAX_DEPTH, _MAX_NAME_CHARS). Past a count limit the ingest fails with a clear error naming the limit
+and the setting that raises it; a longer name is cut to the limit, with a warning — a trace is not wrong
+for having one long name. They bound what one upload can cost the server (every timeline window is
+bounded per track, so bounding the tracks bounds the window) and keep the UI usable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from explorer.errors import BadTrace
+
+
+@dataclass(frozen=True)
+class IngestLimits:
+    max_events: int = 200_000_000
+    max_tracks: int = 100_000
+    max_depth: int = 10_000
+    max_name_chars: int = 4096
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> IngestLimits:
+        return cls(settings.max_events, settings.max_tracks, settings.max_depth, settings.max_name_chars)
+
+    def check(self, what: str, count: int, limit: int, setting: str, source: str) -> None:
+        if count > limit:
+            raise BadTrace(source, f"{what} {count:,}, over the limit of {limit:,} (raise it with {setting})")
