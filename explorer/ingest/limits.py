@@ -17,7 +17,7 @@ class IngestLimits:
     max_events: int = 200_000_000
     max_tracks: int = 100_000
     max_depth: int = 10_000
-    max_name_chars: int = 4096
+    max_name_chars: int = 1_048_576  # C++ kernel names reach several thousand characters
 
     @classmethod
     def from_settings(cls, settings: Any) -> IngestLimits:
