@@ -28,6 +28,7 @@ def work(rank, world, port, out, steps, late, sleep_s):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     t = torch.ones(1024)
+    dist.all_reduce(t.clone())  # every pair connected before the profile starts
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         dist.barrier()  # the ranks start the steps together: profiler start-up skew is not the straggler
         for _ in range(steps):
@@ -36,6 +37,7 @@ def work(rank, world, port, out, steps, late, sleep_s):
             dist.all_reduce(t)
             dist.all_gather([torch.zeros(256) for _ in range(world)], torch.ones(256))
     prof.export_chrome_trace(os.path.join(out, f"rank{rank}.pt.trace.json"))
+    dist.barrier()  # no rank tears the group down while another still talks to it (gloo aborts then)
     dist.destroy_process_group()
 
 if __name__ == "__main__":
