@@ -50,7 +50,8 @@ class Settings(BaseSettings):
     max_events: int = Field(200_000_000, ge=1, description="Most slices one run may hold (a clear error past it)")
     max_tracks: int = Field(100_000, ge=1, description="Most tracks (threads x lanes) one run may have")
     max_depth: int = Field(10_000, ge=1, description="Deepest slice nesting one run may have")
-    max_name_chars: int = Field(1_048_576, ge=16, description="Longer slice names are cut to this (with a warning)")
+    max_name_chars: int = Field(1_048_576, ge=16, description="Longer slice names are cut to this, with a warning "
+                                "(C++ kernel names reach several thousand characters)")
     ingest_workers: int = Field(2, ge=1, description="Concurrent background ingests (a slow upload does not hold back the next)")
     sql_timeout_s: float = Field(10.0, description="Time limit of one SQL query")
     sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")

@@ -7,20 +7,22 @@ bounded per track, so bounding the tracks bounds the window) and keep the UI usa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from explorer.config import Settings
 from explorer.errors import BadTrace
+
+_DEFAULTS = Settings.model_fields  # the one place the defaults are written
 
 
 @dataclass(frozen=True)
 class IngestLimits:
-    max_events: int = 200_000_000
-    max_tracks: int = 100_000
-    max_depth: int = 10_000
-    max_name_chars: int = 1_048_576  # C++ kernel names reach several thousand characters
+    max_events: int = _DEFAULTS["max_events"].default
+    max_tracks: int = _DEFAULTS["max_tracks"].default
+    max_depth: int = _DEFAULTS["max_depth"].default
+    max_name_chars: int = _DEFAULTS["max_name_chars"].default
 
     @classmethod
-    def from_settings(cls, settings: Any) -> IngestLimits:
+    def from_settings(cls, settings: Settings) -> IngestLimits:
         return cls(settings.max_events, settings.max_tracks, settings.max_depth, settings.max_name_chars)
 
     def check(self, what: str, count: int, limit: int, setting: str, source: str) -> None:
