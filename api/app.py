@@ -72,18 +72,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   docs_url="/docs", openapi_url="/openapi.json", responses=ERROR_RESPONSES)
     app.state.explorer = state
     install_error_handlers(app)
-    for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router):
+    # the API, then the HTML pages (api/routes/pages.py) last; each module's docstring says what it serves
+    for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router,
+                   kernels.router, collectives.router, check.router, device.router, device.pages, export.router,
+                   neuron_v1.router, ranks.router, ranks.pages, pages.router):
         app.include_router(router)
-    app.include_router(kernels.router)  # the kernel view's API (api/routes/kernels.py)
-    app.include_router(collectives.router)  # collectives matched across ranks (api/routes/collectives.py)
-    app.include_router(check.router)  # the CI regression gate (api/routes/check.py)
-    app.include_router(device.router)  # Neuron device profiles' API (api/routes/device.py)
-    app.include_router(device.pages)
-    app.include_router(export.router)  # Perfetto export (api/routes/export.py)
-    app.include_router(neuron_v1.router)  # Neuron Explorer-compatible query API (api/routes/neuron_v1.py)
-    app.include_router(ranks.router)  # per-rank summary and rank compare (api/routes/ranks.py)
-    app.include_router(ranks.pages)
-    app.include_router(pages.router)  # HTML pages: the UI engineer's routes (api/routes/pages.py)
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
     app.add_middleware(Compression)  # gzip: error and 401 bodies are compressed too
