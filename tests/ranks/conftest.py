@@ -27,6 +27,9 @@ from tests.support import free_port
 HERE = Path(__file__).resolve().parent
 GLOO_WORLD = 2
 GLOO_LATE_RANK = 1
+# gloo on a loaded 2-core box has aborted a rank now and then (SIGABRT inside its C++ threads, seen once in
+# CI): the capture is tried again, and fails the tests only when every try fails.
+GLOO_TRIES = 3
 STRAGGLER = RankPlan(world=4, steps=3, units=4, late_rank=2, late_ns=5_000_000)
 MISSING = RankPlan(world=4, steps=3, units=4, missing=frozenset({(3, 1)}))
 
@@ -34,10 +37,18 @@ MISSING = RankPlan(world=4, steps=3, units=4, missing=frozenset({(3, 1)}))
 def make_gloo_capture(folder: Path, world: int = GLOO_WORLD, late_rank: int = GLOO_LATE_RANK) -> list[Path]:
     """Run the gloo helper: one `rank-N.pt.trace.json` per rank in `folder`, in rank order."""
     folder.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, str(HERE / "gloo_helper.py"), str(folder), str(world), str(free_port()),
-                           str(late_rank)], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [folder / f"rank-{r}.pt.trace.json" for r in range(world)]
+    traces = [folder / f"rank-{r}.pt.trace.json" for r in range(world)]
+    failures = []
+    for _ in range(GLOO_TRIES):
+        for stale in folder.iterdir():
+            stale.unlink()
+        proc = subprocess.run([sys.executable, str(HERE / "gloo_helper.py"), str(folder), str(world),
+                               str(free_port()), str(late_rank)],
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        if proc.returncode == 0 and all(t.is_file() for t in traces):
+            return traces
+        failures.append(proc.stderr[-1500:])
+    raise AssertionError(f"the gloo capture failed {GLOO_TRIES} times:\n" + "\n---\n".join(failures))
 
 
 @pytest.fixture(scope="session")
