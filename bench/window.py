@@ -42,6 +42,18 @@ def write_trace(path: Path, n_events: int) -> None:
     write_kineto_trace(path, n_events)
 
 
+def write_many_threads_trace(path: Path, threads: int) -> int:
+    """A Chrome trace of `threads` distinct thread ids in one process, one op on each (thread t: `op{t % 7}`
+    at 3t + 0.5 µs for 5 + t % 4 µs, so neighbours overlap): a run of that many tracks. Returns its size."""
+    with path.open("w") as f:
+        f.write('{"traceEvents": [\n{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}}')
+        for t in range(threads):
+            f.write(f',\n{{"ph": "X", "cat": "cpu_op", "name": "op{t % 7}", "pid": 1, "tid": {t + 1}, '
+                    f'"ts": {3 * t}.5, "dur": {5 + t % 4}}}')
+        f.write("\n]}\n")
+    return path.stat().st_size
+
+
 def ready_run(store: RunStore, name: str) -> str | None:
     """The id of a ready run called `name` from an earlier benchmark, to reuse."""
     found = [r for r in store.catalog.list(name=name, status="ready", limit=10)[0] if r.name == name]
