@@ -5,10 +5,11 @@ ASGI app for windows of the full span, 10 % and 0.1 % of it at 2,000 px, at rand
 Server time is the app's own `Server-Timing` (handler + JSON encoding), not the client's.
 Budget (ARCHITECTURE.md §8): p95 <= 50 ms on a 1 M-event run, payload bounded by width. The same windows
 over a run of one synthetic Neuron device profile (bench/device.py's export: 1 M instructions over six
-engine rows plus DMA packets) measure the device tracks.
+engine rows plus DMA packets) measure the device tracks, and runs of many distinct thread ids (one op each,
+`--threads`) the total bound: a window sends the tracks that fit its height and summarises the rest.
 
     .venv/bin/python bench/window.py [--events 100000,1000000] [--device-instructions 1000000] [--width 2000]
-                                     [--repeat 40]
+                                     [--threads 100000,1000000] [--repeat 40]
 """
 
 from __future__ import annotations
@@ -96,6 +97,22 @@ def ensure_device_run(data_dir: Path, n_instructions: int) -> str:
     return rec.id
 
 
+def ensure_threads_run(data_dir: Path, threads: int) -> str:
+    """A ready run of `threads` distinct thread ids (write_many_threads_trace), ingested once and reused."""
+    store = RunStore(data_dir)
+    name = f"synthetic-threads-{threads}"
+    if (existing := ready_run(store, name)) is not None:
+        return existing
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / f"{name}.json"
+        size = write_many_threads_trace(trace, threads)
+        started = time.perf_counter()
+        rec = ingest_paths(store, [trace], name)
+        print(f"  ingested {threads:,} threads ({size / 1e6:.0f} MB) in {time.perf_counter() - started:.1f} s",
+              flush=True)
+    return rec.id
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -132,11 +149,13 @@ def main() -> None:
     parser.add_argument("--events", default="100000,1000000", help="comma-separated run sizes (events)")
     parser.add_argument("--device-instructions", default="1000000",
                         help="comma-separated device-profile sizes (instructions); empty for none")
+    parser.add_argument("--threads", default="100000",
+                        help="comma-separated run sizes in distinct thread ids (tracks); empty for none")
     parser.add_argument("--width", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "explorer-bench-window")
     args = parser.parse_args()
-    sizes = [int(s) for s in args.events.split(",")]
+    sizes = [int(s) for s in args.events.split(",") if s.strip()]
     results: list[tuple[str, str]] = []
     for n in sizes:
         print(f"run of {n:,} events:", flush=True)
@@ -144,11 +163,14 @@ def main() -> None:
     for n in [int(s) for s in args.device_instructions.split(",") if s.strip()]:
         print(f"device profile of {n:,} instructions:", flush=True)
         results.append((f"{n:,} instructions", ensure_device_run(args.data_dir, n)))
+    for n in [int(s) for s in args.threads.split(",") if s.strip()]:
+        print(f"run of {n:,} threads:", flush=True)
+        results.append((f"{n:,} threads", ensure_threads_run(args.data_dir, n)))
     print(f"\nTimeline windows at {args.width} px, {args.repeat} random positions each "
           "(server time from Server-Timing):\n")
     print("| run events | window | p50 ms | p95 ms | payload KB (median / max) | shapes (max) |")
     print("|---:|---|---:|---:|---:|---:|")
-    with TestClient(create_app(Settings(data_dir=args.data_dir))) as client:
+    with TestClient(create_app(Settings(data_dir=args.data_dir, allowed_hosts=["testserver"]))) as client:
         for n, run_id in results:
             rows = bench_run(client, run_id, args.width, args.repeat)
             for row in rows:

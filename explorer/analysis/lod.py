@@ -17,7 +17,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.analysis.lod_budget import SummaryPart, TrackOrder, build_track_order, compute_summaries, track_budget
+from explorer.analysis.lod_budget import (
+    SummaryPart,
+    TrackOrder,
+    build_track_order,
+    compute_summaries,
+    track_budget,
+)
 from explorer.analysis.lod_pyramid import (
     Items,
     Level,
@@ -382,14 +388,16 @@ def compute_bounded_window(parts: list[WindowPart], start_ns: int, end_ns: int, 
     in full, the rest of each part's scope as one summary row per lane (lod_budget), so a run of a
     million tracks costs what its window's visible tracks and pixels cost."""
     left = track_budget(height_px)
-    windows, summarised = [], []
+    windows: list[dict[str, Any]] = []
+    summarised: list[SummaryPart] = []
     for part in parts:
         full = _full_tracks(part, left)
         left -= len(full)
         windows.append(compute_window(part.index, start_ns, end_ns, width_px, full))
         summarised.append(SummaryPart(part.index.order, part.scope, full))
     rows = compute_summaries(summarised, start_ns, end_ns, width_px)
-    return {**reduce(merge_windows, windows), "summaries": rows,
+    window: dict[str, Any] = reduce(merge_windows, windows)
+    return {**window, "summaries": rows,
             "tracks_summarised": sum(r["tracks"] for r in rows)}
 
 

@@ -48,18 +48,30 @@ class TrackOrder:
     top_track: np.ndarray
 
 
+def lane_codes(tracks: pa.Table) -> tuple[list[str], np.ndarray]:
+    """The lanes of `tracks` in lane order, and each row's index into them."""
+    lane_names = tracks.column("lane").to_pylist() if tracks.num_rows else []
+    lanes = sorted(set(lane_names), key=lambda lane: (LANE_ORDER.get(lane, len(LANE_ORDER)), lane))
+    code_of = {lane: i for i, lane in enumerate(lanes)}
+    return lanes, np.asarray([code_of[lane] for lane in lane_names], I64)
+
+
+def display_order(tracks: pa.Table) -> np.ndarray:
+    """Row indices of `tracks` in the timeline's order: lane, then sort_key, then track_id."""
+    ids = tracks.column("track_id").to_numpy().astype(I64)
+    sort_key = (tracks.column("sort_key").to_numpy(zero_copy_only=False).astype(I64)
+                if "sort_key" in tracks.column_names else np.zeros(len(ids), I64))
+    order: np.ndarray = np.lexsort((ids, sort_key, lane_codes(tracks)[1]))
+    return order
+
+
 def build_track_order(tracks: pa.Table, track: np.ndarray, ts: np.ndarray, dur: np.ndarray,
                       depth: np.ndarray) -> TrackOrder:
     """The display order of `tracks` and the top-level slices (`track`, `ts`, `dur`, `depth` per slice,
     relative ns) per lane; a few sorts, paid once per run."""
     ids = tracks.column("track_id").to_numpy().astype(I64)
-    lane_names = tracks.column("lane").to_pylist() if tracks.num_rows else []
-    lanes = sorted(set(lane_names), key=lambda lane: (LANE_ORDER.get(lane, len(LANE_ORDER)), lane))
-    code_of = {lane: i for i, lane in enumerate(lanes)}
-    lane_code = np.asarray([code_of[lane] for lane in lane_names], I64)
-    sort_key = (tracks.column("sort_key").to_numpy(zero_copy_only=False).astype(I64)
-                if "sort_key" in tracks.column_names else np.zeros(len(ids), I64))
-    order = np.lexsort((ids, sort_key, lane_code))
+    lanes, lane_code = lane_codes(tracks)
+    order = display_order(tracks)
     bound = int(ids.max(initial=-1)) + 1
     lane_of_track = np.zeros(bound, I64)
     lane_of_track[ids] = lane_code

@@ -81,10 +81,12 @@ class TrackRow(TypedDict):
 
 @with_config(STRICT)
 class Tracks(TypedDict):
-    """GET /api/runs/{id}/tracks: every track, in the tracks table's order, and the run's time origin."""
+    """GET /api/runs/{id}/tracks: every track, in the tracks table's order (with `limit`: one page of them
+    in the timeline's order), how many the run has, and the run's time origin."""
 
     origin_ns: int
     tracks: list[TrackRow]
+    total: int
 
 
 # ---- ranks (explorer.analysis.ranks) ------------------------------------------------------------

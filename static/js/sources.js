@@ -6,11 +6,13 @@
   const TE = (window.TE = window.TE || {});
 
   const SEARCH_LIMIT = 5000, OPS_LIMIT = 200;  // what the timeline asks the server for
+  // the tracks the timeline lays out at most (the first in its order); windows summarise the others per lane
+  const TRACKS_LIMIT = 5000;
 
   // ---- data sources -----------------------------------------------------------------------
   class ApiSource {
     constructor(runId) { this.prefix = "/api/runs/" + encodeURIComponent(runId); this.live = true; }
-    tracks() { return TE.api(this.prefix + "/tracks"); }
+    tracks() { return TE.api(this.prefix + "/tracks?limit=" + TRACKS_LIMIT); }
     /** The window [start, end] at `width` px; `only` = {tracks: [ids], height: px} asks for just those tracks
         in full (the server summarises the others per lane), else the first that fit `height` (default 1000). */
     window(start, end, width, deviceColor, only) {

@@ -8,7 +8,6 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -105,3 +104,17 @@ def test_asked_tracks_come_in_full_and_the_summary_busy_is_exact_per_column(many
 def test_height_px_is_bounded(many: ManyRun, height: int) -> None:
     r = many.client.get(f"/api/runs/{many.id}/timeline", params={"height_px": height})
     assert r.status_code == 422 and "Traceback" not in r.text
+
+
+def test_the_track_listing_pages_in_the_timeline_order(many: ManyRun) -> None:
+    url = f"/api/runs/{many.id}/tracks"
+    everything = many.client.get(url).json()
+    lane_rank = {"framework": 0, "runtime": 1, "hardware": 2, "counter": 3, "other": 4}
+    ordered = sorted(everything["tracks"], key=lambda t: (lane_rank[t["lane"]], t["sort_key"], t["track_id"]))
+    assert everything["total"] == len(everything["tracks"]) == THREADS
+    first = many.client.get(url, params={"limit": 100})
+    assert len(first.content) < 50_000  # the whole listing is ~20 MB
+    assert first.json()["tracks"] == ordered[:100] and first.json()["total"] == THREADS
+    last = many.client.get(url, params={"limit": 100, "offset": THREADS - 30}).json()
+    assert last["tracks"] == ordered[-30:]
+    assert many.client.get(url, params={"limit": 100_001}).status_code == 422
