@@ -201,9 +201,11 @@
     }
   }
 
-  /** A collapsed lane's one-row summary: where its tracks are busy in the current window. */
-  function drawSummary(ctx, ts, tracks, dataOf, y, lane) {
-    const cols = Math.max(1, Math.round(ts.right - ts.left)), acc = new Float64Array(cols);
+  /** A collapsed lane's one-row summary: where its tracks are busy in the current window (those the window
+      did not send through its `summary` of the lane, when it has one). */
+  function drawSummary(ctx, ts, tracks, dataOf, y, lane, summary, window) {
+    const cols = Math.max(1, Math.round(ts.right - ts.left));
+    const acc = summary && window ? summaryBusy(summary, window, cols, ts.nsPerPx, ts.start) : new Float64Array(cols);
     for (const t of tracks) {
       const td = dataOf(t.track_id);
       if (!td) continue;

@@ -400,7 +400,10 @@
       ctx.font = FONT;
       ctx.fillStyle = c.muted;
       ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks"), x0 + keyW + 14, y + HEADER_H / 2);
-      if (r.collapsed && r.tracks) TE.lanes.drawSummary(ctx, ts, r.tracks, (id) => this.trackData.get(id), y + HEADER_H - 1, r.lane);
+      if (r.collapsed && r.tracks) {
+        TE.lanes.drawSummary(ctx, ts, r.tracks, (id) => this.trackData.get(id), y + HEADER_H - 1, r.lane,
+          r.lane && this.summaries.get(r.lane), this.data);
+      }
     }
     drawLabel(ctx, r, y) {
       const t = r.track, c = TE.THEME.timeline;
