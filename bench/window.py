@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from api.app import create_app  # noqa: E402
 from explorer.config import Settings  # noqa: E402
+from explorer.ingest.limits import IngestLimits  # noqa: E402
 from explorer.service import ingest_paths  # noqa: E402
 from explorer.store.runs import RunStore  # noqa: E402
 
@@ -107,7 +108,9 @@ def ensure_threads_run(data_dir: Path, threads: int) -> str:
         trace = Path(tmp) / f"{name}.json"
         size = write_many_threads_trace(trace, threads)
         started = time.perf_counter()
-        rec = ingest_paths(store, [trace], name)
+        # past the default track limit (Settings.max_tracks) only when asked for: the window must hold either way
+        limits = IngestLimits(max_tracks=max(threads, IngestLimits().max_tracks))
+        rec = ingest_paths(store, [trace], name, limits=limits)
         print(f"  ingested {threads:,} threads ({size / 1e6:.0f} MB) in {time.perf_counter() - started:.1f} s",
               flush=True)
     return rec.id

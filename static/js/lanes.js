@@ -223,7 +223,8 @@
     const c = TE.THEME.timeline, n = summary ? summary.tracks : 0;
     ctx.fillStyle = c.band_bg; ctx.fillRect(0, y, ts.right, r.h);
     ctx.fillStyle = c.muted;
-    ctx.fillText(summary ? "+" + n + (n === 1 ? " track" : " tracks") + " not drawn" : "…", 14, y + r.h / 2);
+    const label = summary ? "+" + n + (n === 1 ? " track" : " tracks") + " not drawn" : window ? "every track drawn" : "…";
+    ctx.fillText(label, 14, y + r.h / 2);
     ctx.fillStyle = c.gutter_rule; ctx.fillRect(gutter - 1, y, 1, r.h);
     if (!summary || !window) return;
     const cols = Math.max(1, Math.round(ts.right - ts.left));
