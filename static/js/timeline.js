@@ -129,7 +129,8 @@
       this.resize();
       const t = await this.source.tracks();
       this.tracks = t.tracks.filter((x) => x.count > 0 || x.kind === "counter");
-      this.tracksTotal = t.total || t.tracks.length;  // the listing stops at its limit (sources.js TRACKS_LIMIT)
+      // the listing stops at its limit (sources.js TRACKS_LIMIT): the headers say how many the run has
+      this.tracksTotal = t.total > t.tracks.length ? t.total : 0;
       this.viewportMode = !!this.source.live && this.tracks.length > VIEWPORT_TRACKS;
       // a run of several ranks opens grouped by rank, unless the link names a grouping
       if (new Set(this.tracks.filter((x) => x.rank >= 0).map((x) => x.rank)).size > 1) {
@@ -400,7 +401,7 @@
       const keyW = ctx.measureText("▾ " + r.key).width;  // measured in the bold face it is drawn in
       ctx.font = FONT;
       ctx.fillStyle = c.muted;
-      const more = !r.sub && this.tracksTotal > this.tracks.length ? " listed, of " + this.tracksTotal + " in the run" : "";
+      const more = !r.sub && this.tracksTotal ? " listed, of " + this.tracksTotal + " in the run" : "";
       ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks") + more, x0 + keyW + 14, y + HEADER_H / 2);
       if (r.collapsed && r.tracks) {
         TE.lanes.drawSummary(ctx, ts, r.tracks, (id) => this.trackData.get(id), y + HEADER_H - 1, r.lane,
