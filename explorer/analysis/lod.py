@@ -219,7 +219,9 @@ def _no_items() -> Items:
 
 def _slice_windows(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_ns: int, width_px: int,
                    ns_per_px: float) -> list[tuple[int, dict[str, Any], np.ndarray]]:
-    groups = np.flatnonzero(np.isin(ix.group_track, np.asarray(track_ids, np.int32)))
+    wanted = np.unique(np.asarray(track_ids, np.int32))  # group_track is sorted: a binary search per track
+    groups, _ = gather(np.searchsorted(ix.group_track, wanted, side="left").astype(I64),
+                       np.searchsorted(ix.group_track, wanted, side="right").astype(I64))
     pos, slot, bins = _window_items(ix, groups, start_ns, end_ns, ns_per_px)
     ts, dur = ix.ts[pos], ix.dur[pos]
     keep = ts + dur >= start_ns

@@ -40,6 +40,8 @@ class TrackOrder:
     lane_code: np.ndarray  # per entry of `ids`, an index into `lanes`
     lanes: list[str]  # lane names, in lane order
     id_bound: int  # one past the largest track id (for lookup tables by id)
+    lane_of_track: np.ndarray  # by track id, its lane code
+    lane_count: np.ndarray  # per lane code, how many tracks
     top_lo: np.ndarray  # per lane code, the range of its top-level slices in the top_* arrays
     top_hi: np.ndarray
     top_ts: np.ndarray  # relative ns
@@ -82,6 +84,7 @@ def build_track_order(tracks: pa.Table, track: np.ndarray, ts: np.ndarray, dur: 
     top_ts, top_end = ts[top], ts[top] + dur[top]
     codes = np.arange(len(lanes))
     return TrackOrder(ids=ids[order], lane_code=lane_code[order], lanes=lanes, id_bound=bound,
+                      lane_of_track=lane_of_track, lane_count=np.bincount(lane_code, minlength=len(lanes)),
                       top_lo=np.searchsorted(t_lane, codes, side="left").astype(I64),
                       top_hi=np.searchsorted(t_lane, codes, side="right").astype(I64),
                       top_ts=top_ts, top_end=top_end, top_end_max=segmented_running_max(top_end, t_lane),
@@ -117,15 +120,13 @@ def compute_summaries(parts: list[SummaryPart], start_ns: int, end_ns: int,
     spans: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     for part in parts:
         o = part.order
-        left = np.zeros(o.id_bound, bool)
-        left[part.scope] = True
         full = np.asarray([t for t in part.full if 0 <= t < o.id_bound], I64)
-        left[full] = False
-        per_lane = np.bincount(o.lane_code[left[o.ids]], minlength=len(o.lanes))
+        summarised = _Summarised(o, part.scope, full)
+        per_lane = summarised.per_lane()
         for code in np.flatnonzero(per_lane).tolist():
             lane = o.lanes[code]
             counts[lane] = counts.get(lane, 0) + int(per_lane[code])
-            spans.setdefault(lane, []).append(_lane_slices(o, code, left, start_ns, end_ns))
+            spans.setdefault(lane, []).append(_lane_slices(o, code, summarised, start_ns, end_ns))
     rows = []
     for lane in sorted(counts, key=lambda lane: (LANE_ORDER.get(lane, len(LANE_ORDER)), lane)):
         a = np.concatenate([s[0] for s in spans[lane]])
@@ -137,7 +138,33 @@ def compute_summaries(parts: list[SummaryPart], start_ns: int, end_ns: int,
     return rows
 
 
-def _lane_slices(o: TrackOrder, code: int, left: np.ndarray, start_ns: int,
+class _Summarised:
+    """Which tracks of one part a window summarises: the scope less those sent in full. For the whole run
+    (the common case) that costs the few full tracks, not a lookup table over every track."""
+
+    def __init__(self, order: TrackOrder, scope: np.ndarray, full: np.ndarray) -> None:
+        self.order, self.full = order, full
+        self.whole = len(scope) == len(order.ids)
+        if not self.whole:
+            self.table = np.zeros(order.id_bound, bool)
+            self.table[scope] = True
+            self.table[full] = False
+
+    def per_lane(self) -> np.ndarray:
+        o = self.order
+        if self.whole:
+            counts: np.ndarray = o.lane_count - np.bincount(o.lane_of_track[self.full], minlength=len(o.lanes))
+            return counts
+        return np.bincount(o.lane_code[self.table[o.ids]], minlength=len(o.lanes))
+
+    def mask(self, tracks: np.ndarray) -> np.ndarray:
+        if self.whole:
+            return ~np.isin(tracks, self.full)
+        keep: np.ndarray = self.table[tracks]
+        return keep
+
+
+def _lane_slices(o: TrackOrder, code: int, left: _Summarised, start_ns: int,
                  end_ns: int) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (sorted by start) of the lane's top-level slices on summarised tracks that overlap
     [start, end): two binary searches, then a mask over the window's candidates."""
@@ -146,7 +173,7 @@ def _lane_slices(o: TrackOrder, code: int, left: np.ndarray, start_ns: int,
     b = lo + int(np.searchsorted(o.top_ts[lo:hi], end_ns, side="left"))
     if b <= a:
         return np.zeros(0, I64), np.zeros(0, I64)
-    keep = left[o.top_track[a:b]] & (o.top_end[a:b] > start_ns)
+    keep = left.mask(o.top_track[a:b]) & (o.top_end[a:b] > start_ns)
     return o.top_ts[a:b][keep], o.top_end[a:b][keep]
 
 
