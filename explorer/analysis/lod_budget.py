@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from explorer.analysis.lod_pyramid import segmented_running_max
 from explorer.model.lanes import LANE_ORDER
@@ -51,19 +52,23 @@ class TrackOrder:
 
 
 def lane_codes(tracks: pa.Table) -> tuple[list[str], np.ndarray]:
-    """The lanes of `tracks` in lane order, and each row's index into them."""
-    lane_names = tracks.column("lane").to_pylist() if tracks.num_rows else []
-    lanes = sorted(set(lane_names), key=lambda lane: (LANE_ORDER.get(lane, len(LANE_ORDER)), lane))
-    code_of = {lane: i for i, lane in enumerate(lanes)}
-    return lanes, np.asarray([code_of[lane] for lane in lane_names], I64)
+    """The lanes of `tracks` in lane order, and each row's index into them (a dictionary encoding: no
+    Python string per track)."""
+    if not tracks.num_rows:
+        return [], np.zeros(0, I64)
+    encoded = pc.dictionary_encode(tracks.column("lane")).combine_chunks()
+    found = encoded.dictionary.to_pylist()
+    lanes = sorted(set(found), key=lambda lane: (LANE_ORDER.get(lane, len(LANE_ORDER)), lane))
+    remap = np.asarray([lanes.index(lane) for lane in found], I64)
+    return lanes, remap[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
-def display_order(tracks: pa.Table) -> np.ndarray:
+def display_order(tracks: pa.Table, lane_code: np.ndarray | None = None) -> np.ndarray:
     """Row indices of `tracks` in the timeline's order: lane, then sort_key, then track_id."""
     ids = tracks.column("track_id").to_numpy().astype(I64)
     sort_key = (tracks.column("sort_key").to_numpy(zero_copy_only=False).astype(I64)
                 if "sort_key" in tracks.column_names else np.zeros(len(ids), I64))
-    order: np.ndarray = np.lexsort((ids, sort_key, lane_codes(tracks)[1]))
+    order: np.ndarray = np.lexsort((ids, sort_key, lane_codes(tracks)[1] if lane_code is None else lane_code))
     return order
 
 
@@ -73,7 +78,7 @@ def build_track_order(tracks: pa.Table, track: np.ndarray, ts: np.ndarray, dur: 
     relative ns) per lane; a few sorts, paid once per run."""
     ids = tracks.column("track_id").to_numpy().astype(I64)
     lanes, lane_code = lane_codes(tracks)
-    order = display_order(tracks)
+    order = display_order(tracks, lane_code)
     bound = int(ids.max(initial=-1)) + 1
     lane_of_track = np.zeros(bound, I64)
     lane_of_track[ids] = lane_code
