@@ -51,6 +51,11 @@ class TrackOrder:
     top_track: np.ndarray
 
 
+def lane_rank(lane: str) -> tuple[int, str]:
+    """Lanes sort in the Lane enum's order (framework, runtime, hardware, counter, other), unknown ones last."""
+    return LANE_ORDER.get(lane, len(LANE_ORDER)), lane
+
+
 def lane_codes(tracks: pa.Table) -> tuple[list[str], np.ndarray]:
     """The lanes of `tracks` in lane order, and each row's index into them (a dictionary encoding: no
     Python string per track)."""
@@ -58,7 +63,7 @@ def lane_codes(tracks: pa.Table) -> tuple[list[str], np.ndarray]:
         return [], np.zeros(0, I64)
     encoded = pc.dictionary_encode(tracks.column("lane")).combine_chunks()
     found = encoded.dictionary.to_pylist()
-    lanes = sorted(set(found), key=lambda lane: (LANE_ORDER.get(lane, len(LANE_ORDER)), lane))
+    lanes = sorted(set(found), key=lane_rank)
     remap = np.asarray([lanes.index(lane) for lane in found], I64)
     return lanes, remap[encoded.indices.to_numpy(zero_copy_only=False)]
 
@@ -133,7 +138,7 @@ def compute_summaries(parts: list[SummaryPart], start_ns: int, end_ns: int,
             counts[lane] = counts.get(lane, 0) + int(per_lane[code])
             spans.setdefault(lane, []).append(_lane_slices(o, code, summarised, start_ns, end_ns))
     rows = []
-    for lane in sorted(counts, key=lambda lane: (LANE_ORDER.get(lane, len(LANE_ORDER)), lane)):
+    for lane in sorted(counts, key=lane_rank):
         a = np.concatenate([s[0] for s in spans[lane]])
         b = np.concatenate([s[1] for s in spans[lane]])
         if len(spans[lane]) > 1:
