@@ -134,8 +134,8 @@ class PerfettoUI:
 
     One browser context for the session, warmed by one tiny load, and a new page per load: the UI as a
     returning user has it, its files and compiled WASM engine in the browser's caches. A fresh context
-    per load (every cache cold) measured ~1.5-2x slower on a 20 MB trace; the warm UI is the one a user
-    compares against, and the harder one to beat.
+    per load (every cache cold) was slower on a 20.8 MB trace (8.2-8.6 s against 4.3-5.7 s, two runs
+    minutes apart); the warm UI is the one a user compares against, and the harder one to beat.
     """
 
     def __init__(self, ui_folder: Path, chromium: str = DEFAULT_CHROMIUM) -> None:
