@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any
 
 PEERS = ("hta", "perfetto")
-DEFAULT_HTA_PYTHON = Path("/work/peers/hta/bin/python")
-DEFAULT_VIZ_VENV = Path("/work/peers/viz")
+# Beside the checkout, as ../shared is: the peers' virtualenvs in ../peers (bench/PEERS.md makes them).
+BESIDE_CHECKOUT = Path(__file__).resolve().parents[1].parent
+DEFAULT_HTA_PYTHON = BESIDE_CHECKOUT / "peers" / "hta" / "bin" / "python"
+DEFAULT_VIZ_VENV = BESIDE_CHECKOUT / "peers" / "viz"
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
-SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+SHARED_TRACES = BESIDE_CHECKOUT / "shared" / "traces"
 
 # The larger real Kineto traces of ../shared/traces (INDEX.md: uncompressed size, events), largest first.
 # Kineto only, because HTA reads nothing else; each is 25-87 MB once decompressed.
