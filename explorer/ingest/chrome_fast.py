@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
-from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, with_format
+from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, refusal, with_format
 from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, BulkCounts, Event, Feeder
 from explorer.ingest.links import flow_kind_index
 from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns
@@ -74,6 +74,7 @@ def parse_chrome_file(path: Path, name: str, builder: TraceBuilder, instance: st
     if path.stat().st_size < FAST_MIN_BYTES:
         return parse_chrome(path.read_bytes(), name, builder, instance)
     try:
+        _check_as_msgspec(path)
         with _open_events(path, scratch) as (reader, meta):
             batches = list(_read_all(reader, int(meta.get("base_ns", 0))))
     except (_Unsupported, duckdb.Error, OSError) as exc:
@@ -86,6 +87,17 @@ def _read_all(reader: pa.RecordBatchReader, base_ns: int) -> Iterator[_Batch]:
     """Reduce each DuckDB batch at once to what the builder keeps, so the full table never exists."""
     for batch in reader:
         yield _Batch.of(batch, base_ns)
+
+
+def _check_as_msgspec(path: Path) -> None:
+    """DuckDB's reader takes what msgspec refuses (NaN, trailing commas, `true` as a time: see
+    chrome.refusal); such a file goes to the general path, which decides what to make of it, so both
+    paths give the same answer. A map of its own, closed at once: the pages read here do not stay
+    resident through the DuckDB read."""
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m, memoryview(m) as view:
+        refused = refusal(view)
+    if refused:
+        raise _Unsupported(refused)
 
 
 @contextmanager
