@@ -74,6 +74,7 @@ def test_disagreements_are_seen() -> None:
     assert len(disagreements([outcome("msgspec", "error:bad_trace", "t.json: x"), outcome("duckdb", "ok")])) == 1
     assert len(disagreements([outcome("msgspec", "error:bad_trace", "t.json: x"),
                               outcome("duckdb", "error:bad_trace", "t.json: y")])) == 1
+    assert disagreements([outcome("msgspec", "ok"), outcome("duckdb", "timeout")]) == []  # a finding, not this
 
 
 def test_time_and_memory_bounds(outcomes: Any) -> None:
