@@ -118,6 +118,40 @@ def test_a_well_formed_file_stays_on_the_duckdb_path(tmp_path: Path, monkeypatch
     assert slices == {("good", 2000, 3000), ("odd", 5000, 1000), ("odd", 7500, 1000)} and warnings == {}
 
 
+def _nested(depth: int) -> bytes:
+    return b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 1, "args": {"a": ' + b"[" * depth + b"]" * depth + b"}}]}"
+
+
+def _checked(path: Path) -> bool:
+    """Whether the DuckDB path's check lets the file through (as parse_chrome_file runs it)."""
+    try:
+        with chrome_fast._Check(path):
+            pass
+    except chrome_fast._Unsupported:
+        return False
+    return True
+
+
+def test_the_check_stops_no_deeper_than_the_msgspec_path(tmp_path: Path) -> None:
+    """msgspec's depth limit depends on the stack it is called from; the check runs in a thread with a
+    margin of frames, so it refuses at least wherever the msgspec path does (here, called from pytest)."""
+    def msgspec_reads(depth: int) -> bool:
+        try:
+            decode_events(_nested(depth), FILE)
+        except ExplorerError:
+            return False
+        return True
+
+    lo, hi = 1, 5000  # the first depth the msgspec path refuses
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if msgspec_reads(mid) else (lo, mid)
+    path = tmp_path / FILE
+    for depth, checked in ((lo, False), (lo + 1, False), (5000, False), (100, True)):
+        path.write_bytes(_nested(depth))
+        assert _checked(path) is checked, depth
+
+
 def _time_type(hint: Any) -> Any:
     return int | float | str | None if hint == int | Decimal | None else hint
 
