@@ -46,38 +46,28 @@ _RAW_ENCODER = msgspec.json.Encoder(decimal_format="number")  # Decimals from _L
 _ANY = msgspec.json.Decoder()
 
 
-class EventTypes(msgspec.Struct, gc=False):
-    """Event's typed fields, for checking a file the DuckDB path reads: its reader coerces where msgspec
-    refuses (`true` as a ts is 1 there, a number as a name is text). Typed as in Event, except that times
-    are float, not Decimal: checked, not kept, so no Decimal is built per event. Event's Raw fields (args,
-    id2) and unknown keys are skipped, which still checks their JSON (tests/ingest/test_parser_paths.py
-    keeps the fields in step with Event)."""
+class EventTimes(msgspec.Struct, gc=False):
+    """Event's time fields, for checking a file the DuckDB path reads: its reader casts a JSON `true` to the
+    time 1 where Event refuses the event as mistyped. Checked, not kept: float, not Decimal, so no Decimal
+    is built per event. The other fields are skipped, which still checks their JSON, not their types (the
+    string fields' types would double the check's cost: tests/ingest/test_parser_paths.py)."""
 
-    ph: str = ""
-    name: str = ""
-    cat: str = ""
     ts: int | float | str | None = None
     dur: int | float | str | None = None
-    pid: int | str = 0
-    tid: int | str = 0
-    id: int | str | None = None
-    bp: str = ""
-    s: str = ""
-    scope: str = ""
 
 
 class _TypesDoc(msgspec.Struct):
-    traceEvents: list[EventTypes] = []  # noqa: N815
+    traceEvents: list[EventTimes] = []  # noqa: N815
 
 
-_CHECK_ARRAY = msgspec.json.Decoder(list[EventTypes], strict=False)
+_CHECK_ARRAY = msgspec.json.Decoder(list[EventTimes], strict=False)
 _CHECK_DOC = msgspec.json.Decoder(_TypesDoc, strict=False)
 
 
 def refusal(body: bytes | memoryview) -> str | None:
     """Why decode_events would not read this document straight into Events, or None when it would: JSON
     msgspec does not accept (NaN, Infinity, a trailing comma, nesting past its depth limit) or an event
-    field of a type Event refuses. The DuckDB path reads such files with this path instead, so that the
+    time of a type Event refuses (`true`). The DuckDB path reads such files with this path instead, so that the
     two agree on them (what to make of them is decided here, once)."""
     try:
         (_CHECK_ARRAY if bytes(body[:4096]).lstrip()[:1] == b"[" else _CHECK_DOC).decode(body)
