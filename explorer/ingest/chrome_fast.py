@@ -13,8 +13,9 @@ import logging
 import mmap
 import os
 import tempfile
+import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
-from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, with_format
+from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, refusal, with_format
 from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, BulkCounts, Event, Feeder
 from explorer.ingest.links import flow_kind_index
 from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns
@@ -73,8 +74,9 @@ def parse_chrome_file(path: Path, name: str, builder: TraceBuilder, instance: st
     """Parse a Chrome/Kineto file from disk, taking the DuckDB path for big files."""
     if path.stat().st_size < FAST_MIN_BYTES:
         return parse_chrome(path.read_bytes(), name, builder, instance)
+    check = _Check(path)
     try:
-        with _open_events(path, scratch) as (reader, meta):
+        with check, _open_events(path, scratch) as (reader, meta):
             batches = list(_read_all(reader, int(meta.get("base_ns", 0))))
     except (_Unsupported, duckdb.Error, OSError) as exc:
         log.info("fast path not used for %s: %s", name, exc)
@@ -86,6 +88,47 @@ def _read_all(reader: pa.RecordBatchReader, base_ns: int) -> Iterator[_Batch]:
     """Reduce each DuckDB batch at once to what the builder keeps, so the full table never exists."""
     for batch in reader:
         yield _Batch.of(batch, base_ns)
+
+
+# msgspec's depth limit is the recursion limit less the frames already on the stack: a new thread has
+# almost none, the msgspec path has its caller's. Checked this many frames down, the check refuses nesting
+# a little shallower than the msgspec path would, never deeper (such a file then takes the msgspec path).
+CHECK_DEPTH_MARGIN = 200
+
+
+def _with_frames(frames: int, call: Callable[[], str | None]) -> str | None:
+    """call() with `frames` more Python frames on the stack (a fixed count, not user data)."""
+    return call() if frames <= 0 else _with_frames(frames - 1, call)
+
+
+class _Check:
+    """DuckDB's reader takes what msgspec refuses (NaN, trailing commas, `true` as a time: see
+    chrome.refusal); such a file goes to the general path, which decides what to make of it, so both
+    paths give the same answer. The check runs in a thread of its own while DuckDB reads (its C code
+    holds the GIL, DuckDB's threads do not need it) and is waited for before the builder is touched; its
+    map is its own, closed when done, so the pages it read do not stay resident."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.refused: str | None = None
+        self.thread = threading.Thread(target=self._run, name="chrome-check", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m, \
+                    memoryview(m) as view:
+                self.refused = _with_frames(CHECK_DEPTH_MARGIN, lambda: refusal(view))
+        except (OSError, ValueError) as exc:
+            self.refused = f"not checked ({exc})"
+
+    def __enter__(self) -> _Check:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.thread.join()
+        if self.refused and exc[0] is None:
+            raise _Unsupported(self.refused)
 
 
 @contextmanager
