@@ -67,9 +67,18 @@ def run_one(n_events: int, workdir: Path) -> dict[str, float]:
     return result
 
 
+def print_split(data_dir: Path) -> None:
+    """The ingest's own time split (explorer.ingest.split, in each run's meta), slowest step first."""
+    for run_json in sorted(data_dir.glob("runs/*/run.json")):
+        split: dict[str, int] = json.loads(run_json.read_text())["meta"].get("ingest_split_ns", {})
+        steps = sorted(split.items(), key=lambda kv: -kv[1])
+        print("           split: " + ", ".join(f"{k} {v / 1e9:.2f} s" for k, v in steps), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--split", action="store_true", help="also print each ingest's time split")
     parser.add_argument("--peer-python", default=None, help="interpreter with HolisticTraceAnalysis installed")
     args = parser.parse_args()
     peer = f" {'HTA s':>7} {'speed-up':>8}" if args.peer_python else ""
@@ -87,6 +96,8 @@ def main() -> None:
                 hta = run_peer(args.peer_python, Path(str(r["trace"])))
                 line += f" {hta['seconds']:>7.2f} {hta['seconds'] / r['seconds']:>7.1f}x"
             print(line, flush=True)
+            if args.split:
+                print_split(Path(tmp) / f"data_{n}")
             del t0
 
 

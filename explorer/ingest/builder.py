@@ -346,10 +346,11 @@ class TraceBuilder:
             instants, instant_tracks = instant_tables(self.threads, self._instants,
                                                       len(tracks_rows) + len(counter_tracks))
             tracks = pa.Table.from_pylist(tracks_rows + counter_tracks + instant_tracks, schema=TRACKS)
-
+            self._span_meta(ts, dur, counters, instants)
+        # the op table's own columns are big (Python strings): the per-slice arrays above go first
+        del nest, depth, op_id, order, remap, raw_track, ts, dur, flows_from, flows_to, flows_kind
         with split.step("op_table"):
             op_stats, op_stats_by_shape = compute_op_stats(slices)
-        self._span_meta(ts, dur, counters, instants)
         self.meta[SPLIT_KEY] = split.ns
         return IngestedTrace(
             tables={"tracks": tracks, "slices": slices, "flows": flows, "counters": counters, "instants": instants,

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 FAST_MIN_BYTES = 8 * 2**20  # below this the msgspec path is as fast and simpler
 SPILL_MIN_BYTES = 32 * 2**20  # from this size on, args go to disk as they are read (explorer.ingest.spill)
 DUCKDB_MEMORY_SHARE = 0.4  # of the ingest's memory budget (IngestLimits.memory_mb): DuckDB's memory_limit
+DUCKDB_MIN_MB = 64  # below this its JSON reader runs out of memory on two threads (measured: 40 MB fails)
 OBJECT_BYTES = (2**20, 64 * 2**20)  # DuckDB's largest event object: its share of DuckDB's limit / 8, within these
 BATCH_ROW_BYTES = 2048  # budget per batch row (the row, its reductions, DuckDB's copy): batch rows = budget / this
 
@@ -176,7 +177,7 @@ def _copy_range(src_fd: int, dst_fd: int, offset: int, length: int) -> None:
 def _query(path: Path, scratch: Path | None, memory_mb: int) -> Iterator[pa.RecordBatchReader]:
     """The events as Arrow batches; DuckDB kept to its share of the ingest's memory budget (spilling to
     the scratch folder past it) and batches sized so that one batch's work fits the budget too."""
-    duck_mb = max(16, int(memory_mb * DUCKDB_MEMORY_SHARE))
+    duck_mb = max(DUCKDB_MIN_MB, int(memory_mb * DUCKDB_MEMORY_SHARE))
     config = {"threads": max(1, os.cpu_count() or 1), "autoinstall_known_extensions": False,
               "autoload_known_extensions": False, "preserve_insertion_order": True, "memory_limit": f"{duck_mb}MB"}
     # its JSON reader holds buffers of twice the largest object per thread: they must fit the limit

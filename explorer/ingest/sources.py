@@ -17,6 +17,7 @@ import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -34,6 +35,10 @@ DEFAULT_MAX_BYTES = 8 * 2**30
 # nothing but whitespace (no trace can be read from it), ends the decompression with a clear error.
 MAX_RATIO = 200
 BOMB_CHECK_BYTES = 64 * 2**20
+# Artifacts are hashed on a thread beside the parse (hashlib releases the GIL on big updates), so the
+# hash adds no pass of its own to the ingest's time; one thread for all ingests keeps it off the second core
+# while both parse.
+_HASHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hash")
 
 
 class Member:
@@ -75,6 +80,13 @@ class Inputs:
     artifacts: list[Artifact] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why)
     scratch: Path | None = None  # where decompressed members live; removed by cleanup()
+    hashing: list[Future[str]] = field(default_factory=list)  # per artifact: its sha256, being computed
+
+    def hashes(self) -> list[str]:
+        """Each artifact's sha256 (filled in on the artifact too), waiting for the hashing thread."""
+        for art, pending in zip(self.artifacts, self.hashing, strict=True):
+            art.sha256 = pending.result()
+        return [a.sha256 for a in self.artifacts]
 
     def cleanup(self) -> None:
         if self.scratch is not None:
@@ -124,7 +136,8 @@ def iter_input_files(paths: list[Path]) -> Iterator[tuple[Path, str, bool]]:
 
 def _add_file(path: Path, name: str, out: Inputs, max_bytes: int) -> None:
     size = path.stat().st_size
-    out.artifacts.append(Artifact(path, name, size, sha256_file(path)))
+    out.artifacts.append(Artifact(path, name, size, ""))  # sha256 from Inputs.hashes()
+    out.hashing.append(_HASHER.submit(sha256_file, path))
     if size > max_bytes:
         raise BadTrace(name, f"file is {size} bytes, over the limit of {max_bytes}")
     out.members.extend(unwrap(Member(name, path=path), max_bytes, out))
