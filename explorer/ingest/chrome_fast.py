@@ -12,12 +12,10 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-import queue
 import tempfile
-import threading
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,51 +99,12 @@ def parse_chrome_file(path: Path, name: str, builder: TraceBuilder, instance: st
 def _read_all(reader: pa.RecordBatchReader, base_ns: int, spill: ArgsSpillWriter | None) -> Iterator[_Batch]:
     """Reduce each DuckDB batch at once to what the builder keeps, so the full table never exists; with a
     spill, the complete events' args go to disk here and the batch keeps only where they are."""
-    for batch in _prefetched(reader):
+    for batch in reader:
         reduced = _Batch.of(batch, base_ns)
         if spill is not None:
             reduced.args = spill.write(reduced.x.column("args"))
             reduced.x = reduced.x.drop_columns(["args"])
         yield reduced
-
-
-_END = object()
-
-
-def _prefetched(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
-    """The reader's batches, the next one fetched on a thread while this one is reduced: DuckDB releases
-    the GIL while it parses, so the parse and the Arrow reductions overlap. One batch ahead at most."""
-    ahead: queue.Queue[object] = queue.Queue(maxsize=1)
-    stop = threading.Event()
-
-    def fetch() -> None:
-        try:
-            for batch in reader:
-                while not stop.is_set():
-                    try:
-                        ahead.put(batch, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            ahead.put(_END)
-        except BaseException as exc:  # handed to the consumer, raised there
-            ahead.put(exc)
-
-    worker = threading.Thread(target=fetch, name="duckdb-fetch", daemon=True)
-    worker.start()
-    try:
-        while (item := ahead.get()) is not _END:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while worker.is_alive():  # drained, so that a last put of the worker cannot block it
-            with suppress(queue.Empty):
-                ahead.get(timeout=0.1)
-        worker.join()
 
 
 @contextmanager
