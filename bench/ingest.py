@@ -66,9 +66,18 @@ def explorer_loader(workdir: Path) -> peers.Loader:
     return load
 
 
+def print_split(data_dir: Path) -> None:
+    """The ingest's own time split (explorer.ingest.split, in each run's meta), slowest step first."""
+    for run_json in sorted(data_dir.glob("runs/*/run.json")):
+        split: dict[str, int] = json.loads(run_json.read_text())["meta"].get("ingest_split_ns", {})
+        steps = sorted(split.items(), key=lambda kv: -kv[1])
+        print("           split: " + ", ".join(f"{k} {v / 1e9:.2f} s" for k, v in steps), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--split", action="store_true", help="also print each ingest's time split")
     peers.add_arguments(parser)
     args = parser.parse_args()
     print(f"{'events':>10} {'size MB':>8} {'seconds':>8} {'MB/s':>7} {'events/s':>10} {'peak RSS MB':>11} "
@@ -81,6 +90,8 @@ def main() -> None:
             print(f"{n:>10,} {mb:>8.1f} {r['seconds']:>8.2f} {mb / r['seconds']:>7.1f} "
                   f"{n / r['seconds']:>10,.0f} {r['peak_rss_bytes'] / 1e6:>11.0f} "
                   f"{r['peak_rss_bytes'] / r['bytes']:>8.2f}", flush=True)
+            if args.split:
+                print_split(Path(tmp) / f"data_{n}")
             synthetic.append(Path(str(r["trace"])))
         if peers.chosen_peers(args):
             peers.side_by_side(args, synthetic, Path(tmp), explorer_loader(Path(tmp)))

@@ -22,7 +22,6 @@ from rich.table import Table
 from rich.text import Text
 
 from explorer import __version__
-from explorer.analysis.check import DEFAULT_MAX_REGRESSION
 from explorer.config import Settings
 from explorer.errors import ExplorerError
 from explorer.ingest.limits import IngestLimits
@@ -232,24 +231,26 @@ VERDICT_MARK = {"regression": "❌", "improvement": "✅", "ok": "✓"}
 @click.option("--metric", "metrics", multiple=True, metavar="METRIC",
               help="device_total | cpu_total | step_time | op:NAME | kernel:NAME (repeatable) "
                    "[default: device_total (cpu_total without device time), and step_time when both have steps]")
-@click.option("--max-regression", default=DEFAULT_MAX_REGRESSION, show_default=True,
-              help="Largest allowed growth of a metric: a percentage (5%) or a fraction (0.05)")
+@click.option("--max-regression", default=None,
+              help="Largest allowed growth of a metric: a percentage (5%) or a fraction (0.05) "
+                   "[default: explorer.analysis.check.DEFAULT_MAX_REGRESSION, 5%]")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (the /api/check object)")
 @click.option("--markdown", is_flag=True, help="Print a Markdown summary for a PR comment")
 @data_dir_option
-def check(baseline: str, candidate: str, metrics: tuple[str, ...], max_regression: str, as_json: bool,
+def check(baseline: str, candidate: str, metrics: tuple[str, ...], max_regression: str | None, as_json: bool,
           markdown: bool, data_dir: Path | None) -> None:
     """Check CANDIDATE against BASELINE; exit 1 when a metric regressed beyond the threshold.
 
     Each is a run id, tag:NAME@latest (tag:NAME@1: the one before), or a trace file or folder (ingested
     unless a run holds exactly these files). Exit codes: 0 no regression, 1 regression, 2 bad usage or
     reference."""
+    from explorer.analysis.check import DEFAULT_MAX_REGRESSION  # here: `ingest` need not import the gate
     from explorer.gate import compute_run_check
 
     store = _store(data_dir)
     try:
         refs = [_check_ref(store, ref) for ref in (baseline, candidate)]
-        result = compute_run_check(store, refs[0], refs[1], metrics, max_regression)
+        result = compute_run_check(store, refs[0], refs[1], metrics, max_regression or DEFAULT_MAX_REGRESSION)
     except ExplorerError as exc:  # names from traces: neither markup nor :emoji: codes
         console.print(f"error: {exc.message}", markup=False, emoji=False, highlight=False)
         sys.exit(CHECK_USAGE)

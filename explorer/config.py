@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     max_depth: int = Field(10_000, ge=1, description="Deepest slice nesting one run may have")
     max_name_chars: int = Field(1_048_576, ge=16, description="Longer slice names are cut to this, with a warning "
                                 "(C++ kernel names reach several thousand characters)")
+    ingest_memory_mb: int = Field(
+        1500, ge=64, description="Memory one ingest may use, in MB: bounds DuckDB's reader (it spills to the run's "
+        "scratch folder past it), the batch size and what slice args are held at once (big files keep them on disk)")
     ingest_workers: int = Field(2, ge=1, description="Concurrent background ingests (a slow upload does not hold back the next)")
     sql_timeout_s: float = Field(10.0, description="Time limit of one SQL query")
     sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")
