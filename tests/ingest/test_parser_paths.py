@@ -20,6 +20,7 @@ from explorer.errors import ExplorerError
 from explorer.ingest import chrome_fast
 from explorer.ingest.chrome import EventTimes, decode_events, looks_like_chrome, refusal
 from explorer.ingest.chrome_feed import Event
+from explorer.ingest.limits import IngestLimits
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from tests.fuzz.corpus import SHARED_TRACES
@@ -113,8 +114,8 @@ def test_duckdb_alone_would_read_these(case: str, doc: str, tmp_path: Path) -> N
     """Why the check exists: DuckDB's reader takes each of these documents without an error."""
     path = tmp_path / FILE
     path.write_text(doc)
-    with chrome_fast._open_events(path, tmp_path) as (reader, _meta):
-        assert sum(b.n for b in chrome_fast._read_all(reader, 0)) >= 1, case
+    with chrome_fast._open_events(path, tmp_path, IngestLimits().memory_mb) as (reader, _meta):
+        assert sum(b.n for b in chrome_fast._read_all(reader, 0, None)) >= 1, case
     assert refusal(path.read_bytes()) is not None
 
 
