@@ -55,7 +55,7 @@ def _data_dir(data_dir: Path | None) -> Path:
 
 def _store(data_dir: Path | None) -> RunStore:
     settings = _settings(data_dir)
-    return RunStore(settings.data_dir, settings.cache_runs, settings.op_table_cache)
+    return RunStore.from_settings(settings)
 
 
 data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), default=None,
