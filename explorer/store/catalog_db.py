@@ -129,9 +129,9 @@ def current_revision(conn: Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(engine: Engine) -> tuple[str | None, str]:
-    """Bring the schema to the newest revision in one transaction, one process at a time; returns the
-    revision before and after. Adopts a catalog made before migrations (revision 0001 is IF NOT EXISTS)."""
+def upgrade(engine: Engine, to: str = "head") -> tuple[str | None, str]:
+    """Bring the schema to the newest revision (or `to`) in one transaction, one process at a time; returns
+    the revision before and after. Adopts a catalog made before migrations (revision 0001 is IF NOT EXISTS)."""
     with connect(engine, "upgrading its schema") as conn:
         conn.execution_options(**{WRITE: True})
         with conn.begin():
@@ -139,11 +139,11 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PG_MIGRATION_LOCK})
             before = current_revision(conn)
             _check_known(engine, before)
-            command.upgrade(_config(conn), "head")
-    head = head_revision()
-    if before != head:
-        log.info("catalog %s upgraded from revision %s to %s", shown(engine.url), before, head)
-    return before, head
+            command.upgrade(_config(conn), to)
+            after = current_revision(conn) or ""
+    if before != after:
+        log.info("catalog %s upgraded from revision %s to %s", shown(engine.url), before, after)
+    return before, after
 
 
 def _known(revision: str) -> object:
