@@ -13,8 +13,8 @@ import click
 from pydantic import ValidationError
 
 from api import client_commands
-from explorer.errors import ExplorerError
 from explorer.cli import main
+from explorer.errors import ExplorerError
 
 LOOPBACK_NAMES = ("localhost",)
 

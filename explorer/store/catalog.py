@@ -99,7 +99,11 @@ class Catalog:
     def __init__(self, url: str | Path) -> None:
         """`url`: postgresql://user@host:port/db or sqlite:///path; a Path is that SQLite file."""
         self._engine = make_engine(sqlite_url(url) if isinstance(url, Path) else url)
-        ensure_schema(self._engine)
+        try:
+            ensure_schema(self._engine)
+        except BaseException:  # no pooled connection outlives a catalog that failed to open
+            self._engine.dispose()
+            raise
 
     @property
     def url(self) -> str:
