@@ -36,13 +36,18 @@ class CatalogSwitch:
     def __init__(self) -> None:
         self.by_folder: dict[Path, str] = {}
         self.opened: dict[str, list[RunStore]] = {}
+        self.retired: list[RunStore] = []
 
     def url_for(self, data_dir: Path) -> str:
         return self.by_folder.setdefault(data_dir.resolve(), os.environ["EXPLORER_CATALOG_URL"])
 
     def close(self, url: str) -> None:
-        for store in self.opened.pop(url, []):
+        """Close the stores of the test before last, retire this test's: an app's background thread (the
+        index warm-up) can still hold a pooled connection as its test ends, and a connection handed back
+        to a closed pool is never closed (psycopg's ResourceWarning, an error here)."""
+        for store in self.retired:
             store.catalog.close()
+        self.retired = self.opened.pop(url, [])
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -70,6 +75,7 @@ def _catalog_switch() -> Iterator[CatalogSwitch | None]:
         finally:
             RunStore.__init__ = original  # type: ignore[method-assign]
             switch.close(session_url)
+            switch.close("")
             if saved is None:
                 os.environ.pop("EXPLORER_CATALOG_URL")
             else:
