@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EXPLORER_", extra="ignore")
 
     data_dir: Path = Field(Path("explorer-data"), description="Folder holding the catalog and run tables")
+    catalog_url: str = Field(
+        "", description="Catalog database: postgresql://user@host:5432/db for a team server (several processes "
+        "and machines), or sqlite:///path; empty: catalog.sqlite in the data folder")
     host: str = Field("127.0.0.1", description="Address to bind; non-loopback addresses require a token")
     port: int = Field(8000, description="Port serving pages, API and static files")
     root_path: str = Field("", description="Path prefix when served behind a reverse proxy")

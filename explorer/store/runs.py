@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from explorer.config import Settings
 from explorer.errors import RunNotFound, RunNotReady
 from explorer.model.artifacts import Artifact
 from explorer.model.op_stats import device_time_summary
@@ -41,19 +42,24 @@ CACHED_SLICE_COLUMNS = ["slice_id", "track_id", "ts_ns", "dur_ns", "depth", "par
 class RunStore:
     """Catalog + run folders under one data directory."""
 
-    def __init__(self, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8) -> None:
+    def __init__(self, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8, catalog_url: str = "") -> None:
         """`cache_runs`: runs whose tables stay in memory; `op_table_cache`: op tables computed on load
-        (grouped by module, or of runs stored before op tables had a kind) kept in `derived`."""
+        (grouped by module, or of runs stored before op tables had a kind) kept in `derived`;
+        `catalog_url`: the catalog database (Settings.catalog_url), empty for catalog.sqlite in the folder."""
         self.data_dir = data_dir
         self.runs_dir = data_dir / "runs"
         self.tmp_dir = data_dir / "tmp"
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
-        self.catalog = Catalog(data_dir / "catalog.sqlite")
+        self.catalog = Catalog(catalog_url or data_dir / "catalog.sqlite")
         self._cache: OrderedDict[str, dict[str, pa.Table]] = OrderedDict()
         self._cache_size = cache_runs
         self._cache_lock = threading.Lock()
         self.derived = RunMemo(op_table_cache)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RunStore:
+        return cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url)
 
     def recover(self) -> int:
         """After a crash: runs left queued/ingesting by a process that is gone become failed, and temp
