@@ -53,7 +53,8 @@ def load_fleet_series(store: RunStore, run_ids: Sequence[str], kind: str, name: 
     paths = {str(store.table_path(rid, table)): rid for rid in run_ids}
     if not paths:
         return {}, []
-    files = "read_parquet($files, filename = true)"
+    # union_by_name: a run stored by an older version may lack a column the others have (NULL there)
+    files = "read_parquet($files, filename = true, union_by_name = true)"
     series_sql = (f"select filename, {calls}, {total} from {files} where {where} and name = $name "
                   "group by filename")
     top_sql = (f"select name, {total} as t from {files} where {where} group by name "
