@@ -59,7 +59,7 @@ def load_fleet_series(store: RunStore, run_ids: Sequence[str], kind: str, name: 
                   "group by filename")
     top_sql = (f"select name, {total} as t from {files} where {where} group by name "
                f"order by t desc, name limit {SUGGESTIONS}")
-    with _locked(list(paths)) as con:
+    with _locked(list(paths), timeout_s) as con:
         rows = _run(con, series_sql, {"files": list(paths), "name": name}, timeout_s)
         top = _run(con, top_sql, {"files": list(paths)}, timeout_s)
     cells = {paths[str(f)]: FleetCell(int(c), int(t or 0)) for f, c, t in rows}
@@ -67,9 +67,10 @@ def load_fleet_series(store: RunStore, run_ids: Sequence[str], kind: str, name: 
 
 
 @contextmanager
-def _locked(files: list[str]) -> Iterator[duckdb.DuckDBPyConnection]:
-    """An in-memory DuckDB that may read these files and nothing else, with the SQL page's limits."""
-    if not _SLOTS.acquire(timeout=1.0):
+def _locked(files: list[str], timeout_s: float) -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB that may read these files and nothing else, with the SQL page's limits (a
+    query waits for a slot up to its own time limit, as run_sql's do)."""
+    if not _SLOTS.acquire(timeout=timeout_s):
         raise ServerBusy(f"{MAX_CONCURRENT_QUERIES} queries are running; try again in a moment")
     # file access is switched off only after allowed_paths is set (DuckDB refuses that order otherwise)
     config = {k: v for k, v in LOCKED_CONFIG.items() if k != "enable_external_access"}

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from explorer.errors import QueryRejected
+from explorer.store.fleet_queries import _locked, _run
 from tests.api.conftest import Uploader, assert_error
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -199,3 +201,14 @@ def test_page_holds_its_twin_and_escapes_hostile_names(client: TestClient, fleet
 
 def test_runs_page_links_the_fleet_page(client: TestClient) -> None:
     assert 'id="nav-fleet" href="/fleet"' in client.get("/").text
+
+
+def test_the_query_reads_only_the_runs_files(client: TestClient, fleet: list[dict[str, Any]]) -> None:
+    """The locked connection may open exactly the listed Parquet files: a path outside them is refused."""
+    store = client.app.state.explorer.store  # type: ignore[attr-defined]
+    path = str(store.table_path(fleet[0]["run"]["id"], "op_stats"))
+    with _locked([path], 5.0) as con:
+        assert _run(con, "select count(*) from read_parquet($f)", {"f": path}, 5.0)[0][0] > 0
+        other = str(store.table_path(fleet[1]["run"]["id"], "op_stats"))
+        with pytest.raises(QueryRejected, match="Permission"):
+            _run(con, "select count(*) from read_parquet($f)", {"f": other}, 5.0)
