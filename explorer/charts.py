@@ -293,3 +293,30 @@ def make_ranks_figure(ranks: Mapping[str, Any]) -> dict[str, Any]:
                      showlegend=True, legend={"orientation": "h", "y": -0.2})
     layout["xaxis"] = {**layout["xaxis"], "type": "category"}
     return {"data": data, "layout": layout}
+
+
+FLEET_VERDICT_COLORS = {"regression": "#d1242f", "improvement": "#1a7f37", "ok": RUN_COLORS[0], "first": RUN_COLORS[0]}
+
+
+def make_fleet_figure(fleet: Mapping[str, Any]) -> dict[str, Any]:
+    """One name's total time per run, oldest first (a line with a marker per run, red where the run
+    regressed against the median of the runs before it), and that median as a dotted line."""
+    points = fleet.get("runs", [])
+    xs = [f"{i + 1}. {label(str(p['run']), 32)}" for i, p in enumerate(points)]
+    unit, scale = time_unit(max((p["total_ns"] for p in points), default=0))
+    hover = "%{x}<br>%{y:,.1f} " + unit + "<br>%{customdata}<extra></extra>"
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "mode": "lines+markers", "name": label(str(fleet.get("name", ""))), "x": xs,
+         "y": [p["total_ns"] / scale for p in points], "customdata": [p["verdict"] for p in points],
+         "marker": {"size": 9, "color": [FLEET_VERDICT_COLORS.get(p["verdict"], RUN_COLORS[0]) for p in points]},
+         "line": {"color": RUN_COLORS[0]}, "hovertemplate": hover},
+        {"type": "scatter", "mode": "lines", "name": "median of the previous runs", "x": xs,
+         "y": [None if p["median_prev_ns"] is None else p["median_prev_ns"] / scale for p in points],
+         "line": {"color": "#8c959f", "dash": "dot"}, "hovertemplate": "median before: %{y:,.1f} " + unit + "<extra></extra>"},
+    ]
+    what = "device time" if fleet.get("kind") == "op" else "time"
+    title = str(fleet.get("name", ""))  # _layout escapes the title itself
+    layout = _layout(f"{title if len(title) <= 60 else title[:59] + '…'}: total {what} per run ({unit})", 320,
+                     showlegend=True, legend={"orientation": "h", "y": -0.3})
+    layout["xaxis"] = {**layout["xaxis"], "type": "category"}
+    return {"data": data, "layout": layout}

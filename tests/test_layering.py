@@ -30,7 +30,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("charts", ("explorer.charts",)),
     Layer("render", ("explorer.render",)),
     Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot", "explorer.gate",
-                    "explorer.export", "explorer.rank_pages")),
+                    "explorer.export", "explorer.rank_pages", "explorer.fleet")),
     Layer("cli", ("explorer.service", "explorer.demo", "explorer.upload_client", "explorer.watch", "explorer.cli",
                   "explorer.notebook")),
     Layer("api", ("api",)),

@@ -736,3 +736,49 @@ class CollectiveLink(TypedDict):
 @with_config(STRICT)
 class CollectiveLinks(TypedDict):
     links: list[CollectiveLink]
+
+
+# ---- fleet --------------------------------------------------------------------------------------
+
+@with_config(STRICT)
+class FleetPoint(TypedDict):
+    """One run of a fleet series: the name's calls and total ns in it (0 where absent), against the run
+    before it and against the median of the runs before it (`median_prev_ns`: the lower middle)."""
+
+    id: str
+    run: str
+    created_at: float
+    tags: list[str]
+    page: str
+    calls: int
+    total_ns: int
+    avg_ns: int
+    delta_prev_ns: int | None
+    pct_prev: float | None
+    median_prev_ns: int | None
+    pct_median: float | None
+    verdict: str  # first | ok | regression | improvement
+
+
+@with_config(STRICT)
+class FleetSuggestion(TypedDict):
+    name: str
+    total_ns: int
+
+
+@with_config(STRICT)
+class FleetResult(TypedDict):
+    """GET /api/fleet/ops: one op's (or kernel's) device time across the last N ready runs matching the
+    filter, oldest first; `note` says why `runs` is empty when it is."""
+
+    name: str
+    kind: str
+    tag: str
+    run_name: str
+    last: int
+    max_regression_pct: float
+    runs_matched: int
+    runs: list[FleetPoint]
+    regressions: int
+    suggestions: list[FleetSuggestion]
+    note: str
