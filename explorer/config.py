@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     max_name_chars: int = Field(1_048_576, ge=16, description="Longer slice names are cut to this, with a warning "
                                 "(C++ kernel names reach several thousand characters)")
     ingest_workers: int = Field(2, ge=1, description="Concurrent background ingests (a slow upload does not hold back the next)")
+    ingest_processes: int = Field(
+        2, ge=1, description="Worker processes parsing the files (ranks) of one multi-file Chrome/Kineto run in "
+        "parallel (1: every file in the ingest's own process)")
     sql_timeout_s: float = Field(10.0, description="Time limit of one SQL query")
     sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")
     cache_runs: int = Field(4, description="Runs whose tables (slices without args, tracks, ...) stay in memory")

@@ -7,7 +7,11 @@ warning that says what to do with them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from explorer.errors import BadTrace
@@ -28,6 +32,8 @@ from explorer.ingest.neuron_device import collect_device_profiles, link_device_p
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
 from explorer.ingest.neuron_parquet import parse_neuron_parquet
+from explorer.ingest.parallel import parse_parts, use_parallel
+from explorer.ingest.parts import PartJob, load_part, merge
 from explorer.ingest.ranks import identify_ranks
 from explorer.ingest.sources import Inputs, Member
 from explorer.model.ranks import NO_RANK
@@ -62,12 +68,15 @@ def register_parser(fmt: Format, parser: Parser) -> None:
     PARSERS[fmt] = parser
 
 
-def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: IngestLimits | None = None) -> IngestedTrace:
+def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: IngestLimits | None = None,
+                  parallel: bool | None = None) -> IngestedTrace:
     """Parse every member into one run. Raises BadTrace when nothing usable is left.
 
     Members inside Neuron capture process folders (`<instance>_pid_<pid>/...`) are parsed folder by
     folder and joined into one process each (capture.py); Neuron events are linked to the framework
-    trace after every file is read (neuron_link.py)."""
+    trace after every file is read (neuron_link.py). The loose Chrome/Kineto files of a multi-file run
+    are parsed in worker processes and merged in member order (parallel.py; `parallel` forces it on or
+    off, None leaves it to parallel.use_parallel): the run is the same either way."""
     builder = TraceBuilder(limits)
     for name, why in inputs.skipped:
         builder.warn("skipped_file", f"{name}: {why}", 1, name)
@@ -75,8 +84,9 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: Inge
     plan: list[tuple[Member, ProcessFolder | None]] = [(m, None) for m in loose]
     plan += [(m, folder) for folder in folders for m in folder.members]
     run = _Parsing(builder, inputs, progress)
-    for member, folder in plan:
-        run.parse(member, folder)
+    with _parts(run, loose, parallel) as parts:
+        for member, folder in plan:
+            run.parse(member, folder, parts.get(id(member)))
     for folder in folders:
         join_process_folder(builder, folder, run.metas)
     if not run.parsed:
@@ -125,7 +135,8 @@ class _Parsing:
         self.total = sum(m.size for m in inputs.members) or 1
         self.done = 0
 
-    def parse(self, member: Member, folder: ProcessFolder | None) -> None:
+    def parse(self, member: Member, folder: ProcessFolder | None, part: Path | None = None) -> None:
+        """Parse one member into the builder, or merge its part when a worker parsed it already."""
         builder, fmt = self.builder, self.formats[id(member)]
         parser = PARSERS.get(fmt)
         if parser is None:
@@ -136,7 +147,9 @@ class _Parsing:
         if folder is not None:
             begin_member(builder, folder, fmt)
         try:
-            if fmt is Format.CHROME and member.path is not None:
+            if part is not None:
+                meta = merge(builder, load_part(part))
+            elif fmt is Format.CHROME and member.path is not None:
                 meta = parse_chrome_file(member.path, member.name, builder, instance, self.inputs.scratch)
             else:
                 meta = parser(member.data, member.name, builder, instance)
@@ -152,7 +165,7 @@ class _Parsing:
         self.metas.update({src: meta for src in range(first_src, len(builder.sources))})
         self.parsed.append((member, fmt, meta))
         self.done += member.size
-        if self.progress:
+        if self.progress and part is None:  # parts reported their progress as the workers finished
             self.progress(min(0.9, 0.9 * self.done / self.total), f"parsed {member.name}")
 
     def _unreadable(self, member: Member, folder: ProcessFolder | None, fmt: Format) -> None:
@@ -163,6 +176,31 @@ class _Parsing:
             folder.binaries.append(member.name)
         else:
             self.builder.warn("unreadable_file", f"{member.name}: {UNSUPPORTED[fmt]}", 1, member.name)
+
+
+@contextmanager
+def _parts(run: _Parsing, loose: list[Member], parallel: bool | None) -> Iterator[dict[int, Path]]:
+    """The loose Chrome/Kineto members parsed by worker processes, when parallel.use_parallel says so:
+    member id -> its part folder, in a folder removed at the end."""
+    chrome = [m for m in loose if run.formats[id(m)] is Format.CHROME]
+    limits = run.builder.limits
+    if not use_parallel([m.size for m in chrome], limits.processes, parallel):
+        yield {}
+        return
+    root = Path(tempfile.mkdtemp(prefix="parts-", dir=run.inputs.scratch))
+    try:
+        jobs = [PartJob(m.name, root / str(i), limits, m.name if run.multi else "", m.path,
+                        m.data if m.path is None else None, run.inputs.scratch) for i, m in enumerate(chrome)]
+        total, done = sum(m.size for m in chrome) or 1, [0]
+
+        def report(job: PartJob) -> None:
+            done[0] += chrome[jobs.index(job)].size
+            if run.progress:
+                run.progress(0.9 * done[0] / total, f"parsed {job.name}")
+
+        yield {id(m): f for m, f in zip(chrome, parse_parts(jobs, limits.processes, report), strict=True)}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _input_names(inputs: Inputs) -> str:

@@ -1,0 +1,279 @@
+"""Parts: one file of a multi-file run parsed on its own, into its own TraceBuilder, and written to a folder
+(Arrow IPC files of the builder's raw columns, a JSON of its books: sources, threads, names, warnings, flow
+codes, the parser's document metadata, the parse error if any); and the merge that appends parts to the run's
+builder in member order, renumbering sources, threads, raw slices and flow codes, before the one finish().
+
+A part is what a parse job hands to the merge: explorer.ingest.parallel runs the jobs in worker processes (a
+queue worker on another machine could run them as well). The state moves as columns, never per event in
+Python objects, except the small row-wise lists. These functions reach into TraceBuilder's private lists on
+purpose: they are its serialization, kept out of builder.py so that the builder stays about building.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from explorer.errors import BadTrace
+from explorer.ingest.builder import ROW_FIELDS, ROW_FLOW_CODES, TraceBuilder, _FlowPoint
+from explorer.ingest.chrome import parse_chrome
+from explorer.ingest.chrome_fast import parse_chrome_file
+from explorer.ingest.columns import SliceChunk
+from explorer.ingest.limits import IngestLimits
+
+
+@dataclass
+class BuilderState:
+    """Everything the parsers left in a TraceBuilder before finish(), as Arrow tables (the per-event
+    columns) and plain JSON-able values (the books), so that it can be written to disk by one process
+    and appended to another builder by another. Raw indices (threads, slices, sources) are the
+    exporting builder's own, from 0."""
+
+    slices: pa.Table  # ROW_FIELDS, raw order
+    bulk_flows: pa.Table  # code, kind, thread, ts, enclosing
+    flow_points: pa.Table  # row-wise flow steps: src, cat, fid, thread, ts, phase, enclosing (flow by flow)
+    counters: pa.Table  # src, pid, series, lane, ts, value (series by series)
+    instants: pa.Table  # thread, ts, name, cat, args
+    links: pa.Table  # from_raw, to_raw, kind
+    books: dict[str, Any]  # sources, threads, their names and sorts, warnings, meta, flow codes
+
+
+def _state_books(b: TraceBuilder) -> dict[str, Any]:
+    t = b.threads
+    return {
+        "sources": list(b.sources),
+        "threads": [[i.src, i.pid, i.tid] for i in t.info],
+        "process_names": [[*k, v] for k, v in t.process_names.items()],
+        "thread_names": [[*k, v] for k, v in t.thread_names.items()],
+        "process_sort": [[*k, v] for k, v in t.process_sort.items()],
+        "thread_sort": [[*k, v] for k, v in t.thread_sort.items()],
+        "devices": [[*k, v] for k, v in t.devices.items()],
+        "instances": [[k, v] for k, v in t.instances.items()],
+        "ranks": [[k, v] for k, v in t.ranks.items()],
+        "hosts": [[k, v] for k, v in t.hosts.items()],
+        "label_ranks": t.label_ranks,
+        "warnings": [[w.code, w.message, w.count, w.source] for w in b.warnings.values()],
+        "meta": dict(b.meta),
+        "flow_codes": [list(k) for k in b._flow_codes],
+        "bulk_codes": b._bulk_codes,
+    }
+
+
+def export_state(b: TraceBuilder) -> BuilderState:
+    """b's raw state (see BuilderState). Per-format extension state (Neuron's cross-file link keys) does
+    not travel: a format that keeps some is parsed in the ingest's own process."""
+    if b.extensions:
+        raise ValueError(f"builder state of {sorted(b.extensions)} cannot be exported")
+    cols = b._columns()
+    slices = pa.table({"thread": cols.thread, "lane": cols.lane, "ts": cols.ts, "dur": cols.dur, "corr": cols.corr,
+                       "ext": cols.ext, "is_op": cols.is_op, "devtime": cols.devtime, "name": cols.name,
+                       "cat": cols.cat, "args": cols.args, "shapes": cols.shapes})
+    bulk = b._bulk_flows
+    flows = pa.table({name: _concat(parts, dtype) for name, parts, dtype in (
+        ("code", bulk.key, np.int64), ("kind", bulk.kind, np.int8), ("thread", bulk.thread, np.int64),
+        ("ts", bulk.ts, np.int64), ("enclosing", bulk.enclosing, np.bool_))})
+    points = [(*key, p.raw_thread, p.ts_ns, p.phase, p.enclosing) for key, pts in b._flow_points.items()
+              for p in pts]
+    counters = [(*key, b._counter_lane[key], ts, v) for key, (tss, vs) in b._counters.items()
+                for ts, v in zip(tss, vs, strict=True)]
+    return BuilderState(
+        slices=slices, bulk_flows=flows,
+        flow_points=_rows_table(points, _POINT_TYPES),
+        counters=_rows_table(counters, _COUNTER_TYPES),
+        instants=_rows_table(b._instants, _INSTANT_TYPES),
+        links=_rows_table(b._links, _LINK_TYPES),
+        books=_state_books(b))
+
+
+_POINT_TYPES = {"src": pa.int64(), "cat": pa.string(), "fid": pa.string(), "thread": pa.int64(), "ts": pa.int64(),
+                "phase": pa.string(), "enclosing": pa.bool_()}
+_COUNTER_TYPES = {"src": pa.int64(), "pid": pa.string(), "series": pa.string(), "lane": pa.string(),
+                  "ts": pa.int64(), "value": pa.float64()}
+_INSTANT_TYPES = {"thread": pa.int64(), "ts": pa.int64(), "name": pa.string(), "cat": pa.string(),
+                  "args": pa.string()}
+_LINK_TYPES = {"from_raw": pa.int64(), "to_raw": pa.int64(), "kind": pa.string()}
+
+
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+
+def _rows_table(rows: Sequence[tuple[Any, ...]], types: dict[str, pa.DataType]) -> pa.Table:
+    """Row tuples (fields in `types` order) as a table: the per-event lists of a builder, columnar."""
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in types]
+    return pa.table({name: pa.array(col, typ) for (name, typ), col in zip(types.items(), columns, strict=True)})
+
+
+def import_state(b: TraceBuilder, state: BuilderState) -> None:
+    """Append an exported state to b, as if its parser had run in b next: sources, threads, raw slices,
+    bulk flow codes and row-wise flow codes all continue b's numbering, in the exported order, so that
+    finish() gives the tables a single builder fed the same files in the same order would."""
+    books = state.books
+    src0, thread0, row0, code0 = len(b.sources), len(b.threads.info), b.slice_count, b._bulk_codes
+    _import_books(b, books, src0, thread0)
+    codes = [b.flow_code(src + src0, cat, fid) for src, cat, fid in books["flow_codes"]]
+    b._bulk_codes += int(books["bulk_codes"])
+    _import_slices(b, state.slices, thread0)
+    _import_bulk_flows(b, state.bulk_flows, thread0, code0, codes)
+    for src, cat, fid, thread, ts, phase, enclosing in zip(*_pylists(state.flow_points), strict=True):
+        points = b._flow_points[(src + src0, cat, fid)]
+        points.append(_FlowPoint(thread + thread0, ts, phase, enclosing, len(points)))
+    for src, pid, series, lane, ts, value in zip(*_pylists(state.counters), strict=True):
+        key = (src + src0, pid, series)
+        b._counter_lane.setdefault(key, lane)
+        pts = b._counters.setdefault(key, ([], []))
+        pts[0].append(ts)
+        pts[1].append(value)
+    b._instants += [(th + thread0, ts, name, cat, args)
+                    for th, ts, name, cat, args in zip(*_pylists(state.instants), strict=True)]
+    b._links += [(f + row0, t + row0, kind) for f, t, kind in zip(*_pylists(state.links), strict=True)]
+
+
+def _pylists(table: pa.Table) -> list[list[Any]]:
+    return [col.to_pylist() for col in table.columns]
+
+
+def _import_books(b: TraceBuilder, books: dict[str, Any], src0: int, thread0: int) -> None:
+    t = b.threads
+    b.sources += books["sources"]
+    for i, (src, pid, tid) in enumerate(books["threads"]):
+        if t.thread(src + src0, pid, tid) != thread0 + i:
+            raise ValueError(f"thread {(src, pid, tid)} of an imported state is already in the builder")
+    for field_name in ("process_names", "process_sort", "devices"):
+        getattr(t, field_name).update({(src + src0, pid): v for src, pid, v in books[field_name]})
+    for field_name in ("thread_names", "thread_sort"):
+        getattr(t, field_name).update({(src + src0, pid, tid): v
+                                       for src, pid, tid, v in books[field_name]})
+    for field_name in ("instances", "ranks", "hosts"):
+        getattr(t, field_name).update({src + src0: v for src, v in books[field_name]})
+    t.label_ranks = t.label_ranks or bool(books["label_ranks"])
+    for code, message, count, source in books["warnings"]:
+        b.warn(code, message, count, source)
+    b.meta.update(books["meta"])
+
+
+def _import_slices(b: TraceBuilder, slices: pa.Table, thread0: int) -> None:
+    """The imported slices as one chunk after b's own (row-wise ones first become a chunk, as in
+    add_slice_columns, so every raw index handed out so far keeps its place)."""
+    if not slices.num_rows:
+        return
+    if b._rows:
+        b._chunks.append(b._rows_chunk())
+        b._chunk_rows += len(b._rows)
+        b._rows = []
+    num = {f: slices.column(f).to_numpy() for f in ROW_FIELDS[:8]}
+    text = {f: slices.column(f).combine_chunks() for f in ROW_FIELDS[8:]}
+    num["thread"] = num["thread"] + thread0
+    b._chunks.append(SliceChunk(**num, **text))
+    b._chunk_rows += slices.num_rows
+
+
+def _import_bulk_flows(b: TraceBuilder, flows: pa.Table, thread0: int, code0: int, row_codes: list[int]) -> None:
+    """Bulk flow steps with their codes moved into b's numbering: bulk codes after b's own block, row-wise
+    codes (from flow_code) to the code b gave the same flow."""
+    if not flows.num_rows:
+        return
+    code = flows.column("code").to_numpy()
+    is_row = code >= ROW_FLOW_CODES
+    moved = code + code0
+    if is_row.any():
+        moved[is_row] = np.asarray(row_codes, dtype=np.int64)[code[is_row] - ROW_FLOW_CODES]
+    b._bulk_flows.add(moved, flows.column("kind").to_numpy(), flows.column("thread").to_numpy() + thread0,
+                      flows.column("ts").to_numpy(), flows.column("enclosing").to_numpy(zero_copy_only=False))
+
+
+# ---- on disk ---------------------------------------------------------------------------------------------
+
+TABLES = ("slices", "bulk_flows", "flow_points", "counters", "instants", "links")  # BuilderState's tables
+BOOKS_FILE = "part.json"
+
+
+@dataclass
+class Part:
+    """One parsed file: the builder state its parser left, the document metadata the parser returned,
+    and the parser's BadTrace if it failed (the partial state is kept: a failing parser leaves it in a
+    builder too, and the merge must give what one builder would)."""
+
+    state: BuilderState
+    meta: dict[str, Any] | None
+    error: BadTrace | None
+
+
+def write_part(builder: TraceBuilder, folder: Path, meta: dict[str, Any] | None, error: BadTrace | None) -> None:
+    """The builder's state as a part folder (created; must not exist)."""
+    state = export_state(builder)
+    folder.mkdir(parents=True)
+    for name in TABLES:
+        table: pa.Table = getattr(state, name)
+        with ipc.new_file(folder / f"{name}.arrow", table.schema) as out:
+            out.write_table(table)
+    failed = {"filename": error.filename, "problem": error.problem} if error is not None else None
+    (folder / BOOKS_FILE).write_text(json.dumps({"books": state.books, "meta": meta, "error": failed}))
+
+
+def read_part(folder: Path) -> Part:
+    """A part folder back, its columns memory-mapped (the folder may be removed once read: the mapping
+    stays valid)."""
+    doc = json.loads((folder / BOOKS_FILE).read_text())
+    tables = {name: ipc.open_file(pa.memory_map(str(folder / f"{name}.arrow"))).read_all() for name in TABLES}
+    failed = doc["error"]
+    error = BadTrace(failed["filename"], failed["problem"]) if failed is not None else None
+    return Part(BuilderState(**tables, books=doc["books"]), doc["meta"], error)
+
+
+def merge(builder: TraceBuilder, part: Part) -> dict[str, Any]:
+    """Append a part to the run's builder; returns its parser's metadata, or raises its parser's error
+    (after appending, as the parser would have left it)."""
+    import_state(builder, part.state)
+    if part.error is not None:
+        raise part.error
+    assert part.meta is not None
+    return part.meta
+
+
+# ---- the parse job ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartJob:
+    """One Chrome/Kineto file to parse into the part folder `out`: by path (file-backed members) or its
+    bytes; `instance` and `scratch` as the in-process parse would pass them."""
+
+    name: str
+    out: Path
+    limits: IngestLimits
+    instance: str = ""
+    path: Path | None = None
+    data: bytes | None = None
+    scratch: Path | None = None
+
+
+def parse_part(job: PartJob) -> Path:
+    """Parse one file into a fresh builder and write it as a part (the worker's whole job). Only BadTrace
+    is the input's fault and travels in the part; anything else is raised, as in the in-process parse."""
+    builder = TraceBuilder(job.limits)
+    meta: dict[str, Any] | None = None
+    error: BadTrace | None = None
+    try:
+        if job.path is not None:
+            meta = parse_chrome_file(job.path, job.name, builder, job.instance, job.scratch)
+        else:
+            meta = parse_chrome(job.data or b"", job.name, builder, job.instance)
+    except BadTrace as exc:
+        error = exc
+    write_part(builder, job.out, meta, error)
+    return job.out
+
+
+def load_part(folder: Path) -> Part:
+    """read_part, then the folder removed: a part is read once, by the merge."""
+    part = read_part(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    return part

@@ -1,0 +1,198 @@
+"""Multi-file runs parsed in worker processes (explorer/ingest/parallel.py) and merged from their parts
+(explorer/ingest/parts.py) give the run a one-process ingest gives: every table, the warnings, the metadata
+and the stored summary equal, on constructed ranks, on both parser paths (small files through msgspec,
+big ones through DuckDB), with bad files among good ones, and on a real gloo capture."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from bench.synth_ranks import RankPlan, write_rank_traces
+from explorer.errors import BadTrace
+from explorer.ingest.builder import TraceBuilder
+from explorer.ingest.chrome_fast import FAST_MIN_BYTES
+from explorer.ingest.limits import IngestLimits
+from explorer.ingest.parallel import PARALLEL_MIN_BYTES, parse_parts, use_parallel
+from explorer.ingest.parts import PartJob, load_part, merge, write_part
+from explorer.ingest.pipeline import ingest_inputs
+from explorer.ingest.sources import Inputs, Member, collect_inputs
+from explorer.model.lanes import FlowKind
+from explorer.model.tables import IngestedTrace
+from explorer.store.runs import build_summary
+from tests.ranks.conftest import gloo_capture, straggler_traces  # noqa: F401 - session fixtures used here
+
+LIMITS = IngestLimits(processes=2)
+
+
+def ingest(paths: list[Path], parallel: bool) -> IngestedTrace:
+    inputs = collect_inputs(paths)
+    try:
+        return ingest_inputs(inputs, limits=LIMITS, parallel=parallel)
+    finally:
+        inputs.cleanup()
+
+
+def assert_same_run(got: IngestedTrace, want: IngestedTrace) -> None:
+    """Every table equal (schema, values, order), and the warnings, metadata and summary."""
+    assert sorted(got.tables) == sorted(want.tables)
+    for name, table in want.tables.items():
+        assert got.tables[name].equals(table), f"table {name} differs"
+    assert got.warnings == want.warnings
+    assert json.dumps(got.meta, sort_keys=True, default=str) == json.dumps(want.meta, sort_keys=True, default=str)
+    assert build_summary(got, []) == build_summary(want, [])
+    assert got.device_profiles == want.device_profiles
+
+
+def complete_events(paths: list[Path]) -> list[dict[str, object]]:
+    """The X events of the files, read independently of the parsers (times kept as Decimal)."""
+    events: list[dict[str, object]] = []
+    for path in paths:
+        doc = json.loads(path.read_text(), parse_float=Decimal)
+        base = int(doc.get("baseTimeNanoseconds", 0))
+        events += [{**e, "ts_ns": base + int(Decimal(str(e["ts"])) * 1000)} for e in doc["traceEvents"]
+                   if e.get("ph") == "X"]
+    return events
+
+
+def test_constructed_ranks_equal_the_one_process_ingest(straggler_traces: list[Path]) -> None:  # noqa: F811
+    parallel = ingest(straggler_traces, parallel=True)
+    assert_same_run(parallel, ingest(straggler_traces, parallel=False))
+    events = complete_events(straggler_traces)
+    slices = parallel.tables["slices"]
+    assert slices.num_rows == len(events)
+    assert sorted(slices.column("ts_ns").to_pylist()) == sorted(int(str(e["ts_ns"])) for e in events)
+    assert parallel.meta["ranks"] == [0, 1, 2, 3]
+
+
+@pytest.mark.slow
+def test_big_files_on_the_duckdb_path_and_small_ones_mixed(tmp_path: Path) -> None:
+    """Two files past FAST_MIN_BYTES (DuckDB batches: bulk slice chunks and bulk flow codes) after a small
+    one (row-wise slices and flow steps), so the merge renumbers both kinds in one run."""
+    big = write_rank_traces(tmp_path / "big", RankPlan(world=2, steps=10, units=1800, late_rank=1, late_ns=50_000))
+    small = write_rank_traces(tmp_path / "small", RankPlan(world=3, steps=3, units=4))[2]
+    assert all(p.stat().st_size > FAST_MIN_BYTES for p in big) and small.stat().st_size < FAST_MIN_BYTES
+    paths = [small, *big]
+    parallel = ingest(paths, parallel=True)
+    assert_same_run(parallel, ingest(paths, parallel=False))
+    assert parallel.tables["slices"].num_rows == len(complete_events(paths))
+    assert parallel.tables["flows"].num_rows > 0
+
+
+def test_a_bad_file_among_good_ones_is_a_warning(straggler_traces: list[Path], tmp_path: Path) -> None:  # noqa: F811
+    """An unreadable file and one without events (its source is added before the parser finds that out)
+    between good ones: the same warnings and tables as in one process."""
+    broken = tmp_path / "rank-8.pt.trace.json"
+    broken.write_text('{"traceEvents": [{"ph": "X", "name": ')
+    empty = tmp_path / "rank-9.pt.trace.json"
+    empty.write_text('{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}}]}')
+    paths = [straggler_traces[0], broken, straggler_traces[1], empty]
+    parallel = ingest(paths, parallel=True)
+    assert_same_run(parallel, ingest(paths, parallel=False))
+    unreadable = {w.source for w in parallel.warnings if w.code == "unreadable_file"}
+    assert unreadable == {broken.name, empty.name}
+
+
+def test_when_every_file_is_bad_the_first_error_is_the_ingests(tmp_path: Path) -> None:
+    paths = []
+    for i in range(2):
+        paths.append(tmp_path / f"rank-{i}.json")
+        paths[-1].write_text('{"traceEvents": [')
+    with pytest.raises(BadTrace) as sequential:
+        ingest(paths, parallel=False)
+    with pytest.raises(BadTrace) as parallel:
+        ingest(paths, parallel=True)
+    assert parallel.value.message == sequential.value.message
+    assert parallel.value.message.startswith("rank-0.json: ")
+
+
+def test_members_held_in_memory_travel_as_bytes(straggler_traces: list[Path]) -> None:  # noqa: F811
+    def inputs() -> Inputs:
+        return Inputs(members=[Member(p.name, data=p.read_bytes()) for p in straggler_traces[:3]])
+
+    assert_same_run(ingest_inputs(inputs(), limits=LIMITS, parallel=True),
+                    ingest_inputs(inputs(), limits=LIMITS, parallel=False))
+
+
+@pytest.mark.slow
+def test_real_gloo_capture_equals_the_one_process_ingest(gloo_capture: list[Path]) -> None:  # noqa: F811
+    parallel = ingest(gloo_capture, parallel=True)
+    assert_same_run(parallel, ingest(gloo_capture, parallel=False))
+    assert parallel.tables["slices"].num_rows == len(complete_events(gloo_capture))
+
+
+def feed(builder: TraceBuilder, label: str, shift_ns: int) -> None:
+    """Every kind of raw state a parser can leave: row-wise and bulk slices, an explicit link, row-wise and
+    bulk flow steps (one bulk step under a row-wise flow code), counters, instants, names, a warning."""
+    src = builder.add_source(label, f"inst {label}")
+    t0, t1 = builder.thread(src, 7, 1), builder.thread(src, 7, "gpu")
+    builder.set_process_name(src, 7, "python")
+    builder.set_thread_name(src, 7, 1, "main")
+    builder.set_process_sort(src, 7, 3)
+    builder.set_device(src, 7, "GPU 0")
+    op = builder.add_slice(t0, "cpu_op", "aten::mm", 1_000 + shift_ns, 500, correlation=5, external_id=9)
+    launch = builder.add_slice(t0, "cuda_runtime", "cudaLaunchKernel", 1_100 + shift_ns, 50, correlation=5)
+    builder.add_slice_columns(
+        np.array([t1, t1]), pa.array(["kernel", "kernel"]), pa.array(["k1", "k2"]),
+        np.array([1_200, 1_900]) + shift_ns, np.array([300, 100]), pa.array(["{}", "{}"]), np.array([5, -1]),
+        np.array([9, -1]), pa.array(["", ""]))
+    builder.add_link(launch, op, FlowKind.LAUNCH)
+    code = builder.flow_code(src, "ac2g", "5")
+    bulk = builder.reserve_flow_codes(3) + 2  # a block of 3, as a bulk parser reserves it; its last code used
+    # the row-coded flow: aten::mm -> k2; the bulk-coded one: cudaLaunchKernel -> k1
+    builder.add_flow_points_columns(np.array([code, bulk, bulk]), np.array([2, 2, 2]), np.array([t1, t0, t1]),
+                                    np.array([1_950, 1_120, 1_250]) + shift_ns, np.array([True, True, True]))
+    builder.add_flow_point(src, "5", "ac2g", "s", t0, 1_450 + shift_ns, True)
+    builder.add_counter(src, 7, "memory", 1_000 + shift_ns, 1.5)
+    builder.add_counter(src, 7, "memory", 1_300 + shift_ns, 0.1)
+    builder.add_instant(t0, 1_400 + shift_ns, "[memory]", "cpu_instant_event")
+    builder.warn("bad_time", "events with a bad time", 2, label)
+
+
+def test_a_part_merges_as_if_its_parser_had_run_in_the_builder(tmp_path: Path) -> None:
+    """A builder fed a, b, c equals one fed a, then b's part (written and read back), then c."""
+    direct = TraceBuilder()
+    for i, label in enumerate("abc"):
+        feed(direct, label, i * 10_000)
+    merged, alone = TraceBuilder(), TraceBuilder()
+    feed(merged, "a", 0)
+    feed(alone, "b", 10_000)
+    write_part(alone, tmp_path / "b", {"format": "chrome"}, None)
+    assert merge(merged, load_part(tmp_path / "b")) == {"format": "chrome"}
+    assert not (tmp_path / "b").exists()
+    feed(merged, "c", 20_000)
+    want, got = direct.finish(), merged.finish()
+    for name, table in want.tables.items():
+        assert got.tables[name].equals(table), f"table {name} differs"
+    assert got.warnings == want.warnings
+    assert got.tables["flows"].num_rows == want.tables["flows"].num_rows == 9  # per source: the link, launch -> k1, mm -> k2 (row-coded)
+
+
+def test_parse_parts_runs_the_jobs_in_worker_processes(straggler_traces: list[Path], tmp_path: Path) -> None:  # noqa: F811
+    jobs = [PartJob(p.name, tmp_path / str(i), LIMITS, path=p) for i, p in enumerate(straggler_traces)]
+    reported: list[str] = []
+    folders = parse_parts(jobs, 2, lambda job: reported.append(job.name))
+    assert folders == [job.out for job in jobs]
+    assert sorted(reported) == sorted(p.name for p in straggler_traces)
+    part = load_part(folders[2])
+    assert part.error is None and part.meta is not None
+    assert part.meta["distributed_info"]["rank"] == 2
+    assert part.state.books["sources"] == [straggler_traces[2].name]
+
+
+@pytest.mark.parametrize(("sizes", "processes", "forced", "want"), [
+    ([PARALLEL_MIN_BYTES], 2, True, False),  # one file: nothing to run beside it
+    ([PARALLEL_MIN_BYTES, 1], 2, None, True),
+    ([PARALLEL_MIN_BYTES // 4, 1], 2, None, False),  # small: the workers cost more than they save
+    ([PARALLEL_MIN_BYTES, 1], 1, None, False),  # one process allowed
+    ([1, 1], 1, True, True),
+    ([PARALLEL_MIN_BYTES, PARALLEL_MIN_BYTES], 2, False, False),
+])
+def test_which_runs_take_the_parallel_path(sizes: list[int], processes: int, forced: bool | None,
+                                           want: bool) -> None:
+    assert use_parallel(sizes, processes, forced) is want
