@@ -3,7 +3,9 @@ writing its part (explorer.ingest.parts) for the merge in the ingest's own proce
 
 Workers start from a forkserver that has imported the parsers, never by forking the ingest's process
 (DuckDB, a server's threads and their locks may be alive there). The pool lives for one ingest: at most
-`processes` workers, never more than the files. Which runs take this path is decided here (use_parallel);
+`processes` workers, never more than the files. Like every spawn/forkserver pool, a worker imports the
+program's main module: a script that ingests must keep its work under `if __name__ == "__main__":`; where a
+worker dies (that, or the kernel's OOM killer), the files are parsed in the ingest's own process instead. Which runs take this path is decided here (use_parallel);
 what a part holds and how it merges, in parts.py.
 """
 
@@ -13,6 +15,7 @@ import logging
 import multiprocessing
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from explorer.ingest.parts import PartJob, parse_part
@@ -36,9 +39,11 @@ def use_parallel(sizes: list[int], processes: int, forced: bool | None) -> bool:
     return processes > 1 and sum(sizes) >= PARALLEL_MIN_BYTES
 
 
-def parse_parts(jobs: list[PartJob], processes: int, done: Callable[[PartJob], None] | None = None) -> list[Path]:
-    """Run every job in the pool; their part folders, in job order. `done` is called (in this process) as
-    each job completes. The first job to raise cancels those not started and is raised here."""
+def parse_parts(jobs: list[PartJob], processes: int,
+                done: Callable[[PartJob], None] | None = None) -> list[Path] | None:
+    """Run every job in the pool; their part folders, in job order, or None when a worker died (the caller
+    parses in its own process then). `done` is called (in this process) as each job completes. The first
+    job to raise cancels those not started and is raised here."""
     context = multiprocessing.get_context(START_METHOD)
     context.set_forkserver_preload(PRELOAD)
     folders: list[Path | None] = [None] * len(jobs)
@@ -50,6 +55,9 @@ def parse_parts(jobs: list[PartJob], processes: int, done: Callable[[PartJob], N
                 folders[i] = future.result()
                 if done is not None:
                     done(jobs[i])
+        except BrokenProcessPool as exc:
+            log.warning("a parse worker died (%s): the %d files are parsed in this process", exc, len(jobs))
+            return None
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise

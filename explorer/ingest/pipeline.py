@@ -198,7 +198,8 @@ def _parts(run: _Parsing, loose: list[Member], parallel: bool | None) -> Iterato
             if run.progress:
                 run.progress(0.9 * done[0] / total, f"parsed {job.name}")
 
-        yield {id(m): f for m, f in zip(chrome, parse_parts(jobs, limits.processes, report), strict=True)}
+        folders = parse_parts(jobs, limits.processes, report)
+        yield {id(m): f for m, f in zip(chrome, folders, strict=True)} if folders is not None else {}
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -6,6 +6,8 @@ big ones through DuckDB), with bad files among good ones, and on a real gloo cap
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -124,6 +126,31 @@ def test_real_gloo_capture_equals_the_one_process_ingest(gloo_capture: list[Path
     parallel = ingest(gloo_capture, parallel=True)
     assert_same_run(parallel, ingest(gloo_capture, parallel=False))
     assert parallel.tables["slices"].num_rows == len(complete_events(gloo_capture))
+
+
+UNGUARDED_SCRIPT = """
+import sys
+from pathlib import Path
+from explorer.ingest.limits import IngestLimits
+from explorer.ingest.pipeline import ingest_inputs
+from explorer.ingest.sources import collect_inputs
+inputs = collect_inputs([Path(p) for p in sys.argv[1:]])
+trace = ingest_inputs(inputs, limits=IngestLimits(processes=2), parallel=True)
+inputs.cleanup()
+print("slices", trace.tables["slices"].num_rows)
+"""
+
+
+def test_a_script_without_the_main_guard_still_ingests(straggler_traces: list[Path], tmp_path: Path) -> None:  # noqa: F811
+    """Workers import the main module (spawn and forkserver alike): a script that ingests at its top level
+    makes every worker fail at start; the files are then parsed in the script's own process."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), *map(str, straggler_traces[:2])], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["slices", str(len(complete_events(straggler_traces[:2])))]
+    assert "parsed in this process" in proc.stderr
 
 
 def feed(builder: TraceBuilder, label: str, shift_ns: int) -> None:
