@@ -161,19 +161,20 @@ def _import_books(b: TraceBuilder, books: dict[str, Any], src0: int, thread0: in
 
 
 def _import_slices(b: TraceBuilder, slices: pa.Table, thread0: int) -> None:
-    """The imported slices as one chunk after b's own (row-wise ones first become a chunk, as in
-    add_slice_columns, so every raw index handed out so far keeps its place)."""
+    """The imported slices as chunks after b's own, one per record batch (a string column of one batch
+    stays under Arrow's 2 GB offsets); row-wise ones first become a chunk, as in add_slice_columns, so
+    every raw index handed out so far keeps its place."""
     if not slices.num_rows:
         return
     if b._rows:
         b._chunks.append(b._rows_chunk())
         b._chunk_rows += len(b._rows)
         b._rows = []
-    num = {f: slices.column(f).to_numpy() for f in ROW_FIELDS[:8]}
-    text = {f: slices.column(f).combine_chunks() for f in ROW_FIELDS[8:]}
-    num["thread"] = num["thread"] + thread0
-    b._chunks.append(SliceChunk(**num, **text))
-    b._chunk_rows += slices.num_rows
+    for batch in slices.to_batches():
+        num = {f: batch.column(f).to_numpy(zero_copy_only=False) for f in ROW_FIELDS[:8]}
+        num["thread"] = num["thread"] + thread0
+        b._chunks.append(SliceChunk(**num, **{f: batch.column(f) for f in ROW_FIELDS[8:]}))
+        b._chunk_rows += batch.num_rows
 
 
 def _import_bulk_flows(b: TraceBuilder, flows: pa.Table, thread0: int, code0: int, row_codes: list[int]) -> None:

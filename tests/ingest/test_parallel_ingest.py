@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from bench.synth_ranks import RankPlan, write_rank_traces
+from explorer.config import Settings
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome_fast import FAST_MIN_BYTES
@@ -223,3 +224,9 @@ def test_parse_parts_runs_the_jobs_in_worker_processes(straggler_traces: list[Pa
 def test_which_runs_take_the_parallel_path(sizes: list[int], processes: int, forced: bool | None,
                                            want: bool) -> None:
     assert use_parallel(sizes, processes, forced) is want
+
+
+def test_the_setting_reaches_the_ingest() -> None:
+    """EXPLORER_INGEST_PROCESSES -> Settings -> the IngestLimits the CLI and the app hand to every ingest."""
+    assert IngestLimits.from_settings(Settings(ingest_processes=3)).processes == 3
+    assert IngestLimits().processes == Settings().ingest_processes == 2
