@@ -1,29 +1,31 @@
-"""The files (ranks) of one multi-file run parsed at the same time, in a pool of worker processes, each
-writing its part (explorer.ingest.parts) for the merge in the ingest's own process.
+"""The files (ranks) of one multi-file run parsed at the same time: the ingest's own process and a pool of
+worker processes share the jobs (explorer.ingest.parts); the parts come back in job order, for the merge.
 
 Workers start from a forkserver that has imported the parsers, never by forking the ingest's process
-(DuckDB, a server's threads and their locks may be alive there). The pool lives for one ingest: at most
-`processes` workers, never more than the files. Like every spawn/forkserver pool, a worker imports the
-program's main module: a script that ingests must keep its work under `if __name__ == "__main__":`; where a
-worker dies (that, or the kernel's OOM killer), the files are parsed in the ingest's own process instead. Which runs take this path is decided here (use_parallel);
-what a part holds and how it merges, in parts.py.
+(DuckDB, a server's threads and their locks may be alive there). Starting them costs more than a second of
+imports, so the ingest's process does not wait for them: it takes jobs from the end of the list, and each
+worker, once started, takes them from the start, one at a time; a small run is parsed before a worker is up.
+The pool lives for one ingest: `processes - 1` workers (the ingest's process is the other), never more than
+the files. Like every spawn/forkserver pool, a worker imports the program's main module: a script that
+ingests must keep its work under `if __name__ == "__main__":`; where a worker dies (that, or the kernel's
+OOM killer), the caller parses the files in its own process instead.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 
-from explorer.ingest.parts import PartJob, parse_part
+from explorer.ingest.parts import Part, PartJob, load_part, parse_here, parse_part
 
 log = logging.getLogger(__name__)
 
-# Below this (all the files together) a worker's start and the parts' round trip through the disk cost
-# more than parsing in one process: measured with bench/ranks_ingest.py on the 2-core dev box.
+# Below this (all the files together) the parts' round trip costs more than the second parser saves.
 PARALLEL_MIN_BYTES = 16 * 2**20
 START_METHOD = "forkserver"
 PRELOAD = ["explorer.ingest.parts"]  # imported once by the forkserver: each worker starts with the parsers
@@ -31,7 +33,7 @@ PRELOAD = ["explorer.ingest.parts"]  # imported once by the forkserver: each wor
 
 def use_parallel(sizes: list[int], processes: int, forced: bool | None) -> bool:
     """Parse these files (their sizes) in worker processes? `forced` True/False decides; None: when there
-    are two or more, more than one process is allowed, and they are big enough to pay for the workers."""
+    are two or more, more than one process is allowed, and they are big enough to pay for the parts."""
     if len(sizes) < 2:
         return False
     if forced is not None:
@@ -40,25 +42,102 @@ def use_parallel(sizes: list[int], processes: int, forced: bool | None) -> bool:
 
 
 def parse_parts(jobs: list[PartJob], processes: int,
-                done: Callable[[PartJob], None] | None = None) -> list[Path] | None:
-    """Run every job in the pool; their part folders, in job order, or None when a worker died (the caller
-    parses in its own process then). `done` is called (in this process) as each job completes. The first
-    job to raise cancels those not started and is raised here."""
+                done: Callable[[PartJob], None] | None = None) -> list[Part] | None:
+    """Every job's part, in job order, or None when a worker died (the caller parses in its own process
+    then). `done` is called in this process as each job completes. The first job to raise stops the others
+    from being taken and is raised here."""
+    share = _Share(jobs)
     context = multiprocessing.get_context(START_METHOD)
     context.set_forkserver_preload(PRELOAD)
-    folders: list[Path | None] = [None] * len(jobs)
-    with ProcessPoolExecutor(max_workers=max(1, min(processes, len(jobs))), mp_context=context) as pool:
-        futures = {pool.submit(parse_part, job): i for i, job in enumerate(jobs)}
+    workers = max(1, min(processes - 1, len(jobs) - 1))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    feeders = [threading.Thread(target=share.feed, args=(pool,), daemon=True) for _ in range(workers)]
+    try:
+        for feeder in feeders:
+            feeder.start()
+        while (i := share.take(from_end=True)) is not None:
+            share.finished(i, parse_here(jobs[i]))
+            share.report(done)
+        while share.wait_workers(timeout=0.5):
+            share.report(done)
+        share.report(done)
+    finally:
+        share.stop()
+        pool.shutdown(wait=False, cancel_futures=True)  # a worker still starting is not waited for
+    if isinstance(share.error, BrokenProcessPool):
+        log.warning("a parse worker died (%s): the %d files are parsed in this process", share.error, len(jobs))
+        return None
+    if share.error is not None:
+        raise share.error
+    return [part for part in share.parts if part is not None]
+
+
+class _Share:
+    """The jobs not yet taken (workers take from the start, the ingest's process from the end), the parts
+    finished, and the first error. Feeder threads hand one job at a time to the pool and wait for it."""
+
+    def __init__(self, jobs: list[PartJob]) -> None:
+        self.jobs = jobs
+        self.parts: list[Part | None] = [None] * len(jobs)
+        self.error: BaseException | None = None
+        self._lo, self._hi = 0, len(jobs)
+        self._lock = threading.Condition()
+        self._busy = 0  # jobs the workers hold
+        self._done: queue.SimpleQueue[int] = queue.SimpleQueue()
+
+    def take(self, from_end: bool) -> int | None:
+        with self._lock:
+            if self.error is not None or self._lo >= self._hi:
+                return None
+            if from_end:
+                self._hi -= 1
+                return self._hi
+            self._lo += 1
+            self._busy += 1
+            return self._lo - 1
+
+    def wait_workers(self, timeout: float) -> bool:
+        """Wait (at most `timeout` s) until the workers hold no job; True while they still do."""
+        with self._lock:
+            return not self._lock.wait_for(lambda: self._busy == 0, timeout)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._lo = self._hi
+
+    def finished(self, i: int, part: Part) -> None:
+        self.parts[i] = part
+        self._done.put(i)
+
+    def feed(self, pool: ProcessPoolExecutor) -> None:
+        """One worker's loop: wait until it is up (a job taken earlier would wait with it), then take jobs
+        from the start until none is left."""
         try:
-            for future in as_completed(futures):
-                i = futures[future]
-                folders[i] = future.result()
-                if done is not None:
-                    done(jobs[i])
-        except BrokenProcessPool as exc:
-            log.warning("a parse worker died (%s): the %d files are parsed in this process", exc, len(jobs))
-            return None
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-    return [folder for folder in folders if folder is not None]
+            pool.submit(int).result()
+        except BaseException as exc:
+            self._fail(exc)
+            return
+        while (i := self.take(from_end=False)) is not None:
+            try:
+                part = load_part(pool.submit(parse_part, self.jobs[i]).result())
+            except BaseException as exc:  # raised (or, a dead worker, handled) by parse_parts
+                self._fail(exc)
+                return
+            self.finished(i, part)
+            with self._lock:
+                self._busy -= 1
+                self._lock.notify_all()
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            self.error = self.error or exc
+            self._busy = 0
+            self._lo = self._hi
+            self._lock.notify_all()
+
+    def report(self, done: Callable[[PartJob], None] | None) -> None:
+        """Tell `done` (in the calling thread) about every job finished since the last call."""
+        while not self._done.empty():
+            i = self._done.get()
+            if done is not None:
+                done(self.jobs[i])

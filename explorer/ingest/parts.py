@@ -257,20 +257,28 @@ class PartJob:
 
 
 def parse_part(job: PartJob) -> Path:
-    """Parse one file into a fresh builder and write it as a part (the worker's whole job). Only BadTrace
-    is the input's fault and travels in the part; anything else is raised, as in the in-process parse."""
-    builder = TraceBuilder(job.limits)
-    meta: dict[str, Any] | None = None
-    error: BadTrace | None = None
-    try:
-        if job.path is not None:
-            meta = parse_chrome_file(job.path, job.name, builder, job.instance, job.scratch)
-        else:
-            meta = parse_chrome(job.data or b"", job.name, builder, job.instance)
-    except BadTrace as exc:
-        error = exc
+    """Parse one file and write it as a part (a worker's whole job)."""
+    builder, meta, error = _parse(job)
     write_part(builder, job.out, meta, error)
     return job.out
+
+
+def parse_here(job: PartJob) -> Part:
+    """Parse one file into a part held in memory (the ingest's own process taking a job)."""
+    builder, meta, error = _parse(job)
+    return Part(export_state(builder), meta, error)
+
+
+def _parse(job: PartJob) -> tuple[TraceBuilder, dict[str, Any] | None, BadTrace | None]:
+    """One file into a fresh builder. Only BadTrace is the input's fault and travels in the part; anything
+    else is raised, as in the in-process parse."""
+    builder = TraceBuilder(job.limits)
+    try:
+        if job.path is not None:
+            return builder, parse_chrome_file(job.path, job.name, builder, job.instance, job.scratch), None
+        return builder, parse_chrome(job.data or b"", job.name, builder, job.instance), None
+    except BadTrace as exc:
+        return builder, None, exc
 
 
 def load_part(folder: Path) -> Part:

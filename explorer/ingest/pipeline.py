@@ -33,7 +33,7 @@ from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, par
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
 from explorer.ingest.neuron_parquet import parse_neuron_parquet
 from explorer.ingest.parallel import parse_parts, use_parallel
-from explorer.ingest.parts import PartJob, load_part, merge
+from explorer.ingest.parts import Part, PartJob, merge
 from explorer.ingest.ranks import identify_ranks
 from explorer.ingest.sources import Inputs, Member
 from explorer.model.ranks import NO_RANK
@@ -135,7 +135,7 @@ class _Parsing:
         self.total = sum(m.size for m in inputs.members) or 1
         self.done = 0
 
-    def parse(self, member: Member, folder: ProcessFolder | None, part: Path | None = None) -> None:
+    def parse(self, member: Member, folder: ProcessFolder | None, part: Part | None = None) -> None:
         """Parse one member into the builder, or merge its part when a worker parsed it already."""
         builder, fmt = self.builder, self.formats[id(member)]
         parser = PARSERS.get(fmt)
@@ -148,7 +148,7 @@ class _Parsing:
             begin_member(builder, folder, fmt)
         try:
             if part is not None:
-                meta = merge(builder, load_part(part))
+                meta = merge(builder, part)
             elif fmt is Format.CHROME and member.path is not None:
                 meta = parse_chrome_file(member.path, member.name, builder, instance, self.inputs.scratch)
             else:
@@ -179,9 +179,10 @@ class _Parsing:
 
 
 @contextmanager
-def _parts(run: _Parsing, loose: list[Member], parallel: bool | None) -> Iterator[dict[int, Path]]:
-    """The loose Chrome/Kineto members parsed by worker processes, when parallel.use_parallel says so:
-    member id -> its part folder, in a folder removed at the end."""
+def _parts(run: _Parsing, loose: list[Member], parallel: bool | None) -> Iterator[dict[int, Part]]:
+    """The loose Chrome/Kineto members parsed by worker processes beside this one, when
+    parallel.use_parallel says so: member id -> its part (the workers' part folders in one folder, removed
+    at the end)."""
     chrome = [m for m in loose if run.formats[id(m)] is Format.CHROME]
     limits = run.builder.limits
     if not use_parallel([m.size for m in chrome], limits.processes, parallel):
@@ -198,8 +199,8 @@ def _parts(run: _Parsing, loose: list[Member], parallel: bool | None) -> Iterato
             if run.progress:
                 run.progress(0.9 * done[0] / total, f"parsed {job.name}")
 
-        folders = parse_parts(jobs, limits.processes, report)
-        yield {id(m): f for m, f in zip(chrome, folders, strict=True)} if folders is not None else {}
+        parts = parse_parts(jobs, limits.processes, report)
+        yield {id(m): p for m, p in zip(chrome, parts, strict=True)} if parts is not None else {}
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
