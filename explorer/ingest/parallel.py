@@ -16,17 +16,25 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import queue
+import shutil
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from pathlib import Path
 
+from explorer.ingest.limits import IngestLimits
 from explorer.ingest.parts import Part, PartJob, load_part, parse_here, parse_part
+from explorer.ingest.sources import Member
 
 log = logging.getLogger(__name__)
 
-# Below this (all the files together) the parts' round trip costs more than the second parser saves.
-PARALLEL_MIN_BYTES = 16 * 2**20
+# Below this (all the files together) this process has parsed every file before a worker is up: the first
+# worker of a process costs the forkserver's imports, ~1.4 CPU s (~1.5 s of wall on a quiet 2-core box, in
+# which this process parses ~70 MB), for nothing.
+PARALLEL_MIN_BYTES = 64 * 2**20
 START_METHOD = "forkserver"
 PRELOAD = ["explorer.ingest.parts"]  # imported once by the forkserver: each worker starts with the parsers
 
@@ -39,6 +47,33 @@ def use_parallel(sizes: list[int], processes: int, forced: bool | None) -> bool:
     if forced is not None:
         return forced
     return processes > 1 and sum(sizes) >= PARALLEL_MIN_BYTES
+
+
+@contextmanager
+def parsed_apart(members: list[Member], limits: IngestLimits, scratch: Path | None,
+                 progress: Callable[[float, str], None] | None, forced: bool | None) -> Iterator[dict[int, Part]]:
+    """The Chrome/Kineto members of a multi-file run parsed beside this process when use_parallel says so:
+    member id -> its part; {} when they are to be parsed in process (or a worker died). The workers' part
+    folders sit in one folder (in `scratch`), removed at the end."""
+    if not use_parallel([m.size for m in members], limits.processes, forced):
+        yield {}
+        return
+    root = Path(tempfile.mkdtemp(prefix="parts-", dir=scratch))
+    try:
+        # each file is its own instance, as the in-process parse names the files of a multi-file run
+        jobs = [PartJob(m.name, root / str(i), limits, m.name, m.path, m.data if m.path is None else None, scratch)
+                for i, m in enumerate(members)]
+        total, done = sum(m.size for m in members) or 1, [0]
+
+        def report(job: PartJob) -> None:
+            done[0] += members[jobs.index(job)].size
+            if progress:
+                progress(0.9 * done[0] / total, f"parsed {job.name}")
+
+        parts = parse_parts(jobs, limits.processes, report)
+        yield {id(m): p for m, p in zip(members, parts, strict=True)} if parts is not None else {}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def parse_parts(jobs: list[PartJob], processes: int,

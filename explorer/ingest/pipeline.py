@@ -7,11 +7,7 @@ warning that says what to do with them.
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from explorer.errors import BadTrace
@@ -32,8 +28,8 @@ from explorer.ingest.neuron_device import collect_device_profiles, link_device_p
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
 from explorer.ingest.neuron_parquet import parse_neuron_parquet
-from explorer.ingest.parallel import parse_parts, use_parallel
-from explorer.ingest.parts import Part, PartJob, merge
+from explorer.ingest.parallel import parsed_apart
+from explorer.ingest.parts import Part, merge
 from explorer.ingest.ranks import identify_ranks
 from explorer.ingest.sources import Inputs, Member
 from explorer.model.ranks import NO_RANK
@@ -84,7 +80,8 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: Inge
     plan: list[tuple[Member, ProcessFolder | None]] = [(m, None) for m in loose]
     plan += [(m, folder) for folder in folders for m in folder.members]
     run = _Parsing(builder, inputs, progress)
-    with _parts(run, loose, parallel) as parts:
+    chrome = [m for m in loose if run.formats[id(m)] is Format.CHROME]
+    with parsed_apart(chrome, builder.limits, inputs.scratch, progress, parallel) as parts:
         for member, folder in plan:
             run.parse(member, folder, parts.get(id(member)))
     for folder in folders:
@@ -176,33 +173,6 @@ class _Parsing:
             folder.binaries.append(member.name)
         else:
             self.builder.warn("unreadable_file", f"{member.name}: {UNSUPPORTED[fmt]}", 1, member.name)
-
-
-@contextmanager
-def _parts(run: _Parsing, loose: list[Member], parallel: bool | None) -> Iterator[dict[int, Part]]:
-    """The loose Chrome/Kineto members parsed by worker processes beside this one, when
-    parallel.use_parallel says so: member id -> its part (the workers' part folders in one folder, removed
-    at the end)."""
-    chrome = [m for m in loose if run.formats[id(m)] is Format.CHROME]
-    limits = run.builder.limits
-    if not use_parallel([m.size for m in chrome], limits.processes, parallel):
-        yield {}
-        return
-    root = Path(tempfile.mkdtemp(prefix="parts-", dir=run.inputs.scratch))
-    try:
-        jobs = [PartJob(m.name, root / str(i), limits, m.name if run.multi else "", m.path,
-                        m.data if m.path is None else None, run.inputs.scratch) for i, m in enumerate(chrome)]
-        total, done = sum(m.size for m in chrome) or 1, [0]
-
-        def report(job: PartJob) -> None:
-            done[0] += chrome[jobs.index(job)].size
-            if run.progress:
-                run.progress(0.9 * done[0] / total, f"parsed {job.name}")
-
-        parts = parse_parts(jobs, limits.processes, report)
-        yield {id(m): p for m, p in zip(chrome, parts, strict=True)} if parts is not None else {}
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _input_names(inputs: Inputs) -> str:
