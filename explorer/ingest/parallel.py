@@ -99,12 +99,13 @@ def parse_parts(jobs: list[PartJob], processes: int,
     finally:
         share.stop()
         pool.shutdown(wait=False, cancel_futures=True)  # a worker still starting is not waited for
+    parts = [part for part in share.parts if part is not None]
+    if len(parts) == len(jobs):  # every job done: a worker that died after (it took none) changes nothing
+        return parts
     if isinstance(share.error, BrokenProcessPool):
         log.warning("a parse worker died (%s): the %d files are parsed in this process", share.error, len(jobs))
         return None
-    if share.error is not None:
-        raise share.error
-    return [part for part in share.parts if part is not None]
+    raise share.error or RuntimeError("parse jobs left unfinished")
 
 
 class _Share:
