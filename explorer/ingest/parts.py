@@ -46,6 +46,16 @@ class BuilderState:
     books: dict[str, Any]  # sources, threads, their names and sorts, warnings, meta, flow codes
 
 
+# Every attribute of a fresh TraceBuilder and ThreadBook, each carried by export_state (or, `limits`, by the
+# job; `instances` and `thread` are aliases). A test compares these with the classes: a new field fails it
+# until it travels in parts too.
+CARRIED_BUILDER = ("limits", "sources", "threads", "instances", "warnings", "meta", "thread", "_rows", "_counters",
+                   "_counter_lane", "_instants", "_flow_points", "_links", "_chunks", "_chunk_rows", "_bulk_flows",
+                   "_flow_codes", "_bulk_codes", "extensions")
+CARRIED_BOOK = ("info", "_index", "process_names", "thread_names", "process_sort", "thread_sort", "devices",
+                "instances", "ranks", "hosts", "label_ranks")
+
+
 def _state_books(b: TraceBuilder) -> dict[str, Any]:
     t = b.threads
     return {

@@ -24,7 +24,17 @@ from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome_fast import FAST_MIN_BYTES
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.parallel import PARALLEL_MIN_BYTES, START_METHOD, parse_parts, use_parallel
-from explorer.ingest.parts import TABLES, PartJob, load_part, merge, parse_here, parse_part, write_part
+from explorer.ingest.parts import (
+    CARRIED_BOOK,
+    CARRIED_BUILDER,
+    TABLES,
+    PartJob,
+    load_part,
+    merge,
+    parse_here,
+    parse_part,
+    write_part,
+)
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import Inputs, Member, collect_inputs
 from explorer.model.lanes import FlowKind
@@ -201,6 +211,12 @@ def test_a_part_merges_as_if_its_parser_had_run_in_the_builder(tmp_path: Path) -
         assert got.tables[name].equals(table), f"table {name} differs"
     assert got.warnings == want.warnings
     assert got.tables["flows"].num_rows == want.tables["flows"].num_rows == 9  # per source: the link, launch -> k1, mm -> k2 (row-coded)
+
+
+def test_every_field_of_the_builder_travels_in_a_part() -> None:
+    builder = TraceBuilder()
+    assert sorted(vars(builder)) == sorted(CARRIED_BUILDER)
+    assert sorted(vars(builder.threads)) == sorted(CARRIED_BOOK)
 
 
 def test_parse_parts_gives_every_part_in_job_order(straggler_traces: list[Path], tmp_path: Path) -> None:  # noqa: F811
