@@ -46,7 +46,7 @@ WARM_AT_START = 2  # latest ready runs whose timeline index is built when the se
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    store = RunStore(settings.data_dir, settings.cache_runs, settings.op_table_cache)
+    store = RunStore.from_settings(settings)
     interrupted = store.recover()
     if interrupted:
         log.warning("%d ingests were interrupted by the last shutdown; marked failed", interrupted)

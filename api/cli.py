@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from api import client_commands
 from explorer.cli import main
+from explorer.errors import ExplorerError
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -38,6 +39,8 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1; others need a token)")
 @click.option("--port", type=int, default=None, help="Port (default 8000)")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data folder")
+@click.option("--catalog-url", default=None,
+              help="Catalog database, e.g. postgresql://user@host:5432/db (default: catalog.sqlite in the data folder)")
 @click.option("--root-path", default=None, help="Path prefix when served behind a reverse proxy")
 @click.option("--token", default=None, help="Access token (or $EXPLORER_TOKEN); required off loopback")
 @click.option("--allowed-hosts", multiple=True, help="A host name the server answers to besides loopback (repeatable)")
@@ -49,7 +52,7 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
 @click.option("--source-map", "source_map", multiple=True, metavar="FROM=TO",
               help="Rewrite profiled path prefix FROM to TO in source links (repeatable)")
 @click.option("--source-root", default=None, help="Folder relative frame paths are joined to in source links")
-def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: str | None,
+def serve(host: str | None, port: int | None, data_dir: Path | None, catalog_url: str | None, root_path: str | None,
           token: str | None, allowed_hosts: tuple[str, ...], forwarded_allow_ips: str | None,
           watch: tuple[Path, ...], source_host: str | None, source_map: tuple[str, ...], source_root: str | None) -> None:
     """Serve pages, API and static files on one port."""
@@ -58,7 +61,8 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: 
     from api.app import create_app
     from explorer.config import Settings
 
-    given = {"host": host, "port": port, "data_dir": data_dir, "root_path": root_path, "token": token,
+    given = {"host": host, "port": port, "data_dir": data_dir, "catalog_url": catalog_url, "root_path": root_path,
+             "token": token,
              "allowed_hosts": list(allowed_hosts) or None, "forwarded_allow_ips": forwarded_allow_ips,
              "watch_dirs": list(watch) or None,
              "source_host": source_host, "source_map": list(source_map) or None, "source_root": source_root}
@@ -70,7 +74,10 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, root_path: 
     if not is_loopback(settings.host) and not settings.token:
         raise click.UsageError(f"refusing to bind {settings.host} (not loopback) without a token: "
                                "pass --token or set EXPLORER_TOKEN")
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ExplorerError as exc:  # the catalog does not answer or needs `db upgrade`: one line, no traceback
+        raise click.ClickException(exc.message) from None
     for line in tunnel_hint(settings.port, settings.root_path):
         click.echo(line)
     for folder in settings.watch_dirs:

@@ -75,7 +75,7 @@ def demo(ctx: click.Context, device: str | None, no_compile: bool, compile_timeo
     from explorer.store.runs import RunStore
 
     settings = _settings(data_dir=data_dir, host=host, port=port)
-    store = RunStore(settings.data_dir, settings.cache_runs, settings.op_table_cache)
+    store = RunStore.from_settings(settings)
     console.print("[bold]Trace Explorer demo[/bold]: the same RMSNorm three ways, each profiled for "
                   f"{ACTIVE_STEPS} steps with torch.profiler, then compared op by op.", highlight=False)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),

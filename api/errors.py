@@ -19,6 +19,7 @@ from typing_extensions import TypedDict
 from explorer.errors import (
     BadRequest,
     BadTrace,
+    CatalogUnavailable,
     DeviceProfileNotFound,
     EventNotFound,
     ExplorerError,
@@ -55,6 +56,7 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     RunNotReady: 409,
     TooLarge: 413,
     ServerBusy: 503,
+    CatalogUnavailable: 503,  # the catalog database does not answer or needs `trace-explorer db upgrade`
     IngestBug: 500,  # a parser bug (explorer.service's guard); stored on the failed run, logged with its traceback
     UploadFailed: 502,  # raised by the upload client about the server it talks to, never by the server
 }

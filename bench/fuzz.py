@@ -5,7 +5,8 @@ on both Chrome parser paths; prints inputs, classes, the slowest ingest, the lar
     PYTHONPATH=. .venv/bin/python bench/fuzz.py --seeds 12 --tables 4 --json fuzz.json   # the CI corpus
     PYTHONPATH=. .venv/bin/python bench/fuzz.py --only structure/  # inputs whose name starts so
 
-Exit status 1 when there is a finding (a traceback, a guard hit, a timeout, an unclear error, a leftover).
+Exit status 1 when there is a finding (a traceback, a guard hit, a timeout, an unclear error, a leftover) or
+when the two parser paths end an input differently.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def main() -> int:
     print(f"  wall: {fig['wall_s']} s with {args.workers} workers")
     if args.json:
         args.json.write_text(json.dumps(fig, indent=1))
-    return 1 if fig["findings"] else 0
+    return 1 if fig["findings"] or fig["paths_disagree"] else 0
 
 
 if __name__ == "__main__":

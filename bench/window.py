@@ -5,10 +5,11 @@ ASGI app for windows of the full span, 10 % and 0.1 % of it at 2,000 px, at rand
 Server time is the app's own `Server-Timing` (handler + JSON encoding), not the client's.
 Budget (ARCHITECTURE.md §8): p95 <= 50 ms on a 1 M-event run, payload bounded by width. The same windows
 over a run of one synthetic Neuron device profile (bench/device.py's export: 1 M instructions over six
-engine rows plus DMA packets) measure the device tracks.
+engine rows plus DMA packets) measure the device tracks, and runs of many distinct thread ids (one op each,
+`--threads`) the total bound: a window sends the tracks that fit its height and summarises the rest.
 
     .venv/bin/python bench/window.py [--events 100000,1000000] [--device-instructions 1000000] [--width 2000]
-                                     [--repeat 40]
+                                     [--threads 100000,1000000] [--repeat 40]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from api.app import create_app  # noqa: E402
 from explorer.config import Settings  # noqa: E402
+from explorer.ingest.limits import IngestLimits  # noqa: E402
 from explorer.service import ingest_paths  # noqa: E402
 from explorer.store.runs import RunStore  # noqa: E402
 
@@ -40,6 +42,18 @@ def write_trace(path: Path, n_events: int) -> None:
     except ImportError:  # bench/synth.py is the shared generator; without it there is nothing to measure
         raise SystemExit("bench/synth.py (write_kineto_trace) is missing") from None
     write_kineto_trace(path, n_events)
+
+
+def write_many_threads_trace(path: Path, threads: int) -> int:
+    """A Chrome trace of `threads` distinct thread ids in one process, one op on each (thread t: `op{t % 7}`
+    at 3t + 0.5 µs for 5 + t % 4 µs, so neighbours overlap): a run of that many tracks. Returns its size."""
+    with path.open("w") as f:
+        f.write('{"traceEvents": [\n{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}}')
+        for t in range(threads):
+            f.write(f',\n{{"ph": "X", "cat": "cpu_op", "name": "op{t % 7}", "pid": 1, "tid": {t + 1}, '
+                    f'"ts": {3 * t}.5, "dur": {5 + t % 4}}}')
+        f.write("\n]}\n")
+    return path.stat().st_size
 
 
 def ready_run(store: RunStore, name: str) -> str | None:
@@ -84,6 +98,24 @@ def ensure_device_run(data_dir: Path, n_instructions: int) -> str:
     return rec.id
 
 
+def ensure_threads_run(data_dir: Path, threads: int) -> str:
+    """A ready run of `threads` distinct thread ids (write_many_threads_trace), ingested once and reused."""
+    store = RunStore(data_dir)
+    name = f"synthetic-threads-{threads}"
+    if (existing := ready_run(store, name)) is not None:
+        return existing
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / f"{name}.json"
+        size = write_many_threads_trace(trace, threads)
+        started = time.perf_counter()
+        # past the default track limit (Settings.max_tracks) only when asked for: the window must hold either way
+        limits = IngestLimits(max_tracks=max(threads, IngestLimits().max_tracks))
+        rec = ingest_paths(store, [trace], name, limits=limits)
+        print(f"  ingested {threads:,} threads ({size / 1e6:.0f} MB) in {time.perf_counter() - started:.1f} s",
+              flush=True)
+    return rec.id
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -120,11 +152,13 @@ def main() -> None:
     parser.add_argument("--events", default="100000,1000000", help="comma-separated run sizes (events)")
     parser.add_argument("--device-instructions", default="1000000",
                         help="comma-separated device-profile sizes (instructions); empty for none")
+    parser.add_argument("--threads", default="100000",
+                        help="comma-separated run sizes in distinct thread ids (tracks); empty for none")
     parser.add_argument("--width", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "explorer-bench-window")
     args = parser.parse_args()
-    sizes = [int(s) for s in args.events.split(",")]
+    sizes = [int(s) for s in args.events.split(",") if s.strip()]
     results: list[tuple[str, str]] = []
     for n in sizes:
         print(f"run of {n:,} events:", flush=True)
@@ -132,11 +166,14 @@ def main() -> None:
     for n in [int(s) for s in args.device_instructions.split(",") if s.strip()]:
         print(f"device profile of {n:,} instructions:", flush=True)
         results.append((f"{n:,} instructions", ensure_device_run(args.data_dir, n)))
+    for n in [int(s) for s in args.threads.split(",") if s.strip()]:
+        print(f"run of {n:,} threads:", flush=True)
+        results.append((f"{n:,} threads", ensure_threads_run(args.data_dir, n)))
     print(f"\nTimeline windows at {args.width} px, {args.repeat} random positions each "
           "(server time from Server-Timing):\n")
     print("| run events | window | p50 ms | p95 ms | payload KB (median / max) | shapes (max) |")
     print("|---:|---|---:|---:|---:|---:|")
-    with TestClient(create_app(Settings(data_dir=args.data_dir))) as client:
+    with TestClient(create_app(Settings(data_dir=args.data_dir, allowed_hosts=["testserver"]))) as client:
         for n, run_id in results:
             rows = bench_run(client, run_id, args.width, args.repeat)
             for row in rows:

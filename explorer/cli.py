@@ -22,12 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from explorer import __version__
-from explorer.analysis.check import DEFAULT_MAX_REGRESSION
 from explorer.config import Settings
 from explorer.errors import ExplorerError
 from explorer.ingest.limits import IngestLimits
 from explorer.model.lanes import Lane
 from explorer.store.catalog import RunRecord
+from explorer.store.catalog_db import make_engine, shown, sqlite_url, upgrade
 from explorer.store.runs import RunStore
 
 console = Console(stderr=True, soft_wrap=True)  # one error, one line: never wrapped at 80 columns
@@ -45,7 +45,14 @@ def fmt_ns(ns: int | float) -> str:
 
 
 def _settings(data_dir: Path | None) -> Settings:
-    return Settings() if data_dir is None else Settings(data_dir=data_dir)
+    """Settings with the command's --data-dir and --catalog-url (kept in the click context) applied."""
+    given: dict[str, Any] = {"data_dir": data_dir, "catalog_url": _catalog_url_given()}
+    return Settings(**{k: v for k, v in given.items() if v is not None})
+
+
+def _catalog_url_given() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(CATALOG_URL_KEY) if ctx is not None else None
 
 
 def _data_dir(data_dir: Path | None) -> Path:
@@ -54,12 +61,31 @@ def _data_dir(data_dir: Path | None) -> Path:
 
 
 def _store(data_dir: Path | None) -> RunStore:
-    settings = _settings(data_dir)
-    return RunStore(settings.data_dir, settings.cache_runs, settings.op_table_cache)
+    try:
+        return RunStore.from_settings(_settings(data_dir))
+    except ExplorerError as exc:  # the catalog database does not answer, or needs `db upgrade`
+        console.print(f"error: {exc.message}", markup=False, highlight=False)
+        sys.exit(2)
+
+
+def _remember_catalog_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.meta[CATALOG_URL_KEY] = value
 
 
 data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), default=None,
                                help="Data folder (default ./explorer-data or $EXPLORER_DATA_DIR)")
+CATALOG_URL_KEY = "explorer.catalog_url"
+# not a parameter of each command: _settings reads it from the click context, as for every store command
+catalog_url_option = click.option(
+    "--catalog-url", default=None, expose_value=False, callback=_remember_catalog_url,
+    help="Catalog database, e.g. postgresql://user@host:5432/db (default $EXPLORER_CATALOG_URL, else "
+    "catalog.sqlite in the data folder)")
+
+
+def store_options(command: Any) -> Any:
+    """--data-dir and --catalog-url: where a command finds the runs."""
+    return data_dir_option(catalog_url_option(command))
 
 
 @click.group()
@@ -72,7 +98,7 @@ def main() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--name", default=None, help="Run name (default: from the first file)")
 @click.option("--tag", "tags", multiple=True, help="Tag the run (repeatable)")
-@data_dir_option
+@store_options
 def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], data_dir: Path | None) -> None:
     """Ingest trace files, folders or archives as one run; prints the run id."""
     from explorer.service import ingest_paths
@@ -136,7 +162,7 @@ RUNS_TABLE_LANES = (Lane.FRAMEWORK, Lane.RUNTIME, Lane.HARDWARE)  # the `runs` t
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON")
-@data_dir_option
+@store_options
 def runs(as_json: bool, data_dir: Path | None) -> None:
     """List runs: id, name, status, span, slices per lane (and, on stderr, which data folder was read)."""
     folder = _data_dir(data_dir).resolve()
@@ -176,7 +202,7 @@ OP_VIEW_CHOICES = ("operators", "python", "all")  # explorer.store.queries.OP_VI
 @click.option("--by-shape", is_flag=True, help="Group by input shapes as well as name")
 @click.option("--by-module", is_flag=True, help="Group by enclosing nn.Module path (with_modules traces)")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON")
-@data_dir_option
+@store_options
 def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by_module: bool, as_json: bool,
         data_dir: Path | None) -> None:
     """The op table of a run (like torch.profiler key_averages())."""
@@ -206,7 +232,7 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
 @click.argument("run_id")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="HTML file to write (default report-RUN.html)")
-@data_dir_option
+@store_options
 def report(run_id: str, output: Path | None, data_dir: Path | None) -> None:
     """Write one self-contained HTML report of a run (opens offline, without the server)."""
     from explorer.report import write_report
@@ -232,24 +258,26 @@ VERDICT_MARK = {"regression": "❌", "improvement": "✅", "ok": "✓"}
 @click.option("--metric", "metrics", multiple=True, metavar="METRIC",
               help="device_total | cpu_total | step_time | op:NAME | kernel:NAME (repeatable) "
                    "[default: device_total (cpu_total without device time), and step_time when both have steps]")
-@click.option("--max-regression", default=DEFAULT_MAX_REGRESSION, show_default=True,
-              help="Largest allowed growth of a metric: a percentage (5%) or a fraction (0.05)")
+@click.option("--max-regression", default=None,
+              help="Largest allowed growth of a metric: a percentage (5%) or a fraction (0.05) "
+                   "[default: explorer.analysis.check.DEFAULT_MAX_REGRESSION, 5%]")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (the /api/check object)")
 @click.option("--markdown", is_flag=True, help="Print a Markdown summary for a PR comment")
-@data_dir_option
-def check(baseline: str, candidate: str, metrics: tuple[str, ...], max_regression: str, as_json: bool,
+@store_options
+def check(baseline: str, candidate: str, metrics: tuple[str, ...], max_regression: str | None, as_json: bool,
           markdown: bool, data_dir: Path | None) -> None:
     """Check CANDIDATE against BASELINE; exit 1 when a metric regressed beyond the threshold.
 
     Each is a run id, tag:NAME@latest (tag:NAME@1: the one before), or a trace file or folder (ingested
     unless a run holds exactly these files). Exit codes: 0 no regression, 1 regression, 2 bad usage or
     reference."""
+    from explorer.analysis.check import DEFAULT_MAX_REGRESSION  # here: `ingest` need not import the gate
     from explorer.gate import compute_run_check
 
     store = _store(data_dir)
     try:
         refs = [_check_ref(store, ref) for ref in (baseline, candidate)]
-        result = compute_run_check(store, refs[0], refs[1], metrics, max_regression)
+        result = compute_run_check(store, refs[0], refs[1], metrics, max_regression or DEFAULT_MAX_REGRESSION)
     except ExplorerError as exc:  # names from traces: neither markup nor :emoji: codes
         console.print(f"error: {exc.message}", markup=False, emoji=False, highlight=False)
         sys.exit(CHECK_USAGE)
@@ -326,7 +354,7 @@ def check_markdown(result: Any) -> str:
               help="perfetto-json: a Chrome JSON trace that ui.perfetto.dev and trace_processor load")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="File to write (default RUN.perfetto.json)")
-@data_dir_option
+@store_options
 def export(run_id: str, fmt: str, output: Path | None, data_dir: Path | None) -> None:
     """Export a run (all lanes, counters, flows, Neuron device tracks) for another tool."""
     from explorer.export import check_format, load_device_timeline, write_perfetto_json
@@ -351,3 +379,30 @@ def export(run_id: str, fmt: str, output: Path | None, data_dir: Path | None) ->
 
 if __name__ == "__main__":
     main()
+
+
+@main.group()
+def db() -> None:
+    """The catalog database's schema."""
+
+
+@db.command("upgrade")
+@store_options
+def db_upgrade(data_dir: Path | None) -> None:
+    """Bring the catalog's schema to this version's revision: on a team server, once, before starting
+    the new version's processes (the embedded SQLite catalog is upgraded whenever it is opened)."""
+    settings = _settings(data_dir)
+    url = settings.catalog_url or sqlite_url(settings.data_dir / "catalog.sqlite")
+    try:
+        engine = make_engine(url)
+        before, after = upgrade(engine)
+    except ExplorerError as exc:
+        console.print(f"error: {exc.message}", markup=False, highlight=False)
+        sys.exit(2)
+    where = shown(engine.url)
+    engine.dispose()
+    if before == after:
+        out.print(f"catalog {where} is at revision {after}: nothing to do", highlight=False, markup=False)
+    else:
+        out.print(f"catalog {where} upgraded from revision {before or '(none)'} to {after}", highlight=False,
+                  markup=False)

@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EXPLORER_", extra="ignore")
 
     data_dir: Path = Field(Path("explorer-data"), description="Folder holding the catalog and run tables")
+    catalog_url: str = Field(
+        "", description="Catalog database: postgresql://user@host:5432/db for a team server (several processes "
+        "and machines), or sqlite:///path; empty: catalog.sqlite in the data folder")
     host: str = Field("127.0.0.1", description="Address to bind; non-loopback addresses require a token")
     port: int = Field(8000, description="Port serving pages, API and static files")
     root_path: str = Field("", description="Path prefix when served behind a reverse proxy")
@@ -52,6 +55,9 @@ class Settings(BaseSettings):
     max_depth: int = Field(10_000, ge=1, description="Deepest slice nesting one run may have")
     max_name_chars: int = Field(1_048_576, ge=16, description="Longer slice names are cut to this, with a warning "
                                 "(C++ kernel names reach several thousand characters)")
+    ingest_memory_mb: int = Field(
+        1500, ge=64, description="Memory one ingest may use, in MB: bounds DuckDB's reader (it spills to the run's "
+        "scratch folder past it), the batch size and what slice args are held at once (big files keep them on disk)")
     ingest_workers: int = Field(2, ge=1, description="Concurrent background ingests (a slow upload does not hold back the next)")
     ingest_processes: int = Field(
         2, ge=1, description="Worker processes parsing the files (ranks) of one multi-file Chrome/Kineto run in "

@@ -90,3 +90,8 @@ class UploadFailed(ExplorerError, code="upload_failed"):
 
 class DeviceProfileNotFound(ExplorerError, code="device_profile_not_found"):
     """A run has no device profile by that id, or the schema has no table by that name."""
+
+
+class CatalogUnavailable(ExplorerError, code="catalog_unavailable"):
+    """The catalog cannot be used: its URL is malformed, its database does not answer, or its schema is at
+    another revision than this version's (`trace-explorer db upgrade` brings it up to date)."""

@@ -56,7 +56,7 @@ def open_run(path_or_id: str | os.PathLike[str], data_dir: str | os.PathLike[str
     sha256 the server's upload deduplicates by) is already there, which is then reused; anything else is
     a run id, or else the name of the newest ready run so named (RunNotFound when neither)."""
     settings = Settings() if data_dir is None else Settings(data_dir=Path(data_dir))
-    store = RunStore(settings.data_dir, settings.cache_runs, settings.op_table_cache)
+    store = RunStore.from_settings(settings)
     path = Path(path_or_id)
     if path.exists():
         rec = store.catalog.find_by_sha(input_sha256([path])) or ingest_paths(store, [path], name)

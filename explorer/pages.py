@@ -37,6 +37,7 @@ from explorer.analysis.kernels import (
     sort_descending,
     sort_kernel_rows,
 )
+from explorer.analysis.lod_budget import display_order
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, compute_steps
 from explorer.charts import (
     make_compare_figure,
@@ -452,17 +453,21 @@ def build_compare_page(store: RunStore, run_ids: list[str], baseline: str | None
     return ComparePage(data, make_compare_figure(data), "/api/compare?" + compare_query(run_ids, baseline))
 
 
-def build_tracks(store: RunStore, run_id: str) -> Tracks:
+def build_tracks(store: RunStore, run_id: str, offset: int = 0, limit: int | None = None) -> Tracks:
     """The `/api/runs/{id}/tracks` object: every column of the tracks table (sort_key included: the
-    timeline orders tracks by it within a lane). Runs stored before the rank column get it read from
-    their instance labels (explorer.model.ranks)."""
+    timeline orders tracks by it within a lane), `total` of them. With `limit`, one page of the tracks in
+    the timeline's order (a run of a million thread ids lists in milliseconds). Runs stored before the rank
+    column get it read from their instance labels (explorer.model.ranks)."""
     rec = store.require_ready(run_id)
     table = store.table(run_id, "tracks")
+    total = table.num_rows
+    if limit is not None:
+        table = table.take(pa.array(display_order(table)[offset:offset + limit]))
     rows: Any = table.to_pylist()
     if "rank" not in table.column_names:
         for row, rank in zip(rows, track_ranks(table).tolist(), strict=True):
             row["rank"], row["host"] = int(rank), ""
-    return {"origin_ns": rec.summary.start_ns, "tracks": rows}
+    return {"origin_ns": rec.summary.start_ns, "tracks": rows, "total": total}
 
 
 # ---- kernels ----------------------------------------------------------------------------------

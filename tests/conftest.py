@@ -1,15 +1,23 @@
-"""Shared fixtures: a fresh data folder per test, the ../shared/traces folder (skip when absent)."""
+"""Shared fixtures: a fresh data folder per test, the ../shared/traces folder (skip when absent).
+
+The PostgreSQL switch: with EXPLORER_TEST_CATALOG_URL=postgresql://postgres@127.0.0.1:5432/test, every
+catalog the suite opens is on that PostgreSQL instead of catalog.sqlite: each test gets a fresh schema (its
+RunStores, its apps, and the CLI and server processes it starts, through EXPLORER_CATALOG_URL), and stores
+made by session- or module-wide fixtures share one session schema; all are dropped afterwards.
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from explorer.store.runs import RunStore
+from tests.store.catalog_backends import pg_schema
 from tests.support import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,6 +25,75 @@ SHARED_TRACES = ROOT.parent / "shared" / "traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # Starlette's TestClient names the server `testserver`: a Host the guard (api/guard.py) refuses unless told
 os.environ.setdefault("EXPLORER_ALLOWED_HOSTS", '["testserver"]')
+TEST_CATALOG_URL = os.environ.get("EXPLORER_TEST_CATALOG_URL", "")  # the PostgreSQL switch (docstring)
+
+
+class CatalogSwitch:
+    """Which catalog each data folder's RunStore opens while the switch is on: the one that was current
+    (EXPLORER_CATALOG_URL: the test's schema, else the session's) when the folder was first opened, so a
+    folder made by a session fixture keeps its catalog in every later test."""
+
+    def __init__(self) -> None:
+        self.by_folder: dict[Path, str] = {}
+        self.opened: dict[str, list[RunStore]] = {}
+        self.retired: list[RunStore] = []
+
+    def url_for(self, data_dir: Path) -> str:
+        return self.by_folder.setdefault(data_dir.resolve(), os.environ["EXPLORER_CATALOG_URL"])
+
+    def close(self, url: str) -> None:
+        """Close the stores of the test before last, retire this test's: an app's background thread (the
+        index warm-up) can still hold a pooled connection as its test ends, and a connection handed back
+        to a closed pool is never closed (psycopg's ResourceWarning, an error here)."""
+        for store in self.retired:
+            store.catalog.close()
+        self.retired = self.opened.pop(url, [])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _catalog_switch() -> Iterator[CatalogSwitch | None]:
+    if not TEST_CATALOG_URL:
+        yield None
+        return
+    switch = CatalogSwitch()
+    original = RunStore.__init__
+
+    def init(self: RunStore, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8,
+             catalog_url: str = "") -> None:
+        # an explicit URL other than the environment's (a test of the catalog itself) is kept as given
+        url = catalog_url if catalog_url and catalog_url != os.environ.get("EXPLORER_CATALOG_URL") \
+            else switch.url_for(data_dir)
+        original(self, data_dir, cache_runs, op_table_cache, url)
+        switch.opened.setdefault(url, []).append(self)
+
+    with pg_schema(TEST_CATALOG_URL) as session_url:
+        saved = os.environ.get("EXPLORER_CATALOG_URL")
+        os.environ["EXPLORER_CATALOG_URL"] = session_url
+        RunStore.__init__ = init  # type: ignore[method-assign]
+        try:
+            yield switch
+        finally:
+            RunStore.__init__ = original  # type: ignore[method-assign]
+            switch.close(session_url)
+            switch.close("")
+            if saved is None:
+                os.environ.pop("EXPLORER_CATALOG_URL")
+            else:
+                os.environ["EXPLORER_CATALOG_URL"] = saved
+
+
+@pytest.fixture(autouse=True)
+def _test_catalog(_catalog_switch: CatalogSwitch | None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """With the switch on, this test's catalog is a fresh schema, dropped when the test ends."""
+    if _catalog_switch is None:
+        yield
+        return
+    with pg_schema(TEST_CATALOG_URL) as url:
+        monkeypatch.setenv("EXPLORER_CATALOG_URL", url)
+        try:
+            yield
+        finally:
+            _catalog_switch.close(url)
 
 
 @pytest.fixture
@@ -32,9 +109,11 @@ def shared_traces() -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def demo_run(tmp_path_factory: pytest.TempPathFactory, _catalog_switch: CatalogSwitch | None) -> dict[str, Any]:
     """`trace-explorer demo --no-serve` on CPU, run once (tests/test_demo.py, tests/test_check.py)."""
     data = tmp_path_factory.mktemp("demo") / "data"
+    if _catalog_switch is not None:  # the demo process writes the session's catalog: so do later opens
+        _catalog_switch.url_for(data)
     proc = subprocess.run(cli("demo", "--no-serve", "--device", "cpu", "--data-dir", str(data)),
                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
                           env={**os.environ, "COLUMNS": "200"})

@@ -81,13 +81,17 @@ def delete_run(run: AnyRunDep, state: StateDep) -> Response:
 
 
 @router.get("/{run_id}/tracks")
-def tracks(run: RunDep, state: StateDep) -> Tracks:
-    """Every track with all its columns; the timeline orders a lane's tracks by `sort_key`. The tracks of the
-    run's device profiles follow, each with its `device_profile` and `group`."""
-    result = build_tracks(state.store, run.id)
+def tracks(run: RunDep, state: StateDep, offset: Annotated[int, Query(ge=0, le=2**53)] = 0,
+           limit: Annotated[int | None, Query(ge=1, le=100_000)] = None) -> Tracks:
+    """Every track with all its columns (with `limit`: a page, in the timeline's order); the timeline orders
+    a lane's tracks by `sort_key`. The tracks of the run's device profiles follow (on the first page),
+    each with its `device_profile` and `group`."""
+    result = build_tracks(state.store, run.id, offset, limit)
     device = state.device_timeline(run.id)
     if device is not None:
-        result["tracks"] = result["tracks"] + device_track_rows(device)
+        rows = device_track_rows(device)
+        result["total"] += len(rows)
+        result["tracks"] = result["tracks"] + (rows if offset == 0 else [])
     return result
 
 

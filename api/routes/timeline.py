@@ -16,7 +16,8 @@ from explorer.analysis.device_events import (
     compute_range_device_summaries,
     device_profile_link,
 )
-from explorer.analysis.lod import compute_window, merge_windows
+from explorer.analysis.lod import WindowPart, compute_bounded_window
+from explorer.analysis.lod_budget import DEFAULT_HEIGHT_PX, MAX_HEIGHT_PX, scope_of
 from explorer.analysis.search import compute_search
 from explorer.errors import EventNotFound
 from explorer.model.shapes import EventDetail, RangeDeviceSummaries, SearchResult, TimelineWindow
@@ -34,38 +35,35 @@ def _window_error(field: str, msg: str) -> RequestValidationError:
 
 @router.get("/timeline", response_class=FastJSONResponse, response_model=TimelineWindow)
 def timeline(run: RunDep, state: StateDep, start_ns: RelNs = None, end_ns: RelNs = None,
-             width_px: Annotated[int, Query(ge=1, le=MAX_WIDTH_PX)] = 2000, tracks: str | None = None,
-             lanes: str | None = None, profile: str | None = None,
+             width_px: Annotated[int, Query(ge=1, le=MAX_WIDTH_PX)] = 2000,
+             height_px: Annotated[int, Query(ge=1, le=MAX_HEIGHT_PX)] = DEFAULT_HEIGHT_PX,
+             tracks: str | None = None, lanes: str | None = None, profile: str | None = None,
              device_color: Literal["opcode", "layer"] = "opcode") -> FastJSONResponse:
     """Level-of-detail window (relative ns): wide slices, per-pixel merged ones, counters, flows; the
     tracks of the run's device profiles too (only those of `profile` when given), their instructions
-    named by opcode or by the PyTorch op they belong to (`device_color=layer`)."""
+    named by opcode or by the PyTorch op they belong to (`device_color=layer`). Bounded in total: the
+    tracks that fit `height_px` (those of `tracks=` first) in full, every other one in a per-lane summary."""
     span = run.summary.span_ns
     start = 0 if start_ns is None else start_ns
     end = max(span, 1) if end_ns is None else end_ns
     if end <= start:
         raise _window_error("end_ns", f"end_ns ({end}) must be greater than start_ns ({start})")
+    asked, lane_set = _track_ids(tracks), set(parse_csv(lanes, "lanes") or [])
     ix = state.timeline_index(run.id, origin_ns(run))
-    wanted = _track_selection(ix.track_lane, tracks, lanes)
-    window = compute_window(ix, start, end, width_px, wanted)
+    parts = [WindowPart(ix, scope_of(ix.order, lane_set), asked)]
     dix, dt = state.device_index(run.id, origin_ns(run), device_color), state.device_timeline(run.id)
     if dix is not None and dt is not None:
-        d_wanted = [t for t in (_track_selection(dix.track_lane, tracks, lanes) or sorted(dix.track_lane))
-                    if profile is None or dt.profile_of_track.get(t) == profile]
-        window = merge_windows(window, compute_window(dix, start, end, width_px, d_wanted))
-    return fast_json(window)
+        mine = None if profile is None else {t for t, p in dt.profile_of_track.items() if p == profile}
+        parts.append(WindowPart(dix, scope_of(dix.order, lane_set, mine), asked))
+    return fast_json(compute_bounded_window(parts, start, end, width_px, height_px))
 
 
-def _track_selection(track_lane: dict[int, str], tracks: str | None, lanes: str | None) -> list[int] | None:
+def _track_ids(tracks: str | None) -> list[int] | None:
     ids = parse_csv(tracks, "tracks")
-    lane_set = set(parse_csv(lanes, "lanes") or [])
-    if ids is None and not lane_set:
-        return None
     try:
-        chosen = [int(t) for t in ids] if ids is not None else sorted(track_lane)
+        return None if ids is None else [int(t) for t in ids]
     except ValueError:
         raise _window_error("tracks", "tracks must be comma-separated integers") from None
-    return [t for t in chosen if not lane_set or track_lane.get(t) in lane_set]
 
 
 @router.get("/events/{slice_id}", response_class=FastJSONResponse, response_model=EventDetail)

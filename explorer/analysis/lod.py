@@ -10,12 +10,20 @@ pixel. Times in the index and the output are relative to the run's origin. No I/
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.analysis.lod_budget import (
+    SummaryPart,
+    TrackOrder,
+    build_track_order,
+    compute_summaries,
+    track_budget,
+)
 from explorer.analysis.lod_pyramid import (
     Items,
     Level,
@@ -24,6 +32,7 @@ from explorer.analysis.lod_pyramid import (
     gather,
     pick_level,
     reduce_runs,
+    segmented_running_max,
     window_ranges,
 )
 from explorer.model.tables import FLOWS
@@ -71,6 +80,7 @@ class TimelineIndex:
     slice_track: np.ndarray  # by slice_id
     slice_ts: np.ndarray  # by slice_id, relative
     levels: list[Level]
+    order: TrackOrder  # the tracks in display order and the top-level slices per lane (lod_budget)
 
 
 def _dictionary(column: pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
@@ -95,9 +105,8 @@ def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table,
         lo = np.zeros(0, I64)
     hi = np.append(lo[1:], len(order)).astype(I64) if len(order) else np.zeros(0, I64)
     ts_o, dur_o = ts[order], dur[order]
-    end_max = ts_o + dur_o
-    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
-        np.maximum.accumulate(end_max[a:b], out=end_max[a:b])
+    group_of = np.repeat(np.arange(len(lo)), hi - lo)
+    end_max = segmented_running_max(ts_o + dur_o, group_of)
     t_ids = tracks.column("track_id").to_pylist()
     counter_ranges = _track_ranges(counters.column("track_id").to_numpy().astype(np.int32))
     if instants is None or instants.num_rows == 0:
@@ -109,7 +118,6 @@ def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table,
         i_ts = instants.column("ts_ns").to_numpy().astype(I64) - origin_ns
         i_names, i_codes = _dictionary(instants.column("name"))
     fl = _flow_arrays(flows, track, ts, dur)
-    group_of = np.repeat(np.arange(len(lo)), hi - lo)
     span = int(end_max.max(initial=0)) - int(ts_o.min(initial=0))
     levels = build_levels(ts_o, dur_o, codes[order], group_of, depth[order][lo], span)
     return TimelineIndex(
@@ -121,7 +129,7 @@ def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table,
         counter_ts=counters.column("ts_ns").to_numpy().astype(I64) - origin_ns,
         counter_value=counters.column("value").to_numpy().astype(np.float64),
         instant_ranges=i_ranges, instant_ts=i_ts, instant_names=i_names, instant_name=i_codes,
-        slice_track=track, slice_ts=ts, levels=levels, **fl,
+        slice_track=track, slice_ts=ts, levels=levels, order=build_track_order(tracks, track, ts, dur, depth), **fl,
     )
 
 
@@ -211,7 +219,9 @@ def _no_items() -> Items:
 
 def _slice_windows(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_ns: int, width_px: int,
                    ns_per_px: float) -> list[tuple[int, dict[str, Any], np.ndarray]]:
-    groups = np.flatnonzero(np.isin(ix.group_track, np.asarray(track_ids, np.int32)))
+    wanted = np.unique(np.asarray(track_ids, np.int32))  # group_track is sorted: a binary search per track
+    groups, _ = gather(np.searchsorted(ix.group_track, wanted, side="left").astype(I64),
+                       np.searchsorted(ix.group_track, wanted, side="right").astype(I64))
     pos, slot, bins = _window_items(ix, groups, start_ns, end_ns, ns_per_px)
     ts, dur = ix.ts[pos], ix.dur[pos]
     keep = ts + dur >= start_ns
@@ -335,7 +345,8 @@ def _flow_window(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_ns:
     hi = int(np.searchsorted(ix.flow_from_ts, end_ns - int(lag.min(initial=0)), side="right"))
     f_ts, t_ts = ix.flow_from_ts[lo:hi], ix.flow_to_ts[lo:hi]
     ends_in = ((f_ts >= start_ns) & (f_ts <= end_ns)) | ((t_ts >= start_ns) & (t_ts <= end_ns))
-    selected = np.zeros(max(ix.track_kind, default=0) + 1, bool)
+    selected = np.zeros(max(ix.order.id_bound, int(ix.flow_from_track.max(initial=-1)) + 1,
+                                int(ix.flow_to_track.max(initial=-1)) + 1), bool)
     selected[[t for t in track_ids if t >= 0]] = True
     on_track = selected[ix.flow_from_track[lo:hi]] | selected[ix.flow_to_track[lo:hi]]
     hits = lo + np.flatnonzero(ends_in & on_track & (ix.flow_wide_ns[lo:hi] >= ns_per_px))
@@ -361,3 +372,45 @@ def merge_windows(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
                 payload[part]["name"] = [c + shift for c in payload[part]["name"]]
     return {**a, "names": a["names"] + b["names"], "tracks": a["tracks"] + b["tracks"],
             "flows": a["flows"] + b["flows"], "flows_truncated": a["flows_truncated"] or b["flows_truncated"]}
+
+
+@dataclass
+class WindowPart:
+    """One index's tracks in a bounded window: those in scope (display order) and those asked for by id
+    (`tracks=`; None: the first of the scope)."""
+
+    index: TimelineIndex
+    scope: np.ndarray
+    asked: list[int] | None = None
+
+
+def compute_bounded_window(parts: list[WindowPart], start_ns: int, end_ns: int, width_px: int,
+                           height_px: int) -> dict[str, Any]:
+    """A window bounded in total: the first tracks that fit `height_px` (asked ones first, parts in turn)
+    in full, the rest of each part's scope as one summary row per lane (lod_budget), so a run of a
+    million tracks costs what its window's visible tracks and pixels cost."""
+    left = track_budget(height_px)
+    windows: list[dict[str, Any]] = []
+    summarised: list[SummaryPart] = []
+    for part in parts:
+        full = _full_tracks(part, left)
+        left -= len(full)
+        windows.append(compute_window(part.index, start_ns, end_ns, width_px, full))
+        summarised.append(SummaryPart(part.index.order, part.scope, full))
+    rows = compute_summaries(summarised, start_ns, end_ns, width_px)
+    window: dict[str, Any] = reduce(merge_windows, windows)
+    return {**window, "summaries": rows,
+            "tracks_summarised": sum(r["tracks"] for r in rows)}
+
+
+def _full_tracks(part: WindowPart, budget: int) -> list[int]:
+    """The part's tracks sent in full: asked ones in scope (in the order asked, once each), else the
+    scope's first, at most `budget`."""
+    if budget <= 0:
+        return []
+    if part.asked is None:
+        return [int(t) for t in part.scope[:budget].tolist()]
+    in_scope = np.zeros(part.index.order.id_bound, bool)
+    in_scope[part.scope] = True
+    bound = len(in_scope)
+    return [t for t in dict.fromkeys(part.asked) if 0 <= t < bound and in_scope[t]][:budget]

@@ -59,10 +59,22 @@ def reduce_runs(items: Items, first: np.ndarray) -> Items:
 
 
 def running_max_per_group(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Running maximum of `values` within each range [lo_i, hi_i) (consecutive ranges that cover it)."""
+    return segmented_running_max(values, np.repeat(np.arange(len(lo), dtype=I64), hi - lo))
+
+
+def segmented_running_max(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Running maximum of `values` restarted at every change of `group` (sorted by group). A scan by
+    doubling steps, vectorised: log2(longest group) passes, never a Python loop per group (a run may
+    have a million single-slice tracks)."""
     out = values.copy()
-    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
-        if b > a:
-            np.maximum.accumulate(out[a:b], out=out[a:b])
+    n, step = len(out), 1
+    while step < n:
+        same = group[step:] == group[:-step]
+        if not same.any():
+            break
+        np.maximum(out[step:], np.where(same, out[:-step], out[step:]), out=out[step:])
+        step *= 2
     return out
 
 

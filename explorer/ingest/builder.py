@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
@@ -27,6 +28,8 @@ from explorer.ingest.columns import (
 )
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.links import attribute_ops, build_flows, flow_kind_index
+from explorer.ingest.spill import OrderedArgs, Segment, SpilledArgs, read_segments
+from explorer.ingest.split import SPLIT_KEY, TimeSplit
 from explorer.ingest.tracks import ThreadBook, counter_tables, instant_tables
 from explorer.model.lanes import (
     LANE_ORDER,
@@ -108,6 +111,7 @@ class TraceBuilder:
         self._bulk_codes = 0
         # per-format state that must outlive one parser call (e.g. Neuron link keys joined across files)
         self.extensions: dict[str, object] = {}
+        self.split = TimeSplit()  # where finish() and the parsers spend their time (run meta)
 
     # ---- parser-facing API -------------------------------------------------------------------
 
@@ -159,11 +163,12 @@ class TraceBuilder:
         return self._chunk_rows + len(self._rows) - 1
 
     def add_slice_columns(self, thread: np.ndarray, cat: pa.Array, name: pa.Array, ts_ns: np.ndarray,
-                          dur_ns: np.ndarray, args: pa.Array, correlation: np.ndarray, external_id: np.ndarray,
-                          shapes: pa.Array) -> None:
+                          dur_ns: np.ndarray, args: pa.Array | SpilledArgs, correlation: np.ndarray,
+                          external_id: np.ndarray, shapes: pa.Array) -> None:
         """Bulk form of add_slice for columnar parsers. Rows added one by one before it (another file of
         the run: a capture folder's Neuron system profile before its big framework trace) become a chunk
-        first, so every raw index handed out so far keeps its place."""
+        first, so every raw index handed out so far keeps its place. `args` may be on disk already
+        (SpilledArgs, in raw order): finish() then leaves them there for the store."""
         if self._rows:
             self._chunks.append(self._rows_chunk())
             self._chunk_rows += len(self._rows)
@@ -269,7 +274,8 @@ class TraceBuilder:
             thread=cols.thread,
             thread_src=np.asarray([t.src for t in self.threads.info], dtype=np.int64),
             lane=cols.lane, ts_ns=cols.ts, dur_ns=cols.dur, is_op=cols.is_op, external_id=cols.ext,
-            name=cols.name.to_pylist(), cat=cols.cat.to_pylist(), args=cols.args.to_pylist(),
+            name=cols.name.to_pylist(), cat=cols.cat.to_pylist(),
+            args=(cols.args if isinstance(cols.args, pa.ChunkedArray) else read_segments(cols.args)).to_pylist(),
         )
 
     def shift_sources(self, srcs: set[int], delta_ns: int) -> None:
@@ -298,48 +304,59 @@ class TraceBuilder:
     # ---- build -------------------------------------------------------------------------------
 
     def finish(self) -> IngestedTrace:
-        lim, where = self.limits, ", ".join(self.sources)[:200] or "the trace"
+        lim, where, split = self.limits, ", ".join(self.sources)[:200] or "the trace", self.split
         lim.check("the trace holds events:", self.slice_count, lim.max_events, "EXPLORER_MAX_EVENTS", where)
-        cols = self._columns()
-        self._chunks = []  # cols holds the only reference now: freed as soon as the tables are built
-        cols.name = self._cut_names(cols.name)
-        nest = compute_nesting(cols.thread, cols.lane, cols.ts, cols.dur)
-        if nest.displaced_rows:
-            self.warn("overlap", "slices overlapping without nesting on one thread were put on a sub-row",
-                      nest.displaced_rows)
-        track_keys, raw_track = self.threads.layout(cols.thread, cols.lane, nest.sub_row)
-        lim.check("the trace has tracks (threads x lanes):", len(track_keys), lim.max_tracks, "EXPLORER_MAX_TRACKS",
-                  where)
-        depth = count_same_lane_ancestors(nest.parent, cols.lane)
-        lim.check("slices nest this deep:", int(depth.max()) + 1 if len(depth) else 0, lim.max_depth,
-                  "EXPLORER_MAX_DEPTH", where)
-        flows_from, flows_to, flows_kind = self._build_flows(cols, nest.parent)
-        op_id = self._attribute_ops(cols, nest.parent, flows_from, flows_to, flows_kind)
+        with split.step("columns"):
+            cols = self._columns()
+            self._chunks = []  # cols holds the only reference now: freed as soon as the tables are built
+            cols.name = self._cut_names(cols.name)
+        with split.step("nesting"):
+            nest = compute_nesting(cols.thread, cols.lane, cols.ts, cols.dur)
+            if nest.displaced_rows:
+                self.warn("overlap", "slices overlapping without nesting on one thread were put on a sub-row",
+                          nest.displaced_rows)
+            track_keys, raw_track = self.threads.layout(cols.thread, cols.lane, nest.sub_row)
+            lim.check("the trace has tracks (threads x lanes):", len(track_keys), lim.max_tracks,
+                      "EXPLORER_MAX_TRACKS", where)
+            depth = count_same_lane_ancestors(nest.parent, cols.lane)
+            lim.check("slices nest this deep:", int(depth.max()) + 1 if len(depth) else 0, lim.max_depth,
+                      "EXPLORER_MAX_DEPTH", where)
+        with split.step("links"):
+            flows_from, flows_to, flows_kind = self._build_flows(cols, nest.parent)
+            op_id = self._attribute_ops(cols, nest.parent, flows_from, flows_to, flows_kind)
 
-        # final order: by track, then time; slice_id is the position in that order
-        order = np.lexsort((-cols.dur, cols.ts, raw_track)) if len(cols.ts) else np.zeros(0, dtype=np.int64)
-        remap = _Renumber(order)
-        slices = _slices_table(cols, order, remap, raw_track, depth, nest.parent, op_id)
-        ts, dur = cols.ts, cols.dur
-        del cols
-        flows = pa.table({
-            "flow_id": np.arange(len(flows_from), dtype=np.int64),
-            "from_slice": remap(flows_from),
-            "to_slice": remap(flows_to),
-            "kind": pa.array(np.asarray(KINDS, dtype=object)[flows_kind], pa.string()),
-        }, schema=FLOWS)
-        tracks_rows = self.threads.slice_track_rows(track_keys, raw_track, depth)
-        counters, counter_tracks = counter_tables(self.threads, self._counters, self._counter_lane, len(tracks_rows))
-        instants, instant_tracks = instant_tables(self.threads, self._instants, len(tracks_rows) + len(counter_tracks))
-        tracks = pa.Table.from_pylist(tracks_rows + counter_tracks + instant_tracks, schema=TRACKS)
-
-        op_stats, op_stats_by_shape = compute_op_stats(slices)
-        self._span_meta(ts, dur, counters, instants)
+        with split.step("sort"):  # final order: by track, then time; slice_id is the position in that order
+            order = np.lexsort((-cols.dur, cols.ts, raw_track)) if len(cols.ts) else np.zeros(0, dtype=np.int64)
+            remap = _Renumber(order)
+            slices = _slices_table(cols, order, remap, raw_track, depth, nest.parent, op_id)
+            slice_args = None if isinstance(cols.args, pa.ChunkedArray) else OrderedArgs(
+                cols.args, order, _spill_folder(cols.args), lim.memory_mb * 2**20 // 4)
+            ts, dur = cols.ts, cols.dur
+            del cols
+        with split.step("tracks"):
+            flows = pa.table({
+                "flow_id": np.arange(len(flows_from), dtype=np.int64),
+                "from_slice": remap(flows_from),
+                "to_slice": remap(flows_to),
+                "kind": pa.array(np.asarray(KINDS, dtype=object)[flows_kind], pa.string()),
+            }, schema=FLOWS)
+            tracks_rows = self.threads.slice_track_rows(track_keys, raw_track, depth)
+            counters, counter_tracks = counter_tables(self.threads, self._counters, self._counter_lane,
+                                                      len(tracks_rows))
+            instants, instant_tracks = instant_tables(self.threads, self._instants,
+                                                      len(tracks_rows) + len(counter_tracks))
+            tracks = pa.Table.from_pylist(tracks_rows + counter_tracks + instant_tracks, schema=TRACKS)
+            self._span_meta(ts, dur, counters, instants)
+        # the op table's own columns are big (Python strings): the per-slice arrays above go first
+        del nest, depth, op_id, order, remap, raw_track, ts, dur, flows_from, flows_to, flows_kind
+        with split.step("op_table"):
+            op_stats, op_stats_by_shape = compute_op_stats(slices)
+        self.meta[SPLIT_KEY] = split.ns
         return IngestedTrace(
             tables={"tracks": tracks, "slices": slices, "flows": flows, "counters": counters, "instants": instants,
                     "op_stats": op_stats, "op_stats_by_shape": op_stats_by_shape},
             warnings=sorted(self.warnings.values(), key=lambda w: (-w.count, w.code)),
-            meta=self.meta,
+            meta=self.meta, slice_args=slice_args,
         )
 
     # ---- steps of finish() ---------------------------------------------------------------------
@@ -407,11 +424,20 @@ class _Renumber:
         return out
 
 
+def _spill_folder(segments: list[Segment]) -> Path:
+    """Where the spilled args live (the run's scratch folder): the final reordering writes beside them."""
+    return next(s.path.parent for s in segments if isinstance(s, SpilledArgs))
+
+
+SLICES_WITHOUT_ARGS = pa.schema([f for f in SLICES if f.name != "args"])
+
+
 def _slices_table(cols: SliceColumns, order: np.ndarray, remap: _Renumber, raw_track: np.ndarray,
                   depth: np.ndarray, parent: np.ndarray, op_id: np.ndarray) -> pa.Table:
+    """The slices table in final order; without `args` when they are on disk (IngestedTrace.slice_args)."""
     take = pa.array(order)
     corr, ext = cols.corr[order], cols.ext[order]
-    return pa.table({
+    columns = {
         "slice_id": np.arange(len(order), dtype=np.int64),
         "track_id": raw_track[order].astype(np.int32),
         "ts_ns": cols.ts[order],
@@ -427,5 +453,7 @@ def _slices_table(cols: SliceColumns, order: np.ndarray, remap: _Renumber, raw_t
         "is_op": cols.is_op[order],
         "device_time": cols.devtime[order],
         "shapes": cols.shapes.take(take),
-        "args": cols.args.take(take),
-    }, schema=SLICES)
+    }
+    if isinstance(cols.args, pa.ChunkedArray):
+        return pa.table({**columns, "args": cols.args.take(take)}, schema=SLICES)
+    return pa.table(columns, schema=SLICES_WITHOUT_ARGS)

@@ -13,8 +13,9 @@ import logging
 import mmap
 import os
 import tempfile
+import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +29,20 @@ import pyarrow.compute as pc
 
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
-from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, with_format
+from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, refusal, with_format
 from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, BulkCounts, Event, Feeder
 from explorer.ingest.links import flow_kind_index
+from explorer.ingest.spill import ArgsSpillWriter, SpilledArgs
 from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns
 
 log = logging.getLogger(__name__)
 
 FAST_MIN_BYTES = 8 * 2**20  # below this the msgspec path is as fast and simpler
+SPILL_MIN_BYTES = 32 * 2**20  # from this size on, args go to disk as they are read (explorer.ingest.spill)
+DUCKDB_MEMORY_SHARE = 0.4  # of the ingest's memory budget (IngestLimits.memory_mb): DuckDB's memory_limit
+DUCKDB_MIN_MB = 64  # below this its JSON reader runs out of memory on two threads (measured: 40 MB fails)
+OBJECT_BYTES = (2**20, 64 * 2**20)  # DuckDB's largest event object: its share of DuckDB's limit / 8, within these
+BATCH_ROW_BYTES = 2048  # budget per batch row (the row, its reductions, DuckDB's copy): batch rows = budget / this
 
 _COLUMNS = ("{ph: 'VARCHAR', name: 'VARCHAR', cat: 'VARCHAR', ts: 'DECIMAL(38,3)', dur: 'DECIMAL(38,3)', pid: 'JSON', "
             "tid: 'JSON', id: 'JSON', id2: 'JSON', bp: 'VARCHAR', s: 'VARCHAR', scope: 'VARCHAR', args: 'JSON'}")
@@ -47,7 +54,7 @@ SELECT coalesce(ph, '') AS ph, coalesce(name, '') AS name, coalesce(cat, '') AS 
        coalesce({ext}, -1) AS ext, coalesce({corr}, -1) AS corr, coalesce({dims}, '') AS dims,
        coalesce(args::VARCHAR, '{{}}') AS args
 FROM (SELECT *, json_extract(args, [{arg_paths}])::VARCHAR[] AS x
-      FROM read_json({path}, format = 'array', columns = {columns}, maximum_object_size = 67108864))
+      FROM read_json({path}, format = 'array', columns = {columns}, maximum_object_size = {object_bytes}))
 """
 
 
@@ -71,25 +78,81 @@ class _Unsupported(Exception):
 def parse_chrome_file(path: Path, name: str, builder: TraceBuilder, instance: str = "",
                       scratch: Path | None = None) -> dict[str, Any]:
     """Parse a Chrome/Kineto file from disk, taking the DuckDB path for big files."""
-    if path.stat().st_size < FAST_MIN_BYTES:
+    size = path.stat().st_size
+    if size < FAST_MIN_BYTES:
         return parse_chrome(path.read_bytes(), name, builder, instance)
+    check = _Check(path)
+    memory_mb = builder.limits.memory_mb
+    spill = ArgsSpillWriter(scratch) if scratch is not None and size >= SPILL_MIN_BYTES else None
     try:
-        with _open_events(path, scratch) as (reader, meta):
-            batches = list(_read_all(reader, int(meta.get("base_ns", 0))))
+        with builder.split.step("parse"), check, _open_events(path, scratch, memory_mb) as (reader, meta):
+            batches = list(_read_all(reader, int(meta.get("base_ns", 0)), spill))
     except (_Unsupported, duckdb.Error, OSError) as exc:
         log.info("fast path not used for %s: %s", name, exc)
+        if spill is not None:
+            spill.discard()
         return parse_chrome(path.read_bytes(), name, builder, instance)
-    return _feed(batches, meta, name, builder, instance)
+    if spill is not None:
+        spill.close()
+    with builder.split.step("feed"):
+        return _feed(batches, meta, name, builder, instance)
 
 
-def _read_all(reader: pa.RecordBatchReader, base_ns: int) -> Iterator[_Batch]:
-    """Reduce each DuckDB batch at once to what the builder keeps, so the full table never exists."""
+def _read_all(reader: pa.RecordBatchReader, base_ns: int, spill: ArgsSpillWriter | None) -> Iterator[_Batch]:
+    """Reduce each DuckDB batch at once to what the builder keeps, so the full table never exists; with a
+    spill, the complete events' args go to disk here and the batch keeps only where they are."""
     for batch in reader:
-        yield _Batch.of(batch, base_ns)
+        reduced = _Batch.of(batch, base_ns)
+        if spill is not None:
+            reduced.args = spill.write(reduced.x.column("args"))
+            reduced.x = reduced.x.drop_columns(["args"])
+        yield reduced
+
+
+# msgspec's depth limit is the recursion limit less the frames already on the stack: a new thread has
+# almost none, the msgspec path has its caller's. Checked this many frames down, the check refuses nesting
+# a little shallower than the msgspec path would, never deeper (such a file then takes the msgspec path).
+CHECK_DEPTH_MARGIN = 200
+
+
+def _with_frames(frames: int, call: Callable[[], str | None]) -> str | None:
+    """call() with `frames` more Python frames on the stack (a fixed count, not user data)."""
+    return call() if frames <= 0 else _with_frames(frames - 1, call)
+
+
+class _Check:
+    """DuckDB's reader takes what msgspec refuses (NaN, trailing commas, `true` as a time: see
+    chrome.refusal); such a file goes to the general path, which decides what to make of it, so both
+    paths give the same answer. The check runs in a thread of its own while DuckDB reads (its C code
+    holds the GIL, DuckDB's threads do not need it) and is waited for before the builder is touched; its
+    map is its own, closed when done, so the pages it read do not stay resident."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.refused: str | None = None
+        self.thread = threading.Thread(target=self._run, name="chrome-check", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m, \
+                    memoryview(m) as view:
+                self.refused = _with_frames(CHECK_DEPTH_MARGIN, lambda: refusal(view))
+        except (OSError, ValueError) as exc:
+            self.refused = f"not checked ({exc})"
+
+    def __enter__(self) -> _Check:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.thread.join()
+        if self.refused and exc[0] is None:
+            raise _Unsupported(self.refused)
 
 
 @contextmanager
-def _open_events(path: Path, scratch: Path | None) -> Iterator[tuple[pa.RecordBatchReader, dict[str, Any]]]:
+def _open_events(path: Path, scratch: Path | None,
+                 memory_mb: int) -> Iterator[tuple[pa.RecordBatchReader, dict[str, Any]]]:
     with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         start = 0
         while start < len(m) and m[start:start + 1] in b" \t\r\n":
@@ -98,7 +161,7 @@ def _open_events(path: Path, scratch: Path | None) -> Iterator[tuple[pa.RecordBa
         if first == b"[":
             if m[max(0, len(m) - 4096):].rstrip()[-1:] != b"]":
                 raise _Unsupported("array without its closing bracket")
-            with _query(path, scratch) as reader:
+            with _query(path, scratch, memory_mb) as reader:
                 yield reader, {"base_ns": 0}
             return
         if first != b"{":
@@ -118,7 +181,7 @@ def _open_events(path: Path, scratch: Path | None) -> Iterator[tuple[pa.RecordBa
         try:
             with os.fdopen(fd, "wb") as out:
                 _copy_range(f.fileno(), out.fileno(), open_at, close_at + 1 - open_at)
-            with _query(carved, scratch) as reader:
+            with _query(carved, scratch, memory_mb) as reader:
                 yield reader, meta
         finally:
             carved.unlink(missing_ok=True)
@@ -154,16 +217,22 @@ def _copy_range(src_fd: int, dst_fd: int, offset: int, length: int) -> None:
 
 
 @contextmanager
-def _query(path: Path, scratch: Path | None) -> Iterator[pa.RecordBatchReader]:
+def _query(path: Path, scratch: Path | None, memory_mb: int) -> Iterator[pa.RecordBatchReader]:
+    """The events as Arrow batches; DuckDB kept to its share of the ingest's memory budget (spilling to
+    the scratch folder past it) and batches sized so that one batch's work fits the budget too."""
+    duck_mb = max(DUCKDB_MIN_MB, int(memory_mb * DUCKDB_MEMORY_SHARE))
     config = {"threads": max(1, os.cpu_count() or 1), "autoinstall_known_extensions": False,
-              "autoload_known_extensions": False, "preserve_insertion_order": True}
+              "autoload_known_extensions": False, "preserve_insertion_order": True, "memory_limit": f"{duck_mb}MB"}
+    # its JSON reader holds buffers of twice the largest object per thread: they must fit the limit
+    object_bytes = min(OBJECT_BYTES[1], max(OBJECT_BYTES[0], duck_mb * 2**20 // 8))
     con = duckdb.connect(config=config)  # type: ignore[arg-type]
     try:
         con.execute("SET enable_progress_bar = false")
         if scratch is not None:
             con.execute("SET temp_directory = ?", [str(scratch)])
         literal = "'" + str(path).replace("'", "''") + "'"
-        yield con.sql(_SELECT.format(path=literal, columns=_COLUMNS, **_arg_sql())).to_arrow_reader(BATCH_ROWS)
+        rows = max(1, min(BATCH_ROWS, memory_mb * 2**20 // BATCH_ROW_BYTES))
+        yield con.sql(_SELECT.format(path=literal, columns=_COLUMNS, object_bytes=object_bytes, **_arg_sql())).to_arrow_reader(rows)
     finally:
         con.close()
 
@@ -178,8 +247,7 @@ class _Batch:
     `ts` is absolute ns (the file's base added), checked as the per-event path checks it."""
 
     n: int
-    pid: pa.Array
-    tid: pa.Array
+    thread_key: pa.DictionaryArray  # pid NUL tid, encoded: the batch's own columns are not kept (see of())
     ts: np.ndarray
     dur: np.ndarray
     x: pa.RecordBatch  # the complete events with usable times
@@ -189,6 +257,7 @@ class _Batch:
     rest: list[dict[str, Any]]  # every other event, for the per-event Feeder
     bad_x: int
     bad_flows: dict[str, int]  # phase -> flow steps without id or time
+    args: SpilledArgs | None = None  # where the complete events' args went (then not in `x`)
 
     @classmethod
     def of(cls, batch: pa.RecordBatch, base_ns: int) -> _Batch:
@@ -201,7 +270,10 @@ class _Batch:
         flow = is_flow & pc.is_valid(batch.column("id")).to_numpy(zero_copy_only=False) & ts_ok
         rest = np.nonzero(~is_x & ~is_flow)[0]
         return cls(
-            n=batch.num_rows, pid=batch.column("pid"), tid=batch.column("tid"), ts=ts_ns, dur=dur_ns,
+            # nothing of `batch` itself may be kept: one column held keeps all of DuckDB's batch alive
+            n=batch.num_rows, ts=ts_ns, dur=dur_ns,
+            thread_key=pc.dictionary_encode(pc.binary_join_element_wise(batch.column("pid"), batch.column("tid"),
+                                                                        "\x00")),
             x=batch.select(["cat", "name", "args", "dims", "corr", "ext"]).filter(pa.array(good_x)), x_mask=good_x,
             flows=batch.select(["ph", "cat", "id", "bp"]).filter(pa.array(flow)), flow_mask=flow,
             rest=batch.take(pa.array(rest)).to_pylist() if len(rest) else [],
@@ -230,13 +302,13 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
     kineto = False
     flow_codes: dict[str, int] = {}
     for b in batches:
-        threads = _thread_index(b.pid, b.tid, builder, src)
+        threads = _thread_index(b.thread_key, builder, src)
         x = b.x
         ext = x.column("ext").to_numpy()
         kineto = kineto or bool((ext >= 0).any())
         builder.add_slice_columns(threads[b.x_mask], x.column("cat"), x.column("name"), b.ts[b.x_mask],
-                                  b.dur[b.x_mask], x.column("args"), x.column("corr").to_numpy(), ext,
-                                  x.column("dims"))
+                                  b.dur[b.x_mask], b.args if b.args is not None else x.column("args"),
+                                  x.column("corr").to_numpy(), ext, x.column("dims"))
         stored += x.num_rows
         if b.flows.num_rows:
             _feed_flows(b.flows, threads[b.flow_mask], b.ts[b.flow_mask], builder, src, flow_codes)
@@ -249,9 +321,7 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
     return with_format(meta, fed, builder, name)
 
 
-def _thread_index(pid: pa.Array, tid: pa.Array, builder: TraceBuilder, src: int) -> np.ndarray:
-    key = pc.binary_join_element_wise(pid, tid, "\x00")
-    encoded = pc.dictionary_encode(key)
+def _thread_index(encoded: pa.DictionaryArray, builder: TraceBuilder, src: int) -> np.ndarray:
     mapping = np.asarray([builder.thread(src, *k.split("\x00", 1)) for k in encoded.dictionary.to_pylist()]
                          or [0], dtype=np.int64)
     index: np.ndarray = mapping[encoded.indices.to_numpy(zero_copy_only=False)]

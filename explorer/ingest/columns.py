@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.ingest.spill import Segment, SpilledArgs
 from explorer.model.lanes import LANE_ORDER, Lane, rule_for
 
 NONE = -1  # "no value" in integer id columns; nullable columns use Arrow nulls instead
@@ -31,7 +32,7 @@ class SliceChunk:
     devtime: np.ndarray  # bool
     name: pa.Array  # string
     cat: pa.Array  # string
-    args: pa.Array  # string (JSON object text)
+    args: Segment  # string (JSON object text), held or spilled to disk (explorer.ingest.spill)
     shapes: pa.Array  # string
 
     def __len__(self) -> int:
@@ -68,7 +69,7 @@ class SliceColumns:
     devtime: np.ndarray
     name: pa.ChunkedArray
     cat: pa.ChunkedArray
-    args: pa.ChunkedArray
+    args: pa.ChunkedArray | list[Segment]  # a list when some chunk's args are on disk
     shapes: pa.ChunkedArray
 
 
@@ -82,10 +83,12 @@ def concat_chunks(chunks: list[SliceChunk]) -> SliceColumns:
         parts = [getattr(c, attr) for c in chunks if len(c)]
         return pa.chunked_array([p.cast(pa.string()) for p in parts], pa.string())
 
+    segments = [c.args for c in chunks if len(c)]
+    spilled = any(isinstance(a, SpilledArgs) for a in segments)
     return SliceColumns(
         thread=num("thread", np.int64), lane=num("lane", np.int64), ts=num("ts", np.int64), dur=num("dur", np.int64),
         corr=num("corr", np.int64), ext=num("ext", np.int64), is_op=num("is_op", bool), devtime=num("devtime", bool),
-        name=text("name"), cat=text("cat"), args=text("args"), shapes=text("shapes"),
+        name=text("name"), cat=text("cat"), args=segments if spilled else text("args"), shapes=text("shapes"),
     )
 
 

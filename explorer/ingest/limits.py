@@ -1,8 +1,9 @@
 """Per-run limits of an ingest, with generous defaults (Settings: EXPLORER_MAX_EVENTS, _MAX_TRACKS,
-_MAX_DEPTH, _MAX_NAME_CHARS). Past a count limit the ingest fails with a clear error naming the limit
+_MAX_DEPTH, _MAX_NAME_CHARS, _INGEST_MEMORY_MB). Past a count limit the ingest fails with a clear error naming the limit
 and the setting that raises it; a longer name is cut to the limit, with a warning — a trace is not wrong
 for having one long name. They bound what one upload can cost the server (every timeline window is
-bounded per track, so bounding the tracks bounds the window) and keep the UI usable."""
+bounded per track, so bounding the tracks bounds the window) and keep the UI usable. The memory budget
+(EXPLORER_INGEST_MEMORY_MB) is not checked but kept to: DuckDB's limit, batch sizes, spilled args."""
 
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ class IngestLimits:
     max_depth: int = _DEFAULTS["max_depth"].default
     max_name_chars: int = _DEFAULTS["max_name_chars"].default
     processes: int = _DEFAULTS["ingest_processes"].default  # not a count limit: how many files parse at once
+    memory_mb: int = _DEFAULTS["ingest_memory_mb"].default  # a budget the ingest keeps to, not a count it checks
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestLimits:
         return cls(settings.max_events, settings.max_tracks, settings.max_depth, settings.max_name_chars,
-                   settings.ingest_processes)
+                   settings.ingest_processes, settings.ingest_memory_mb)
 
     def check(self, what: str, count: int, limit: int, setting: str, source: str) -> None:
         if count > limit:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -205,9 +206,10 @@ def link_device_profiles(profiles: list[DeviceProfile], trace: IngestedTrace) ->
     if not profiles or slices.num_rows == 0:
         return
     execs = slices.filter(pc.equal(slices.column("name"), EXEC_SLICE)).select(
-        ["slice_id", "ts_ns", "dur_ns", "args"]).to_pylist()
-    for row in execs:
-        row["fields"] = _args(row["args"])
+        ["slice_id", "ts_ns", "dur_ns"]).to_pylist()
+    args = trace.slice_args_of(np.asarray([r["slice_id"] for r in execs], dtype=np.int64)).to_pylist()
+    for row, text in zip(execs, args, strict=True):
+        row["fields"] = _args(text)
     for p in profiles:
         best, best_overlap = NO_SLICE, -1
         for row in execs:

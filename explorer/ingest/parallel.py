@@ -25,6 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
 
+from explorer.ingest import chrome_fast
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.parts import Part, PartJob, load_part, parse_here, parse_part
 from explorer.ingest.sources import Member
@@ -61,8 +62,8 @@ def parsed_apart(members: list[Member], limits: IngestLimits, scratch: Path | No
     root = Path(tempfile.mkdtemp(prefix="parts-", dir=scratch))
     try:
         # each file is its own instance, as the in-process parse names the files of a multi-file run
-        jobs = [PartJob(m.name, root / str(i), limits, m.name, m.path, m.data if m.path is None else None, scratch)
-                for i, m in enumerate(members)]
+        jobs = [PartJob(m.name, root / str(i), limits, m.name, m.path, m.data if m.path is None else None, scratch,
+                        chrome_fast.SPILL_MIN_BYTES) for i, m in enumerate(members)]
         total, done = sum(m.size for m in members) or 1, [0]
 
         def report(job: PartJob) -> None:

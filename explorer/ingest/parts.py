@@ -1,11 +1,13 @@
 """Parts: one file of a multi-file run parsed on its own, into its own TraceBuilder, and written to a folder
 (Arrow IPC files of the builder's raw columns, a JSON of its books: sources, threads, names, warnings, flow
-codes, the parser's document metadata, the parse error if any); and the merge that appends parts to the run's
+codes, time split, where spilled args lie, the parser's document metadata, the parse error if any); and the merge that appends parts to the run's
 builder in member order, renumbering sources, threads, raw slices and flow codes, before the one finish().
 
 A part is what a parse job hands to the merge: explorer.ingest.parallel runs the jobs in worker processes (a
 queue worker on another machine could run them as well). The state moves as columns, never per event in
-Python objects, except the small row-wise lists. These functions reach into TraceBuilder's private lists on
+Python objects, except the small row-wise lists. Args a worker spilled (explorer.ingest.spill) stay where it
+wrote them, in the run's scratch folder on this machine: the part records the files, the merged builder points
+at them, and they go with the scratch folder after the final write. These functions reach into TraceBuilder's private lists on
 purpose: they are its serialization, kept out of builder.py so that the builder stays about building.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +25,13 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from explorer.errors import BadTrace
+from explorer.ingest import chrome_fast
 from explorer.ingest.builder import ROW_FIELDS, ROW_FLOW_CODES, TraceBuilder, _FlowPoint
 from explorer.ingest.chrome import parse_chrome
 from explorer.ingest.chrome_fast import parse_chrome_file
 from explorer.ingest.columns import SliceChunk
 from explorer.ingest.limits import IngestLimits
+from explorer.ingest.spill import Segment, SpilledArgs
 
 
 @dataclass
@@ -37,7 +41,7 @@ class BuilderState:
     and appended to another builder by another. Raw indices (threads, slices, sources) are the
     exporting builder's own, from 0."""
 
-    slices: pa.Table  # ROW_FIELDS, raw order
+    slices: pa.Table  # ROW_FIELDS, raw order (args null where books["spilled"] says they are on disk)
     bulk_flows: pa.Table  # code, kind, thread, ts, enclosing
     flow_points: pa.Table  # row-wise flow steps: src, cat, fid, thread, ts, phase, enclosing (flow by flow)
     counters: pa.Table  # src, pid, series, lane, ts, value (series by series)
@@ -51,7 +55,7 @@ class BuilderState:
 # until it travels in parts too.
 CARRIED_BUILDER = ("limits", "sources", "threads", "instances", "warnings", "meta", "thread", "_rows", "_counters",
                    "_counter_lane", "_instants", "_flow_points", "_links", "_chunks", "_chunk_rows", "_bulk_flows",
-                   "_flow_codes", "_bulk_codes", "extensions")
+                   "_flow_codes", "_bulk_codes", "extensions", "split")
 CARRIED_BOOK = ("info", "_index", "process_names", "thread_names", "process_sort", "thread_sort", "devices",
                 "instances", "ranks", "hosts", "label_ranks")
 
@@ -74,7 +78,20 @@ def _state_books(b: TraceBuilder) -> dict[str, Any]:
         "meta": dict(b.meta),
         "flow_codes": [list(k) for k in b._flow_codes],
         "bulk_codes": b._bulk_codes,
+        "split": dict(b.split.ns),
     }
+
+
+def _spill_book(args: pa.ChunkedArray | list[Segment]) -> tuple[pa.ChunkedArray, list[list[Any]] | None]:
+    """The args column of a part and, when some are on disk, its segments in raw order: [rows] for held
+    ones (their text in the column), [rows, path, batch, nbytes] for spilled ones (nulls in the column)."""
+    if isinstance(args, pa.ChunkedArray):
+        return args, None
+    column = pa.chunked_array([pa.nulls(len(seg), pa.string()) if isinstance(seg, SpilledArgs) else
+                               seg.cast(pa.string()) for seg in args], pa.string())
+    book = [[seg.rows, str(seg.path), seg.index, seg.nbytes] if isinstance(seg, SpilledArgs) else [len(seg)]
+            for seg in args]
+    return column, book
 
 
 def export_state(b: TraceBuilder) -> BuilderState:
@@ -83,9 +100,10 @@ def export_state(b: TraceBuilder) -> BuilderState:
     if b.extensions:
         raise ValueError(f"builder state of {sorted(b.extensions)} cannot be exported")
     cols = b._columns()
+    args, spilled = _spill_book(cols.args)
     slices = pa.table({"thread": cols.thread, "lane": cols.lane, "ts": cols.ts, "dur": cols.dur, "corr": cols.corr,
                        "ext": cols.ext, "is_op": cols.is_op, "devtime": cols.devtime, "name": cols.name,
-                       "cat": cols.cat, "args": cols.args, "shapes": cols.shapes})
+                       "cat": cols.cat, "args": args, "shapes": cols.shapes})
     bulk = b._bulk_flows
     flows = pa.table({name: _concat(parts, dtype) for name, parts, dtype in (
         ("code", bulk.key, np.int64), ("kind", bulk.kind, np.int8), ("thread", bulk.thread, np.int64),
@@ -100,7 +118,7 @@ def export_state(b: TraceBuilder) -> BuilderState:
         counters=_rows_table(counters, _COUNTER_TYPES),
         instants=_rows_table(b._instants, _INSTANT_TYPES),
         links=_rows_table(b._links, _LINK_TYPES),
-        books=_state_books(b))
+        books={**_state_books(b), "spilled": spilled})
 
 
 _POINT_TYPES = {"src": pa.int64(), "cat": pa.string(), "fid": pa.string(), "thread": pa.int64(), "ts": pa.int64(),
@@ -131,7 +149,7 @@ def import_state(b: TraceBuilder, state: BuilderState) -> None:
     _import_books(b, books, src0, thread0)
     codes = [b.flow_code(src + src0, cat, fid) for src, cat, fid in books["flow_codes"]]
     b._bulk_codes += int(books["bulk_codes"])
-    _import_slices(b, state.slices, thread0)
+    _import_slices(b, state.slices, thread0, books.get("spilled"))
     _import_bulk_flows(b, state.bulk_flows, thread0, code0, codes)
     for src, cat, fid, thread, ts, phase, enclosing in zip(*_pylists(state.flow_points), strict=True):
         points = b._flow_points[(src + src0, cat, fid)]
@@ -168,23 +186,41 @@ def _import_books(b: TraceBuilder, books: dict[str, Any], src0: int, thread0: in
     for code, message, count, source in books["warnings"]:
         b.warn(code, message, count, source)
     b.meta.update(books["meta"])
+    for step, ns in books["split"].items():  # a worker's parse adds to the run's, as the same parse here would
+        b.split.add(step, int(ns))
 
 
-def _import_slices(b: TraceBuilder, slices: pa.Table, thread0: int) -> None:
+def _import_slices(b: TraceBuilder, slices: pa.Table, thread0: int, spilled: list[list[Any]] | None) -> None:
     """The imported slices as chunks after b's own, one per record batch (a string column of one batch
-    stays under Arrow's 2 GB offsets); row-wise ones first become a chunk, as in add_slice_columns, so
-    every raw index handed out so far keeps its place."""
+    stays under Arrow's 2 GB offsets), or, when some args are on disk, one per exported segment (a spilled
+    one points at its file again); row-wise ones first become a chunk, as in add_slice_columns, so every
+    raw index handed out so far keeps its place."""
     if not slices.num_rows:
         return
     if b._rows:
         b._chunks.append(b._rows_chunk())
         b._chunk_rows += len(b._rows)
         b._rows = []
-    for batch in slices.to_batches():
+    pieces = ((batch, None) for batch in slices.to_batches()) if spilled is None else _segment_pieces(slices, spilled)
+    for batch, on_disk in pieces:
         num = {f: batch.column(f).to_numpy(zero_copy_only=False) for f in ROW_FIELDS[:8]}
         num["thread"] = num["thread"] + thread0
-        b._chunks.append(SliceChunk(**num, **{f: batch.column(f) for f in ROW_FIELDS[8:]}))
+        args: Segment = batch.column("args") if on_disk is None else on_disk
+        b._chunks.append(SliceChunk(**num, name=batch.column("name"), cat=batch.column("cat"), args=args,
+                                    shapes=batch.column("shapes")))
         b._chunk_rows += batch.num_rows
+
+
+def _segment_pieces(slices: pa.Table,
+                    spilled: list[list[Any]]) -> Iterator[tuple[pa.RecordBatch, SpilledArgs | None]]:
+    """The part's slices cut at its args segments (one batch each), each with its SpilledArgs or None when
+    its args are held in the column."""
+    offset = 0
+    for rows, *where in spilled:
+        piece = slices.slice(offset, rows).combine_chunks().to_batches()
+        offset += rows
+        if piece:  # a segment is never empty (concat_chunks leaves empty chunks out)
+            yield piece[0], SpilledArgs(Path(where[0]), int(where[1]), int(rows), int(where[2])) if where else None
 
 
 def _import_bulk_flows(b: TraceBuilder, flows: pa.Table, thread0: int, code0: int, row_codes: list[int]) -> None:
@@ -255,7 +291,9 @@ def merge(builder: TraceBuilder, part: Part) -> dict[str, Any]:
 @dataclass(frozen=True)
 class PartJob:
     """One Chrome/Kineto file to parse into the part folder `out`: by path (file-backed members) or its
-    bytes; `instance` and `scratch` as the in-process parse would pass them."""
+    bytes; `instance` and `scratch` as the in-process parse would pass them. `limits` travel whole: a
+    worker keeps to limits.memory_mb as the ingest's process would for the same file. `spill_min_bytes`
+    is the ingest's process's chrome_fast.SPILL_MIN_BYTES (a worker imported its own copy of the module)."""
 
     name: str
     out: Path
@@ -264,10 +302,14 @@ class PartJob:
     path: Path | None = None
     data: bytes | None = None
     scratch: Path | None = None
+    spill_min_bytes: int | None = None
 
 
 def parse_part(job: PartJob) -> Path:
-    """Parse one file and write it as a part (a worker's whole job)."""
+    """Parse one file and write it as a part (a worker's whole job; the worker is the run's own, so the
+    run's spill threshold may be set in it)."""
+    if job.spill_min_bytes is not None:
+        chrome_fast.SPILL_MIN_BYTES = job.spill_min_bytes
     builder, meta, error = _parse(job)
     write_part(builder, job.out, meta, error)
     return job.out

@@ -14,9 +14,11 @@ import shutil
 import stat
 import tarfile
 import tempfile
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -34,6 +36,7 @@ DEFAULT_MAX_BYTES = 8 * 2**30
 # nothing but whitespace (no trace can be read from it), ends the decompression with a clear error.
 MAX_RATIO = 200
 BOMB_CHECK_BYTES = 64 * 2**20
+
 
 
 class Member:
@@ -75,6 +78,13 @@ class Inputs:
     artifacts: list[Artifact] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why)
     scratch: Path | None = None  # where decompressed members live; removed by cleanup()
+    hashing: list[Future[str]] = field(default_factory=list)  # per artifact: its sha256, being computed
+
+    def hashes(self) -> list[str]:
+        """Each artifact's sha256 (filled in on the artifact too), waiting for the hashing thread."""
+        for art, pending in zip(self.artifacts, self.hashing, strict=True):
+            art.sha256 = pending.result()
+        return [a.sha256 for a in self.artifacts]
 
     def cleanup(self) -> None:
         if self.scratch is not None:
@@ -87,6 +97,26 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+_HASHING = threading.BoundedSemaphore(2)  # files hashed at once (a folder of many files: not a thread storm)
+
+
+def hash_beside(path: Path) -> Future[str]:
+    """The file's sha256, computed on a thread beside the parse (hashlib releases the GIL on big updates),
+    so the hash adds no pass of its own to the ingest's time. A daemon thread: an interrupted ingest exits
+    at once instead of waiting for the hash of a big file."""
+    pending: Future[str] = Future()
+
+    def run() -> None:
+        try:
+            with _HASHING:
+                pending.set_result(sha256_file(path))
+        except BaseException as exc:
+            pending.set_exception(exc)
+
+    threading.Thread(target=run, name=f"hash-{path.name}", daemon=True).start()
+    return pending
 
 
 def collect_inputs(paths: list[Path], max_bytes: int = DEFAULT_MAX_BYTES, scratch_root: Path | None = None) -> Inputs:
@@ -124,7 +154,8 @@ def iter_input_files(paths: list[Path]) -> Iterator[tuple[Path, str, bool]]:
 
 def _add_file(path: Path, name: str, out: Inputs, max_bytes: int) -> None:
     size = path.stat().st_size
-    out.artifacts.append(Artifact(path, name, size, sha256_file(path)))
+    out.artifacts.append(Artifact(path, name, size, ""))  # sha256 from Inputs.hashes()
+    out.hashing.append(hash_beside(path))
     if size > max_bytes:
         raise BadTrace(name, f"file is {size} bytes, over the limit of {max_bytes}")
     out.members.extend(unwrap(Member(name, path=path), max_bytes, out))

@@ -81,10 +81,12 @@ class TrackRow(TypedDict):
 
 @with_config(STRICT)
 class Tracks(TypedDict):
-    """GET /api/runs/{id}/tracks: every track, in the tracks table's order, and the run's time origin."""
+    """GET /api/runs/{id}/tracks: every track, in the tracks table's order (with `limit`: one page of them
+    in the timeline's order), how many the run has, and the run's time origin."""
 
     origin_ns: int
     tracks: list[TrackRow]
+    total: int
 
 
 # ---- ranks (explorer.analysis.ranks) ------------------------------------------------------------
@@ -502,8 +504,19 @@ WindowFlow.__pydantic_config__ = STRICT  # type: ignore[attr-defined]
 
 
 @with_config(STRICT)
+class TrackSummary(TypedDict):
+    """The tracks of one lane a window does not send in full (beyond what fits `height_px`): how many,
+    and their busy ns per pixel column (the union of their top-level slices)."""
+
+    lane: str
+    tracks: int
+    busy_ns: list[int]
+
+
+@with_config(STRICT)
 class TimelineWindow(TypedDict):
-    """GET /api/runs/{id}/timeline: a level-of-detail window; names are indexes into `names`."""
+    """GET /api/runs/{id}/timeline: a level-of-detail window; names are indexes into `names`. Bounded in
+    total: `tracks` are those that fit the window's height, `summaries` stand for the others."""
 
     origin_ns: int
     start_ns: int
@@ -514,6 +527,8 @@ class TimelineWindow(TypedDict):
     tracks: list[TrackWindow]
     flows: list[WindowFlow]
     flows_truncated: bool
+    summaries: list[TrackSummary]
+    tracks_summarised: int
 
 
 # ---- events, search, SQL ----------------------------------------------------------------------

@@ -5,8 +5,11 @@ Times are integer nanoseconds (absolute where the input allows). No computation 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from explorer.model.device import DeviceProfile
@@ -103,11 +106,32 @@ class Warning_:
     source: str = ""
 
 
+class OrderedText(Protocol):
+    """A text column of the slices table kept out of memory until the store writes it (big files' args)."""
+
+    def batches(self, rows: int) -> Iterator[pa.Array]:
+        """The column in slice order, `rows` values per batch (the last batch may be shorter)."""
+        ...
+
+    def take(self, ids: np.ndarray) -> pa.Array:
+        """The values of a few slices, by slice id."""
+        ...
+
+
 @dataclass
 class IngestedTrace:
-    """Everything an ingest produced for one run, ready for the store."""
+    """Everything an ingest produced for one run, ready for the store. `slice_args`, when set, is the
+    slices table's `args` column, absent from `tables["slices"]` (see OrderedText); `slice_args_of` reads
+    args either way."""
 
     tables: dict[str, pa.Table]
     warnings: list[Warning_] = field(default_factory=list)
     meta: dict[str, object] = field(default_factory=dict)  # span, devices, distributed info, formats
     device_profiles: list[DeviceProfile] = field(default_factory=list)  # Neuron device profiles (model/device.py)
+    slice_args: OrderedText | None = None
+
+    def slice_args_of(self, ids: np.ndarray) -> pa.Array:
+        """The args text of these slices (by slice id), wherever the column is held."""
+        if self.slice_args is not None:
+            return self.slice_args.take(ids)
+        return self.tables["slices"].column("args").take(pa.array(ids)).combine_chunks()

@@ -1,6 +1,9 @@
-"""The SQLite catalog: runs, their status and summary, tags and share tokens.
+"""The catalog: runs, their status and summary, tags, share tokens and ingest leases, on SQLite (the
+embedded default, catalog.sqlite in the data folder) or PostgreSQL (a team server), through one set of
+SQLAlchemy Core queries.
 
-Only metadata lives here; a run's events live in its Parquet folder (see runs.py).
+Only metadata lives here; a run's events live in its Parquet folder (see runs.py). The tables are
+catalog_schema.py; the URL, engine and schema revision catalog_db.py.
 """
 
 from __future__ import annotations
@@ -10,50 +13,23 @@ import json
 import os
 import secrets
 import socket
-import sqlite3
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Connection, Row, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import ColumnElement
+
 from explorer.errors import RunNotFound
 from explorer.model.summary import RunSummary, load_summary
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    status TEXT NOT NULL,          -- queued | ingesting | ready | failed
-    progress REAL NOT NULL DEFAULT 0,
-    message TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    sha256 TEXT NOT NULL DEFAULT '',
-    source TEXT NOT NULL DEFAULT '',
-    summary TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS runs_sha ON runs(sha256);
-CREATE TABLE IF NOT EXISTS tags (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    tag TEXT NOT NULL,
-    PRIMARY KEY (run_id, tag)
-);
-CREATE TABLE IF NOT EXISTS leases (   -- who is ingesting a run right now: a live process renews it
-    run_id TEXT PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
-    host TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    heartbeat_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS shares (
-    token TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    created_at REAL NOT NULL,
-    revoked INTEGER NOT NULL DEFAULT 0
-);
-"""
+from explorer.store.catalog_db import WRITE, connect, ensure_schema, make_engine, shown, sqlite_url
+from explorer.store.catalog_schema import leases, runs, shares
+from explorer.store.catalog_schema import tags as run_tags
 
 STATUSES = ("queued", "ingesting", "ready", "failed")
 # An ingest renews its lease every HEARTBEAT_S; one not renewed for LEASE_S, or whose process is gone from
@@ -113,39 +89,48 @@ def new_run_id() -> str:
 
 
 class Catalog:
-    """Thread-safe access to the catalog database (one connection, serialized)."""
+    """Thread-safe access to the catalog database (a pool of connections, one transaction per call).
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)
+    Concurrent writers, threads or processes: every write is one transaction; a read-modify-write
+    (replacing a run's tags, adding a share) first locks the run's row (PostgreSQL: SELECT ... FOR UPDATE;
+    SQLite: the write transaction is BEGIN IMMEDIATE, one writer at a time), so no update is lost and
+    none lands on a run deleted meanwhile."""
+
+    def __init__(self, url: str | Path) -> None:
+        """`url`: postgresql://user@host:port/db or sqlite:///path; a Path is that SQLite file."""
+        self._engine = make_engine(sqlite_url(url) if isinstance(url, Path) else url)
+        try:
+            ensure_schema(self._engine)
+        except BaseException:  # no pooled connection outlives a catalog that failed to open
+            self._engine.dispose()
+            raise
+
+    @property
+    def url(self) -> str:
+        """Where the catalog is, password hidden: for messages."""
+        return shown(self._engine.url)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._engine.dispose()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _tx(self) -> Iterator[Connection]:
+        with connect(self._engine, "writing") as conn:
+            conn.execution_options(**{WRITE: True})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with connect(self._engine, "reading") as conn, conn.begin():
+            yield conn
 
     def create(self, name: str, source: str = "", sha256: str = "", status: str = "queued") -> RunRecord:
         now = time.time()
         run_id = new_run_id()
         with self._tx() as db:
-            db.execute(
-                "INSERT INTO runs (id, name, status, created_at, updated_at, sha256, source) VALUES (?,?,?,?,?,?,?)",
-                (run_id, name, status, now, now, sha256, source),
-            )
+            db.execute(insert(runs).values(id=run_id, name=name, status=status, created_at=now, updated_at=now,
+                                           sha256=sha256, source=source))
         return self.get(run_id)
 
     def update(self, run_id: str, **fields: Any) -> None:
@@ -154,118 +139,151 @@ class Catalog:
         if not sets:
             return
         sets["updated_at"] = time.time()
-        cols = ", ".join(f"{k} = ?" for k in sets)
         with self._tx() as db:
-            cur = db.execute(f"UPDATE runs SET {cols} WHERE id = ?", (*sets.values(), run_id))
-            if cur.rowcount == 0:
+            if db.execute(update(runs).where(runs.c.id == run_id).values(**sets)).rowcount == 0:
                 raise RunNotFound(run_id)
 
     def delete(self, run_id: str) -> None:
         with self._tx() as db:
-            cur = db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
-            if cur.rowcount == 0:
+            if db.execute(delete(runs).where(runs.c.id == run_id)).rowcount == 0:
                 raise RunNotFound(run_id)
 
     def get(self, run_id: str) -> RunRecord:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        with self._read() as db:
+            row = db.execute(select(runs).where(runs.c.id == run_id)).one_or_none()
             if row is None:
                 raise RunNotFound(run_id)
-            return self._record(row)
+            return _records(db, [row])[0]
 
     def find_by_sha(self, sha256: str) -> RunRecord | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT * FROM runs WHERE sha256 = ? AND status != 'failed' ORDER BY created_at LIMIT 1", (sha256,)
-            ).fetchone()
-            return self._record(row) if row else None
+        query = (select(runs).where(runs.c.sha256 == sha256, runs.c.status != "failed")
+                 .order_by(runs.c.created_at).limit(1))
+        with self._read() as db:
+            row = db.execute(query).one_or_none()
+            return _records(db, [row])[0] if row else None
 
     def list(self, name: str | None = None, tag: str | None = None, status: str | None = None,
              limit: int = 100, offset: int = 0) -> tuple[builtins.list[RunRecord], int]:
-        where, params = ["1=1"], []
-        if name:
-            where.append("name LIKE ? ESCAPE '\\'")
-            params.append("%" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
-        if tag:
-            where.append("id IN (SELECT run_id FROM tags WHERE tag = ?)")
-            params.append(tag)
-        if status:
-            where.append("status = ?")
-            params.append(status)
-        clause = " AND ".join(where)
-        with self._lock:
-            total = self._db.execute(f"SELECT count(*) FROM runs WHERE {clause}", params).fetchone()[0]
-            rows = self._db.execute(
-                f"SELECT * FROM runs WHERE {clause} ORDER BY created_at DESC, id LIMIT ? OFFSET ?",
-                (*params, limit, offset),
-            ).fetchall()
-            return [self._record(r) for r in rows], int(total)
+        where = _list_filter(name, tag, status)
+        with self._read() as db:
+            total = db.execute(select(func.count()).select_from(runs).where(*where)).scalar_one()
+            rows = db.execute(select(runs).where(*where).order_by(runs.c.created_at.desc(), runs.c.id)
+                              .limit(limit).offset(offset)).all()
+            return _records(db, rows), int(total)
 
     def set_tags(self, run_id: str, tags: builtins.list[str]) -> None:
-        self.get(run_id)
+        """Replace the run's tags. Two concurrent calls leave one call's tags, never a mix of both."""
         with self._tx() as db:
-            db.execute("DELETE FROM tags WHERE run_id = ?", (run_id,))
-            db.executemany("INSERT OR IGNORE INTO tags (run_id, tag) VALUES (?, ?)", [(run_id, t) for t in tags])
+            _lock_run(db, run_id)
+            db.execute(delete(run_tags).where(run_tags.c.run_id == run_id))
+            unique = list(dict.fromkeys(tags))
+            if unique:
+                db.execute(insert(run_tags), [{"run_id": run_id, "tag": t} for t in unique])
 
     def unfinished(self) -> builtins.list[RunRecord]:
-        with self._lock:
-            rows = self._db.execute("SELECT * FROM runs WHERE status IN ('queued', 'ingesting')").fetchall()
-            return [self._record(r) for r in rows]
+        with self._read() as db:
+            rows = db.execute(select(runs).where(runs.c.status.in_(("queued", "ingesting")))).all()
+            return _records(db, rows)
 
     # ---- ingest leases ------------------------------------------------------------------------
 
     def take_lease(self, run_id: str) -> None:
-        with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO leases (run_id, host, pid, heartbeat_at) VALUES (?,?,?,?)",
-                       (run_id, socket.gethostname(), os.getpid(), time.time()))
+        """This process ingests the run from now on (whoever held the lease before)."""
+        values = {"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(), "heartbeat_at": time.time()}
+        try:
+            with self._tx() as db:
+                db.execute(_upsert(db, leases, values, key="run_id"))
+        except IntegrityError:  # the run was deleted meanwhile (the lease's foreign key)
+            raise RunNotFound(run_id) from None
 
-    def renew_lease(self, run_id: str) -> None:
+    def renew_lease(self, run_id: str) -> bool:
+        """Refresh this process's lease; False when it holds none (dropped, or taken over)."""
         with self._tx() as db:
-            db.execute("UPDATE leases SET heartbeat_at = ? WHERE run_id = ? AND pid = ?",
-                       (time.time(), run_id, os.getpid()))
+            return bool(db.execute(update(leases).where(_lease_is_mine(run_id)).values(
+                heartbeat_at=time.time())).rowcount)
 
     def drop_lease(self, run_id: str) -> None:
         with self._tx() as db:
-            db.execute("DELETE FROM leases WHERE run_id = ? AND pid = ?", (run_id, os.getpid()))
+            db.execute(delete(leases).where(_lease_is_mine(run_id)))
 
     def lease(self, run_id: str) -> Lease | None:
-        with self._lock:
-            row = self._db.execute("SELECT run_id, host, pid, heartbeat_at FROM leases WHERE run_id = ?",
-                                   (run_id,)).fetchone()
-        return Lease(*row) if row else None
+        with self._read() as db:
+            row = db.execute(select(leases).where(leases.c.run_id == run_id)).one_or_none()
+        return Lease(row.run_id, row.host, row.pid, row.heartbeat_at) if row else None
 
     # ---- share tokens --------------------------------------------------------------------------
 
     def create_share(self, run_id: str) -> ShareRecord:
-        self.get(run_id)
-        token = secrets.token_urlsafe(18)
+        token, now = secrets.token_urlsafe(18), time.time()
         with self._tx() as db:
-            db.execute("INSERT INTO shares (token, run_id, created_at) VALUES (?,?,?)", (token, run_id, time.time()))
-        return ShareRecord(token, run_id, time.time(), False)
+            _lock_run(db, run_id)
+            db.execute(insert(shares).values(token=token, run_id=run_id, created_at=now))
+        return ShareRecord(token, run_id, now, False)
 
     def shares(self, run_id: str) -> builtins.list[ShareRecord]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT token, run_id, created_at, revoked FROM shares WHERE run_id = ? ORDER BY created_at",
-                (run_id,)).fetchall()
-        return [ShareRecord(r[0], r[1], r[2], bool(r[3])) for r in rows]
+        with self._read() as db:
+            rows = db.execute(select(shares).where(shares.c.run_id == run_id)
+                              .order_by(shares.c.created_at, shares.c.token)).all()
+        return [_share(r) for r in rows]
 
     def resolve_share(self, token: str) -> ShareRecord | None:
-        with self._lock:
-            r = self._db.execute("SELECT token, run_id, created_at, revoked FROM shares WHERE token = ?",
-                                 (token,)).fetchone()
-        return ShareRecord(r[0], r[1], r[2], bool(r[3])) if r else None
+        with self._read() as db:
+            row = db.execute(select(shares).where(shares.c.token == token)).one_or_none()
+        return _share(row) if row else None
 
     def revoke_share(self, run_id: str, token: str) -> bool:
         with self._tx() as db:
-            cur = db.execute("UPDATE shares SET revoked = 1 WHERE token = ? AND run_id = ?", (token, run_id))
-            return cur.rowcount > 0
+            return bool(db.execute(update(shares).where(shares.c.token == token, shares.c.run_id == run_id)
+                                   .values(revoked=1)).rowcount)
 
-    def _record(self, row: tuple[Any, ...]) -> RunRecord:
-        rec = RunRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-                        load_summary(row[9]))
-        rec.tags = [t for (t,) in self._db.execute("SELECT tag FROM tags WHERE run_id = ? ORDER BY tag", (rec.id,))]
-        return rec
+
+def _lease_is_mine(run_id: str) -> ColumnElement[bool]:
+    """The run's lease as held by this process: host and pid, since pids repeat across machines."""
+    return (leases.c.run_id == run_id) & (leases.c.host == socket.gethostname()) & (leases.c.pid == os.getpid())
+
+
+def _lock_run(db: Connection, run_id: str) -> None:
+    """Lock the run's row until the transaction ends (FOR UPDATE; SQLite's write transaction already
+    excludes other writers, and SQLAlchemy renders nothing there), or RunNotFound."""
+    if db.execute(select(runs.c.id).where(runs.c.id == run_id).with_for_update()).one_or_none() is None:
+        raise RunNotFound(run_id)
+
+
+def _upsert(db: Connection, table: Any, values: dict[str, Any], key: str) -> Any:
+    """INSERT ... ON CONFLICT (key) DO UPDATE: the same statement in both dialects, built by each one's own
+    insert construct."""
+    dialect_insert = postgresql.insert if db.dialect.name == "postgresql" else sqlite.insert
+    stmt = dialect_insert(table).values(**values)
+    return stmt.on_conflict_do_update(index_elements=[key],
+                                      set_={k: stmt.excluded[k] for k in values if k != key})
+
+
+def _list_filter(name: str | None, tag: str | None, status: str | None) -> builtins.list[ColumnElement[bool]]:
+    """The run list's WHERE: name contains (case-insensitive, % and _ literal), has the tag, has the status."""
+    where: builtins.list[ColumnElement[bool]] = []
+    if name:
+        escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        where.append(runs.c.name.ilike(f"%{escaped}%", escape="\\"))
+    if tag:
+        where.append(runs.c.id.in_(select(run_tags.c.run_id).where(run_tags.c.tag == tag)))
+    if status:
+        where.append(runs.c.status == status)
+    return where
+
+
+def _records(db: Connection, rows: Sequence[Row[Any]]) -> builtins.list[RunRecord]:
+    """Records with their tags, read in one query for all of them."""
+    by_run: dict[str, builtins.list[str]] = {r.id: [] for r in rows}
+    if by_run:
+        for run_id, tag in db.execute(select(run_tags.c.run_id, run_tags.c.tag).where(run_tags.c.run_id.in_(list(by_run)))
+                                      .order_by(run_tags.c.tag)):
+            by_run[run_id].append(tag)
+    return [RunRecord(r.id, r.name, r.status, r.progress, r.message, r.created_at, r.updated_at, r.sha256,
+                      r.source, load_summary(r.summary), by_run[r.id]) for r in rows]
+
+
+def _share(row: Row[Any]) -> ShareRecord:
+    return ShareRecord(row.token, row.run_id, row.created_at, bool(row.revoked))
 
 
 def _summary_json(summary: RunSummary | dict[str, Any]) -> str:

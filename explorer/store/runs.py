@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import asdict
 from pathlib import Path
@@ -20,11 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from explorer.config import Settings
 from explorer.errors import RunNotFound, RunNotReady
 from explorer.model.artifacts import Artifact
 from explorer.model.op_stats import device_time_summary
 from explorer.model.summary import RunSummary
-from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace
+from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
 from explorer.store.catalog import Catalog, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
@@ -40,19 +42,24 @@ CACHED_SLICE_COLUMNS = ["slice_id", "track_id", "ts_ns", "dur_ns", "depth", "par
 class RunStore:
     """Catalog + run folders under one data directory."""
 
-    def __init__(self, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8) -> None:
+    def __init__(self, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8, catalog_url: str = "") -> None:
         """`cache_runs`: runs whose tables stay in memory; `op_table_cache`: op tables computed on load
-        (grouped by module, or of runs stored before op tables had a kind) kept in `derived`."""
+        (grouped by module, or of runs stored before op tables had a kind) kept in `derived`;
+        `catalog_url`: the catalog database (Settings.catalog_url), empty for catalog.sqlite in the folder."""
         self.data_dir = data_dir
         self.runs_dir = data_dir / "runs"
         self.tmp_dir = data_dir / "tmp"
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
-        self.catalog = Catalog(data_dir / "catalog.sqlite")
+        self.catalog = Catalog(catalog_url or data_dir / "catalog.sqlite")
         self._cache: OrderedDict[str, dict[str, pa.Table]] = OrderedDict()
         self._cache_size = cache_runs
         self._cache_lock = threading.Lock()
         self.derived = RunMemo(op_table_cache)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RunStore:
+        return cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url)
 
     def recover(self) -> int:
         """After a crash: runs left queued/ingesting by a process that is gone become failed, and temp
@@ -92,9 +99,15 @@ class RunStore:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         try:
+            started = time.perf_counter_ns()
             for name, table in trace.tables.items():
-                pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
-                               row_group_size=ROW_GROUP_ROWS, compression="zstd", compression_level=1)
+                if name == "slices" and trace.slice_args is not None:
+                    _write_slices(work / "slices.parquet", table, trace.slice_args)
+                else:
+                    pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet", **PARQUET_OPTIONS)
+            split = trace.meta.get("ingest_split_ns")  # explorer.ingest.split, when the ingest timed itself
+            if isinstance(split, dict):
+                split["write"] = time.perf_counter_ns() - started
             save_device_profiles(work, trace.device_profiles)
             art_rows = []
             if artifacts:
@@ -194,6 +207,26 @@ class RunStore:
             self.require_ready(run_id)
         data: dict[str, Any] = json.loads(path.read_text())
         return data
+
+
+PARQUET_OPTIONS: dict[str, Any] = {"row_group_size": ROW_GROUP_ROWS, "compression": "zstd", "compression_level": 1}
+
+
+def _write_slices(path: Path, slices: pa.Table, args: OrderedText) -> None:
+    """The slices table with its args column joined from outside memory, one row group at a time (so the
+    row groups are ROW_GROUP_ROWS long, as slice_rows expects, and only one group's args are held)."""
+    schema = TABLE_SCHEMAS["slices"]
+    options = {k: v for k, v in PARQUET_OPTIONS.items() if k != "row_group_size"}
+    with pq.ParquetWriter(path, schema, **options) as writer:
+        lo = 0
+        for part in args.batches(ROW_GROUP_ROWS):
+            group = slices.slice(lo, len(part)).append_column("args", part)
+            writer.write_table(group.cast(schema), row_group_size=ROW_GROUP_ROWS)
+            lo += len(part)
+        if lo != slices.num_rows:
+            raise ValueError(f"slice args: {lo} values for {slices.num_rows} slices")
+        if not slices.num_rows:
+            writer.write_table(schema.empty_table())
 
 
 def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> RunSummary:

@@ -8,7 +8,7 @@
   const TE = (window.TE = window.TE || {});
 
   const MIN_LEVELS = 2;  // below this a track says too little to be worth folding
-  const MINI_H = 42, SUMMARY_H = 12, HEADER_H = 22, TRACK_GAP = 5;
+  const MINI_H = 42, SUMMARY_H = 12, HEADER_H = 22, TRACK_GAP = 5, SUMMARY_ROW_H = 22;
   const LANE_ORDER = ["framework", "runtime", "hardware", "counter", "other"];
   const MINI_LANES = ["framework", "runtime", "hardware"];
   /** The lanes that must fit on one screen (grouping by lane). */
@@ -104,6 +104,10 @@
         n: all.length, lane: tl.grouping === "lane" ? k : null, tracks: all });
       y += rows[rows.length - 1].h;
       if (collapsed) continue;
+      if (tl.viewportMode && tl.grouping === "lane") {  // the window's "N more tracks" of this lane, under its header
+        rows.push({ kind: "summary", key: k, lane: k, y: y, h: SUMMARY_ROW_H });
+        y += SUMMARY_ROW_H + TRACK_GAP;
+      }
       let sub = null, subOpen = true;
       for (const t of list) {
         if (t.group && t.group !== sub) {  // a device profile's sub-group: its own header, closed until opened
@@ -160,9 +164,23 @@
     return arr;
   }
 
-  /** Per lane, per column: the busiest of the lane's tracks there (0..1). */
+  /** Busy fraction per column of `npp` ns of a window's lane summary (its busy ns per column of the window). */
+  function summaryBusy(summary, window, cols, npp, x0) {
+    const arr = new Float64Array(cols), w = window.width_px, span = window.end_ns - window.start_ns;
+    const edge = (p) => window.start_ns + Math.floor((p * span) / w);  // the server's column edges
+    for (let p = 0; p < w; p++) {
+      const busy = summary.busy_ns[p], a = edge(p), b = edge(p + 1);
+      if (busy > 0 && b > a) addBusy(arr, a - x0, b - x0, Math.min(1, busy / (b - a)), npp);
+    }
+    for (let i = 0; i < cols; i++) if (arr[i] > 1) arr[i] = 1;
+    return arr;
+  }
+
+  /** Per lane, per column: the busiest of the lane's tracks there (0..1), the window's summary of the tracks
+      it did not send counted as one more track. */
   function laneBusy(window, lanes, cols, npp) {
     const out = new Map();
+    for (const s of window.summaries || []) if (MINI_LANES.includes(s.lane)) out.set(s.lane, summaryBusy(s, window, cols, npp, 0));
     for (const td of window.tracks) {
       const lane = lanes.get(td.track_id);
       if (!MINI_LANES.includes(lane)) continue;
@@ -183,9 +201,11 @@
     }
   }
 
-  /** A collapsed lane's one-row summary: where its tracks are busy in the current window. */
-  function drawSummary(ctx, ts, tracks, dataOf, y, lane) {
-    const cols = Math.max(1, Math.round(ts.right - ts.left)), acc = new Float64Array(cols);
+  /** A collapsed lane's one-row summary: where its tracks are busy in the current window (those the window
+      did not send through its `summary` of the lane, when it has one). */
+  function drawSummary(ctx, ts, tracks, dataOf, y, lane, summary, window) {
+    const cols = Math.max(1, Math.round(ts.right - ts.left));
+    const acc = summary && window ? summaryBusy(summary, window, cols, ts.nsPerPx, ts.start) : new Float64Array(cols);
     for (const t of tracks) {
       const td = dataOf(t.track_id);
       if (!td) continue;
@@ -195,6 +215,23 @@
     ctx.fillStyle = TE.laneColor(lane || "other");
     drawBusy(ctx, acc, ts.left, 1, y + SUMMARY_H - 1, SUMMARY_H - 2);
     return acc;
+  }
+
+  /** A lane's summary row: "+N tracks" in the gutter, and where those tracks (not sent in this window: off
+      screen, or past what fits) are busy, as bars of the busy share per pixel. */
+  function drawSummaryRow(ctx, ts, r, y, summary, window, gutter) {
+    const c = TE.THEME.timeline, n = summary ? summary.tracks : 0;
+    ctx.fillStyle = c.band_bg; ctx.fillRect(0, y, ts.right, r.h);
+    ctx.fillStyle = c.muted;
+    const label = summary ? "+" + n + (n === 1 ? " track" : " tracks") + " not drawn" : window ? "every track drawn" : "…";
+    ctx.fillText(label, 14, y + r.h / 2);
+    ctx.fillStyle = c.gutter_rule; ctx.fillRect(gutter - 1, y, 1, r.h);
+    if (!summary || !window) return;
+    const cols = Math.max(1, Math.round(ts.right - ts.left));
+    const busy = summaryBusy(summary, window, cols, ts.nsPerPx, ts.start);
+    ctx.fillStyle = TE.laneColor(r.lane); ctx.globalAlpha = 0.7;
+    drawBusy(ctx, busy, ts.left, 1, y + r.h - 2, r.h - 4);
+    ctx.globalAlpha = 1;
   }
 
   /** The overview strip above the ruler: busy per lane over the whole run (one low-resolution window,
@@ -249,7 +286,7 @@
   }
 
   TE.lanes = { levelBudget: levelBudget, fitLevels: fitLevels, layout: layout, stickyHeader: stickyHeader,
-    laneBusy: laneBusy, drawSummary: drawSummary, MUST_FIT: MUST_FIT, MINI_H: MINI_H, SUMMARY_H: SUMMARY_H,
+    laneBusy: laneBusy, drawSummary: drawSummary, drawSummaryRow: drawSummaryRow, summaryBusy: summaryBusy, MUST_FIT: MUST_FIT, MINI_H: MINI_H, SUMMARY_H: SUMMARY_H,
     HEADER_H: HEADER_H, TRACK_GAP: TRACK_GAP, MIN_LEVELS: MIN_LEVELS };
   TE.Minimap = Minimap;
 })();

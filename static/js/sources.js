@@ -6,14 +6,20 @@
   const TE = (window.TE = window.TE || {});
 
   const SEARCH_LIMIT = 5000, OPS_LIMIT = 200;  // what the timeline asks the server for
+  // the tracks the timeline lays out at most (the first in its order); windows summarise the others per lane
+  const TRACKS_LIMIT = 5000;
 
   // ---- data sources -----------------------------------------------------------------------
   class ApiSource {
     constructor(runId) { this.prefix = "/api/runs/" + encodeURIComponent(runId); this.live = true; }
-    tracks() { return TE.api(this.prefix + "/tracks"); }
-    window(start, end, width, deviceColor) {
+    tracks() { return TE.api(this.prefix + "/tracks?limit=" + TRACKS_LIMIT); }
+    /** The window [start, end] at `width` px; `only` = {tracks: [ids], height: px} asks for just those tracks
+        in full (the server summarises the others per lane), else the first that fit `height` (default 1000). */
+    window(start, end, width, deviceColor, only) {
       const q = "?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.ceil(end) + "&width_px=" + width +
-        (deviceColor && deviceColor !== "opcode" ? "&device_color=" + encodeURIComponent(deviceColor) : "");
+        (deviceColor && deviceColor !== "opcode" ? "&device_color=" + encodeURIComponent(deviceColor) : "") +
+        (only && only.height ? "&height_px=" + Math.max(1, Math.min(20000, Math.round(only.height))) : "") +
+        (only && only.tracks ? "&tracks=" + only.tracks.join(",") : "");
       return TE.api(this.prefix + "/timeline" + q);
     }
     event(id) { return TE.api(this.prefix + "/events/" + id); }

@@ -18,6 +18,10 @@
   const FONT = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
   const CHAR_W = 6.1;
   const GROUPINGS = ["lane", "rank", "device", "process", "thread", "instance"];
+  // above this many tracks a window asks only for those in view (plus a viewport above and below) and draws the
+  // rest from the server's per-lane summaries; below it, every track comes in each window (all fit its height)
+  const VIEWPORT_TRACKS = 200, ALL_HEIGHT_PX = 20000;
+  const TRACK_ROW_PX = 22;  // the server's height budget per track (lod_budget.TRACK_ROW_PX): a row and its gap
 
   // ---- the timeline widget ----------------------------------------------------------------
   class Timeline {
@@ -42,6 +46,9 @@
       this.data = null;
       this.labels = new TE.NameTable([]);
       this.trackData = new Map();
+      this.summaries = new Map();   // lane -> the window's summary of the tracks it did not send (lod_budget)
+      this.asked = new Set();       // the track ids the landed window asked for (viewport mode)
+      this.viewportMode = false;
       this.hover = null;
       this.drawPending = false;
       this.fetchSeq = 0;
@@ -112,7 +119,7 @@
         if (e.key === "Enter") { e.preventDefault(); this.search(this.searchBox.value.trim(), e.shiftKey ? -1 : 1); }
         if (e.key === "Escape") this.searchBox.blur();
       });
-      this.scroll.addEventListener("scroll", () => this.requestDraw());
+      this.scroll.addEventListener("scroll", () => { this.requestDraw(); if (this.viewportMode) this.scheduleFetch(); });
       new ResizeObserver(() => this.resize()).observe(this.wrap);
     }
 
@@ -122,6 +129,9 @@
       this.resize();
       const t = await this.source.tracks();
       this.tracks = t.tracks.filter((x) => x.count > 0 || x.kind === "counter");
+      // the listing stops at its limit (sources.js TRACKS_LIMIT): the headers say how many the run has
+      this.tracksTotal = t.total > t.tracks.length ? t.total : 0;
+      this.viewportMode = !!this.source.live && this.tracks.length > VIEWPORT_TRACKS;
       // a run of several ranks opens grouped by rank, unless the link names a grouping
       if (new Set(this.tracks.filter((x) => x.rank >= 0).map((x) => x.rank)).size > 1) {
         this.defaultGrouping = "rank";
@@ -241,6 +251,7 @@
       const d = this.data;
       if (!d) return false;
       if (!this.source.live) return true;
+      if (this.viewportMode && this.inView(0).some((id) => !this.asked.has(id))) return false;
       const vis0 = Math.max(0, this.start), vis1 = Math.min(this.spanNs, this.end);
       return d.start_ns <= vis0 && d.end_ns >= vis1 && d.ns_per_px <= this.nsPerPx * 1.6 && d.ns_per_px >= this.nsPerPx / 4;
     }
@@ -258,6 +269,17 @@
         this.fetchWindow(false);
       }, wait);
     }
+    /** Track ids of the rows in view (pinned ones included) and `margin` px above and below, top first. */
+    inView(margin) {
+      const top = this.scroll.scrollTop - margin, bottom = this.scroll.scrollTop + (this.height || 1000) - this.bodyTop + margin;
+      return this.rows.filter((r) => r.kind === "track" && (r.pinned || (r.y + r.h >= top && r.y <= bottom))).map((r) => r.track.track_id);
+    }
+    /** What a window asks for: every track (all fit), or in viewport mode those in and around the view. */
+    windowTracks() {
+      if (!this.viewportMode) return { height: ALL_HEIGHT_PX };
+      const view = (this.height || 1000) - this.bodyTop, ids = this.inView(view);
+      return { tracks: ids, height: (ids.length + 1) * TRACK_ROW_PX };
+    }
     async fetchWindow(first) {
       this.pendingSince = 0;
       const span = this.end - this.start;
@@ -268,8 +290,9 @@
       const seq = ++this.fetchSeq;
       this.inflight = seq;
       let w;
+      const only = this.windowTracks();
       try {
-        w = await this.source.window(s, e, width, this.deviceColor);
+        w = await this.source.window(s, e, width, this.deviceColor, only);
       } catch (err) {
         this.showError(err);
         return;
@@ -280,6 +303,7 @@
       // (a whole-run answer landing after a search jump's zoomed one drew the zoom from coarse boxes)
       if (seq < (this.landedSeq || 0)) return;
       this.landedSeq = seq;
+      this.asked = new Set(only.tracks || []);
       this.setData(w);
       if (first) {
         this.drawNow();
@@ -293,6 +317,7 @@
       this.data = w;
       this.labels = new TE.NameTable(w.names);
       this.trackData = new Map(w.tracks.map((t) => [t.track_id, t]));
+      this.summaries = new Map((w.summaries || []).map((x) => [x.lane, x]));
       if (this.collectives) this.collectives.refresh();
       this.requestDraw();
     }
@@ -345,6 +370,7 @@
       const y = this.rowTop(r);
       if (y + r.h < top || y > H) return;
       if (r.kind === "header") this.drawHeader(ctx, r, y, this.width, ts);
+      else if (r.kind === "summary") TE.lanes.drawSummaryRow(ctx, ts, r, y, this.summaries.get(r.lane), this.data, GUTTER);
       else this.drawRow(ctx, r, y, ts);
     }
     /** One track row: its renderer draws in the plot area (translated to the row's top, clipped), then
@@ -375,8 +401,12 @@
       const keyW = ctx.measureText("▾ " + r.key).width;  // measured in the bold face it is drawn in
       ctx.font = FONT;
       ctx.fillStyle = c.muted;
-      ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks"), x0 + keyW + 14, y + HEADER_H / 2);
-      if (r.collapsed && r.tracks) TE.lanes.drawSummary(ctx, ts, r.tracks, (id) => this.trackData.get(id), y + HEADER_H - 1, r.lane);
+      const more = !r.sub && this.tracksTotal ? " listed, of " + this.tracksTotal + " in the run" : "";
+      ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks") + more, x0 + keyW + 14, y + HEADER_H / 2);
+      if (r.collapsed && r.tracks) {
+        TE.lanes.drawSummary(ctx, ts, r.tracks, (id) => this.trackData.get(id), y + HEADER_H - 1, r.lane,
+          r.lane && this.summaries.get(r.lane), this.data);
+      }
     }
     drawLabel(ctx, r, y) {
       const t = r.track, c = TE.THEME.timeline;
@@ -429,6 +459,7 @@
       const at = this.rowAt(yCanvas);
       if (!at) return null;
       if (at.row.kind === "header") return { header: at.row };
+      if (at.row.kind === "summary") return null;
       if (x < GUTTER) return { label: at.row, pin: x >= PIN_X };
       const h = at.row.renderer.hitTest(x, at.dy);
       if (h) return h;

@@ -37,6 +37,13 @@
           levels: tr ? tr.levels : null, hiddenLevels: tr && tr.folds ? tr.hidden : 0, expanded: tr ? !!tr.expanded : false,
           bandTop: tr && tr.folds ? rowTop(r) + tr.bandY : null };
       }),
+      /** The landed window's per-lane summaries of the tracks it did not send ({lane, tracks, busy_ns}). */
+      summaries: () => Array.from(tl.summaries.values()),
+      /** Whether windows ask only for the tracks in view (a run of many tracks), and the ids the last one asked for. */
+      viewportMode: () => tl.viewportMode,
+      askedTracks: () => Array.from(tl.asked),
+      /** The ids of the tracks whose data the landed window holds. */
+      trackIdsWithData: () => Array.from(tl.trackData.keys()),
       /** The level budget of the layout: how many levels a slice track shows before folding the rest. */
       levelCap: () => tl.levelCap,
       /** The plot's top (canvas px): where the scrolled tracks start, under the minimap, ruler and pins. */

@@ -302,17 +302,21 @@ def figures(outcomes: list[Outcome]) -> dict[str, Any]:
         "total_s": round(sum(o.seconds for o in outcomes), 1),
         "slowest": {"input": slowest.name, "path": slowest.path, "seconds": slowest.seconds, "bytes": slowest.size},
         "largest_rss_mb": {"input": largest.name, "path": largest.path, "rss_mb": largest.rss_mb},
-        "paths_disagree": _disagreements(outcomes)[:20],
+        "paths_disagree": disagreements(outcomes)[:20],
         "findings": [asdict(o) for o in outcomes if o.finding][:50],
     }
 
 
-def _disagreements(outcomes: list[Outcome]) -> list[str]:
-    """JSON inputs whose two parser paths ended differently (ok on one, an error on the other)."""
-    by_name: dict[str, dict[str, str]] = {}
+def disagreements(outcomes: list[Outcome]) -> list[str]:
+    """JSON inputs whose two parser paths ended differently: ok on one and an error on the other, two
+    different errors, or the same error worded differently (the user reads the message). An input with a
+    finding on either path is left to the findings (a timeout is not a disagreement about the input)."""
+    by_name: dict[str, dict[str, tuple[str, str]]] = {}
+    findings = {o.name for o in outcomes if o.finding}
     for o in outcomes:
-        by_name.setdefault(o.name, {})[o.path] = o.outcome
-    return [f"{n}: {p}" for n, p in by_name.items() if "duckdb" in p and p["duckdb"] != p.get("msgspec")]
+        by_name.setdefault(o.name, {})[o.path] = (o.outcome, o.message)
+    return [f"{n}: {p}" for n, p in by_name.items()
+            if "duckdb" in p and p["duckdb"] != p.get("msgspec") and n not in findings]
 
 
 def format_figures(fig: dict[str, Any]) -> str:

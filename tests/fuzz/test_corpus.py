@@ -1,6 +1,7 @@
 """The fuzz corpus (tests/fuzz/corpus.py) through the real ingest, JSON on both Chrome parser paths: every
 input ends as a run or a clear one-line error naming the file, within the time and memory bounds, leaving
-nothing behind; the ingest guard never fires (a guard hit is a parser bug). Figures in the terminal summary.
+nothing behind, and the same on both paths; the ingest guard never fires (a guard hit is a parser bug).
+Figures in the terminal summary.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.fuzz.corpus import SHARED_TRACES, build_corpus, corpus_digest
-from tests.fuzz.runner import RSS_BOUND_MB, TIME_BOUND_S, figures, format_figures, run_corpus
+from tests.fuzz.runner import RSS_BOUND_MB, TIME_BOUND_S, disagreements, figures, format_figures, run_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +54,27 @@ def test_both_parser_paths_saw_every_json_input(outcomes: Any) -> None:
         paths.setdefault(o.name, set()).add(o.path)
     json_names = {f.name for f in build_corpus() if f.json}
     assert {n for n in json_names if paths.get(n) != {"msgspec", "duckdb"}} == set()
+
+
+def test_both_parser_paths_agree(outcomes: Any) -> None:
+    """The msgspec and DuckDB paths end every JSON input alike, down to the error's words: DuckDB's reader
+    alone would take NaN, Infinity, trailing commas, over-deep args and `true` as a time."""
+    outs, _fig = outcomes
+    assert disagreements(outs) == []
+
+
+def test_disagreements_are_seen() -> None:
+    """The comparison above can fail: a different outcome, or the same error worded otherwise, is one."""
+    from tests.fuzz.runner import Outcome
+
+    def outcome(path: str, result: str, message: str = "") -> Outcome:
+        return Outcome("in/1", "kind", path, result, 0.0, 0.0, 1, message)
+
+    assert disagreements([outcome("msgspec", "ok"), outcome("duckdb", "ok")]) == []
+    assert len(disagreements([outcome("msgspec", "error:bad_trace", "t.json: x"), outcome("duckdb", "ok")])) == 1
+    assert len(disagreements([outcome("msgspec", "error:bad_trace", "t.json: x"),
+                              outcome("duckdb", "error:bad_trace", "t.json: y")])) == 1
+    assert disagreements([outcome("msgspec", "ok"), outcome("duckdb", "timeout")]) == []  # a finding, not this
 
 
 def test_time_and_memory_bounds(outcomes: Any) -> None:

@@ -1,7 +1,8 @@
 """Multi-file runs parsed in worker processes (explorer/ingest/parallel.py) and merged from their parts
 (explorer/ingest/parts.py) give the run a one-process ingest gives: every table, the warnings, the metadata
 and the stored summary equal, on constructed ranks, on both parser paths (small files through msgspec,
-big ones through DuckDB), with bad files among good ones, and on a real gloo capture."""
+big ones through DuckDB, with their args spilled to disk), with bad files among good ones, and on a real gloo
+capture; the workers keep to the run's memory budget and their parse time joins the run's split."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ import pytest
 from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.config import Settings
 from explorer.errors import BadTrace
+from explorer.ingest import chrome_fast
 from explorer.ingest.builder import TraceBuilder
-from explorer.ingest.chrome_fast import FAST_MIN_BYTES
+from explorer.ingest.chrome_fast import BATCH_ROW_BYTES, FAST_MIN_BYTES
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.parallel import PARALLEL_MIN_BYTES, START_METHOD, parse_parts, use_parallel
 from explorer.ingest.parts import (
@@ -33,10 +35,13 @@ from explorer.ingest.parts import (
     merge,
     parse_here,
     parse_part,
+    read_part,
     write_part,
 )
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import Inputs, Member, collect_inputs
+from explorer.ingest.spill import SpilledArgs
+from explorer.ingest.split import SPLIT_KEY
 from explorer.model.lanes import FlowKind
 from explorer.model.tables import IngestedTrace
 from explorer.store.runs import build_summary
@@ -53,13 +58,25 @@ def ingest(paths: list[Path], parallel: bool) -> IngestedTrace:
         inputs.cleanup()
 
 
+def ordered_args(trace: IngestedTrace) -> list[str | None]:
+    """The slices' args in slice order: the column, or read back from disk when they were spilled."""
+    if trace.slice_args is None:
+        return list(trace.tables["slices"].column("args").to_pylist())
+    return [a for batch in trace.slice_args.batches(1000) for a in batch.to_pylist()]
+
+
 def assert_same_run(got: IngestedTrace, want: IngestedTrace) -> None:
-    """Every table equal (schema, values, order), and the warnings, metadata and summary."""
+    """Every table equal (schema, values, order), the args (held or spilled), the warnings, metadata (the
+    time split: the same steps; its times are measurements) and summary."""
     assert sorted(got.tables) == sorted(want.tables)
     for name, table in want.tables.items():
         assert got.tables[name].equals(table), f"table {name} differs"
+    assert (got.slice_args is None) is (want.slice_args is None)
+    assert ordered_args(got) == ordered_args(want)
     assert got.warnings == want.warnings
-    assert json.dumps(got.meta, sort_keys=True, default=str) == json.dumps(want.meta, sort_keys=True, default=str)
+    got_meta, want_meta = dict(got.meta), dict(want.meta)
+    assert sorted(got_meta.pop(SPLIT_KEY)) == sorted(want_meta.pop(SPLIT_KEY))
+    assert json.dumps(got_meta, sort_keys=True, default=str) == json.dumps(want_meta, sort_keys=True, default=str)
     assert build_summary(got, []) == build_summary(want, [])
     assert got.device_profiles == want.device_profiles
 
@@ -219,6 +236,95 @@ def test_every_field_of_the_builder_travels_in_a_part() -> None:
     assert sorted(vars(builder.threads)) == sorted(CARRIED_BOOK)
 
 
+def test_a_parts_time_split_adds_to_the_runs(tmp_path: Path) -> None:
+    """The split travels (the field list above names it): a part's steps are added to the run's."""
+    merged, alone = TraceBuilder(), TraceBuilder()
+    merged.split.add("parse", 5)
+    alone.split.add("parse", 7)
+    alone.split.add("feed", 11)
+    feed(alone, "b", 0)
+    write_part(alone, tmp_path / "b", {}, None)
+    merge(merged, load_part(tmp_path / "b"))
+    assert merged.split.ns == {"parse": 12, "feed": 11}
+
+
+def big_trace(folder: Path) -> Path:
+    path = write_rank_traces(folder, RankPlan(world=1, steps=10, units=1800))[0]
+    assert path.stat().st_size > FAST_MIN_BYTES  # the DuckDB path: its batches are what spill
+    return path
+
+
+def test_spilled_args_travel_in_a_part_and_stay_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In this process: a file parsed with its args spilled, written as a part and merged into another
+    builder, finishes as the builder that parsed it; the part points at the spill files, which are read
+    back from where the parse wrote them (the scratch folder), and are not copied into the part."""
+    monkeypatch.setattr(chrome_fast, "SPILL_MIN_BYTES", 0)
+    path, scratch = big_trace(tmp_path / "t"), tmp_path / "scratch"
+    scratch.mkdir()
+    direct, alone, merged = TraceBuilder(), TraceBuilder(), TraceBuilder()
+    meta = chrome_fast.parse_chrome_file(path, path.name, direct, "inst", scratch)
+    chrome_fast.parse_chrome_file(path, path.name, alone, "inst", scratch)
+    write_part(alone, tmp_path / "part", meta, None)
+    part = read_part(tmp_path / "part")
+    spilled = part.state.books["spilled"]
+    assert spilled and all(len(seg) == 4 and Path(seg[1]).parent == scratch for seg in spilled)
+    assert part.state.slices.column("args").null_count == part.state.slices.num_rows
+    merge(merged, part)
+    assert all(isinstance(c.args, SpilledArgs) for c in merged._chunks)
+    want, got = direct.finish(), merged.finish()
+    assert want.slice_args is not None and "args" not in want.tables["slices"].column_names
+    for name, table in want.tables.items():
+        assert got.tables[name].equals(table), f"table {name} differs"
+    args = ordered_args(got)
+    assert args == ordered_args(want)
+    events = {(e["name"], int(str(e["ts_ns"]))): e.get("args") for e in complete_events([path])}
+    names, ts = got.tables["slices"].column("name").to_pylist(), got.tables["slices"].column("ts_ns").to_pylist()
+    assert len(args) == len(events)
+    assert all(json.loads(a or "{}") == json.loads(json.dumps(events[(n, t)] or {}, default=float))
+               for n, t, a in zip(names, ts, args, strict=True))
+
+
+@pytest.mark.slow
+def test_a_parallel_run_with_spilled_args_equals_the_one_process_ingest(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big files with their args spilled: the workers (separate processes, handed the run's spill threshold)
+    spill in the run's scratch folder, and the merged run reads them back as the one-process run does."""
+    monkeypatch.setattr(chrome_fast, "SPILL_MIN_BYTES", 0)
+    paths = write_rank_traces(tmp_path / "big", RankPlan(world=3, steps=10, units=1800, late_rank=1, late_ns=50_000))
+    assert all(p.stat().st_size > FAST_MIN_BYTES for p in paths)
+    inputs = [collect_inputs(paths) for _ in range(2)]  # the spill files live until each run's cleanup
+    try:
+        parallel, one = (ingest_inputs(i, limits=LIMITS, parallel=p) for i, p in zip(inputs, (True, False), strict=True))
+        assert parallel.slice_args is not None
+        assert_same_run(parallel, one)
+        assert len(ordered_args(parallel)) == len(complete_events(paths))
+        scratch = inputs[0].scratch
+        assert scratch is not None and list(scratch.glob("*.args.arrow"))  # the workers spilled there
+    finally:
+        for i in inputs:
+            i.cleanup()
+    assert not any(i.scratch is not None and i.scratch.exists() for i in inputs)
+
+
+def test_a_worker_keeps_to_the_runs_memory_budget(tmp_path: Path) -> None:
+    """IngestLimits.memory_mb reaches a real worker: its DuckDB batches (one spilled segment each) are
+    sized by the budget, as in this process, so a low budget gives more, smaller batches."""
+    path = big_trace(tmp_path / "t")
+    low, high = IngestLimits(processes=2, memory_mb=64), IngestLimits(processes=2, memory_mb=1500)
+    context = multiprocessing.get_context(START_METHOD)
+    segments: dict[int, list[int]] = {}
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        for limits in (low, high):
+            job = PartJob(path.name, tmp_path / f"part{limits.memory_mb}", limits, "inst", path=path,
+                          scratch=tmp_path, spill_min_bytes=0)
+            part = load_part(pool.submit(parse_part, job).result())
+            segments[limits.memory_mb] = [seg[0] for seg in part.state.books["spilled"]]
+    rows = sum(segments[64])
+    assert sum(segments[1500]) == rows
+    assert max(segments[64]) <= 64 * 2**20 // BATCH_ROW_BYTES < rows
+    assert len(segments[64]) > len(segments[1500])
+
+
 def test_parse_parts_gives_every_part_in_job_order(straggler_traces: list[Path], tmp_path: Path) -> None:  # noqa: F811
     jobs = [PartJob(p.name, tmp_path / str(i), LIMITS, path=p) for i, p in enumerate(straggler_traces)]
     reported: list[str] = []
@@ -247,7 +353,9 @@ def test_a_worker_writes_the_part_the_ingests_process_would_hold(which: str, tmp
     here = parse_here(job)
     for name in TABLES:
         assert getattr(from_worker.state, name).equals(getattr(here.state, name)), name
-    assert from_worker.state.books == here.state.books
+    worker_books, books = dict(from_worker.state.books), dict(here.state.books)
+    assert sorted(worker_books.pop("split")) == sorted(books.pop("split"))  # the same steps; times measured
+    assert worker_books == books
     assert from_worker.meta == here.meta
     assert str(from_worker.error) == str(here.error)
     assert (here.error is None) is (which == "big")

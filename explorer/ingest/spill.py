@@ -1,0 +1,166 @@
+"""Slice args kept out of memory for big files: raw-order segments on disk, read back in the run's order.
+
+Args are most of a trace's bytes and nothing in TraceBuilder.finish() reads them; only the store writes
+them. So the fast reader writes them to Arrow IPC files as it reads, and the final write gets them in
+slice order from OrderedArgs: an external distribution by destination (each raw batch split into bounded
+buckets of final positions, then each bucket sorted alone), so memory stays within the budget whatever
+the trace's size. Deciding *when* to spill is the reader's (chrome_fast); the tables do not depend on it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeAlias
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+_SCHEMA = pa.schema([("args", pa.string())])
+_BUCKET_SCHEMA = pa.schema([("pos", pa.int64()), ("args", pa.string())])
+
+
+def _temp_file(folder: Path | None, suffix: str) -> Path:
+    fd, name = tempfile.mkstemp(dir=folder, suffix=suffix)
+    os.close(fd)
+    return Path(name)
+
+
+@dataclass
+class SpilledArgs:
+    """One batch of a file's args on disk, in raw order (batch `index` of an Arrow IPC file)."""
+
+    path: Path
+    index: int
+    rows: int
+    nbytes: int
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def read(self) -> pa.Array:
+        with pa.OSFile(str(self.path), "rb") as f:
+            return ipc.open_file(f).get_batch(self.index).column(0)
+
+
+class ArgsSpillWriter:
+    """Writes args to a new SpilledArgs as they are read (a file of the run's scratch folder)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.path = _temp_file(folder, ".args.arrow")
+        self._sink = pa.OSFile(str(self.path), "wb")
+        self._writer = ipc.new_file(self._sink, _SCHEMA)
+        self._written = 0
+
+    def write(self, args: pa.Array) -> SpilledArgs:
+        """Append one batch; what the builder keeps in its place (readable once the writer is closed)."""
+        args = args.cast(pa.string())
+        self._writer.write_batch(pa.record_batch([args], schema=_SCHEMA))
+        self._written += 1
+        return SpilledArgs(self.path, self._written - 1, len(args), args.nbytes)
+
+    def close(self) -> None:
+        self._writer.close()
+        self._sink.close()
+
+    def discard(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+Segment: TypeAlias = pa.Array | SpilledArgs  # raw-order args: held (row-wise slices, small files) or spilled
+
+
+def segment_batches(segments: list[Segment]) -> Iterator[pa.Array]:
+    for seg in segments:
+        if isinstance(seg, SpilledArgs):
+            yield seg.read()
+        elif len(seg):
+            yield seg.cast(pa.string())
+
+
+def read_segments(segments: list[Segment]) -> pa.ChunkedArray:
+    """Every raw arg in memory (the rare steps that need them before finish(): Neuron linking)."""
+    return pa.chunked_array(list(segment_batches(segments)), pa.string())
+
+
+class OrderedArgs:
+    """The args column of the slices table in final order: `order[k]` is the raw index of slice k.
+
+    Implements explorer.model.tables.OrderedText for the store's final write."""
+
+    def __init__(self, segments: list[Segment], order: np.ndarray, scratch: Path | None, budget_bytes: int) -> None:
+        self.segments = segments
+        self.order = order
+        self.scratch = scratch
+        self.budget_bytes = max(1, budget_bytes)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def batches(self, rows: int) -> Iterator[pa.Array]:
+        """The args of slices [0, rows), [rows, 2 rows), ...: buckets of a multiple of `rows` slices, each
+        about the budget at most, so every batch but the last has exactly `rows` rows."""
+        n = len(self.order)
+        nbytes = sum(s.nbytes for s in self.segments)
+        per_row = max(1, nbytes // max(1, n))
+        bucket = max(1, self.budget_bytes // (per_row * rows)) * rows
+        if bucket >= n:
+            held = read_segments(self.segments).take(pa.array(self.order))
+            for lo in range(0, n, rows):
+                yield held.slice(lo, rows).combine_chunks()
+            return
+        yield from self._bucketed(rows, bucket)
+
+    def _bucketed(self, rows: int, bucket: int) -> Iterator[pa.Array]:
+        """Pass 1: each raw batch split by destination bucket into one file per bucket; pass 2: per bucket,
+        its pieces sorted by final position."""
+        dest = np.empty(len(self.order), dtype=np.int64)
+        dest[self.order] = np.arange(len(self.order), dtype=np.int64)
+        n_buckets = -(-len(self.order) // bucket)
+        paths = [_temp_file(self.scratch, f".bucket{k}.arrow") for k in range(n_buckets)]
+        sinks = [pa.OSFile(str(p), "wb") for p in paths]
+        writers = [ipc.new_file(s, _BUCKET_SCHEMA) for s in sinks]
+        try:
+            offset = 0
+            for args in segment_batches(self.segments):
+                pos = dest[offset:offset + len(args)]
+                offset += len(args)
+                which = pos // bucket
+                by_bucket = np.argsort(which, kind="stable")
+                cuts = np.searchsorted(which[by_bucket], np.arange(n_buckets + 1))
+                for k in np.flatnonzero(np.diff(cuts)).tolist():
+                    pick = by_bucket[cuts[k]:cuts[k + 1]]
+                    writers[k].write_batch(pa.record_batch([pa.array(pos[pick]), args.take(pa.array(pick))],
+                                                           schema=_BUCKET_SCHEMA))
+            for w, s in zip(writers, sinks, strict=True):
+                w.close()
+                s.close()
+            for path in paths:
+                with pa.OSFile(str(path), "rb") as f:
+                    table = ipc.open_file(f).read_all()
+                path.unlink()
+                by_pos = np.argsort(table.column("pos").to_numpy(), kind="stable")
+                held = table.column("args").take(pa.array(by_pos))
+                del table
+                for lo in range(0, len(held), rows):
+                    yield held.slice(lo, rows).combine_chunks()
+        finally:
+            for path in paths:
+                path.unlink(missing_ok=True)
+
+    def take(self, ids: np.ndarray) -> pa.Array:
+        """The args of a few slices by final id (Neuron device linking), one raw batch in memory at a time."""
+        raw = self.order[ids]
+        out = np.empty(len(raw), dtype=object)
+        offset = 0
+        for args in segment_batches(self.segments):
+            here = np.flatnonzero((raw >= offset) & (raw < offset + len(args)))
+            if len(here):
+                out[here] = args.take(pa.array(raw[here] - offset)).to_pylist()
+            offset += len(args)
+        return pa.array(out.tolist(), pa.string())
