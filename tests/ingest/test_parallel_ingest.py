@@ -21,7 +21,7 @@ import pytest
 from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.config import Settings
 from explorer.errors import BadTrace
-from explorer.ingest import chrome_fast
+from explorer.ingest import chrome_fast, parallel
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome_fast import BATCH_ROW_BYTES, FAST_MIN_BYTES
 from explorer.ingest.limits import IngestLimits
@@ -287,8 +287,9 @@ def test_spilled_args_travel_in_a_part_and_stay_on_disk(tmp_path: Path, monkeypa
 @pytest.mark.slow
 def test_a_parallel_run_with_spilled_args_equals_the_one_process_ingest(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Big files with their args spilled: the workers (separate processes, handed the run's spill threshold)
-    spill in the run's scratch folder, and the merged run reads them back as the one-process run does."""
+    """Big files with their args spilled, end to end: every file's args spill in the run's scratch folder and
+    the merged run reads them back as the one-process run does. (Which process parses which file is the
+    pool's timing: a real worker's spill is proven by the test below.)"""
     monkeypatch.setattr(chrome_fast, "SPILL_MIN_BYTES", 0)
     paths = write_rank_traces(tmp_path / "big", RankPlan(world=3, steps=10, units=1800, late_rank=1, late_ns=50_000))
     assert all(p.stat().st_size > FAST_MIN_BYTES for p in paths)
@@ -299,11 +300,49 @@ def test_a_parallel_run_with_spilled_args_equals_the_one_process_ingest(tmp_path
         assert_same_run(parallel, one)
         assert len(ordered_args(parallel)) == len(complete_events(paths))
         scratch = inputs[0].scratch
-        assert scratch is not None and list(scratch.glob("*.args.arrow"))  # the workers spilled there
+        assert scratch is not None and len(list(scratch.glob("*.args.arrow"))) == len(paths)  # one per file
     finally:
         for i in inputs:
             i.cleanup()
     assert not any(i.scratch is not None and i.scratch.exists() for i in inputs)
+
+
+def test_a_workers_spilled_args_are_read_back_by_the_merge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real worker handed the run's threshold (0) spills in the scratch folder; once its part folder is
+    gone the merged builder still reads the args there, and finishes as a builder that parsed the file."""
+    monkeypatch.setattr(chrome_fast, "SPILL_MIN_BYTES", 0)  # this process only: the worker gets it in the job
+    path, scratch = big_trace(tmp_path / "t"), tmp_path / "scratch"
+    scratch.mkdir()
+    job = PartJob(path.name, tmp_path / "part", LIMITS, "inst", path=path, scratch=scratch, spill_min_bytes=0)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(START_METHOD)) as pool:
+        part = load_part(pool.submit(parse_part, job).result())
+    assert not job.out.exists()
+    assert [Path(seg[1]).parent for seg in part.state.books["spilled"]] == [scratch] * len(part.state.books["spilled"])
+    merged, direct = TraceBuilder(), TraceBuilder()
+    merge(merged, part)
+    chrome_fast.parse_chrome_file(path, path.name, direct, "inst", scratch)
+    got, want = merged.finish(), direct.finish()
+    for name, table in want.tables.items():
+        assert got.tables[name].equals(table), f"table {name} differs"
+    assert got.slice_args is not None and ordered_args(got) == ordered_args(want)
+
+
+def test_the_runs_jobs_carry_its_budget_and_spill_threshold(straggler_traces: list[Path],  # noqa: F811
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the ingest hands each job (the pool itself is replaced here): its limits, memory_mb included,
+    its scratch folder and this process's spill threshold."""
+    monkeypatch.setattr(chrome_fast, "SPILL_MIN_BYTES", 12345)
+    seen: list[PartJob] = []
+    monkeypatch.setattr(parallel, "parse_parts", lambda jobs, processes, done: seen.extend(jobs))
+    limits = IngestLimits(processes=2, memory_mb=300)
+    inputs = collect_inputs(straggler_traces)
+    try:
+        ingest_inputs(inputs, limits=limits, parallel=True)
+    finally:
+        inputs.cleanup()
+    assert [job.name for job in seen] == [p.name for p in straggler_traces]
+    assert all(job.limits == limits and job.spill_min_bytes == 12345 and job.scratch == inputs.scratch
+               for job in seen)
 
 
 def test_a_worker_keeps_to_the_runs_memory_budget(tmp_path: Path) -> None:
