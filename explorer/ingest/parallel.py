@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from explorer.ingest import chrome_fast
@@ -40,6 +41,9 @@ START_METHOD = "forkserver"
 PRELOAD = ["explorer.ingest.parts"]  # imported once by the forkserver: each worker starts with the parsers
 
 
+MIN_PROCESS_MB = 64  # Settings.ingest_memory_mb's own minimum: DuckDB ran out of memory at 40
+
+
 def use_parallel(sizes: list[int], processes: int, forced: bool | None) -> bool:
     """Parse these files (their sizes) in worker processes? `forced` True/False decides; None: when there
     are two or more, more than one process is allowed, and they are big enough to pay for the parts."""
@@ -48,6 +52,12 @@ def use_parallel(sizes: list[int], processes: int, forced: bool | None) -> bool:
     if forced is not None:
         return forced
     return processes > 1 and sum(sizes) >= PARALLEL_MIN_BYTES
+
+
+def per_process_limits(limits: IngestLimits) -> IngestLimits:
+    """The run's memory budget split between the processes parsing at once (the workers and the ingest's
+    own), so the files of one run together keep to ingest_memory_mb; never under the 64 MB DuckDB needs."""
+    return replace(limits, memory_mb=max(MIN_PROCESS_MB, limits.memory_mb // max(1, limits.processes)))
 
 
 @contextmanager
@@ -62,7 +72,8 @@ def parsed_apart(members: list[Member], limits: IngestLimits, scratch: Path | No
     root = Path(tempfile.mkdtemp(prefix="parts-", dir=scratch))
     try:
         # each file is its own instance, as the in-process parse names the files of a multi-file run
-        jobs = [PartJob(m.name, root / str(i), limits, m.name, m.path, m.data if m.path is None else None, scratch,
+        each = per_process_limits(limits)
+        jobs = [PartJob(m.name, root / str(i), each, m.name, m.path, m.data if m.path is None else None, scratch,
                         chrome_fast.SPILL_MIN_BYTES) for i, m in enumerate(members)]
         total, done = sum(m.size for m in members) or 1, [0]
 

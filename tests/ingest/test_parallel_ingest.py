@@ -11,6 +11,7 @@ import multiprocessing
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -341,7 +342,8 @@ def test_the_runs_jobs_carry_its_budget_and_spill_threshold(straggler_traces: li
     finally:
         inputs.cleanup()
     assert [job.name for job in seen] == [p.name for p in straggler_traces]
-    assert all(job.limits == limits and job.spill_min_bytes == 12345 and job.scratch == inputs.scratch
+    # the run's budget split between the two processes parsing at once: together they keep to it
+    assert all(job.limits == replace(limits, memory_mb=150) and job.spill_min_bytes == 12345 and job.scratch == inputs.scratch
                for job in seen)
 
 
