@@ -57,8 +57,12 @@ class Settings(BaseSettings):
                                 "(C++ kernel names reach several thousand characters)")
     ingest_memory_mb: int = Field(
         1500, ge=64, description="Memory one ingest may use, in MB: bounds DuckDB's reader (it spills to the run's "
-        "scratch folder past it), the batch size and what slice args are held at once (big files keep them on disk)")
+        "scratch folder past it), the batch size and what slice args are held at once (big files keep them on disk); "
+        "split between the processes parsing a multi-file run's files at once")
     ingest_workers: int = Field(2, ge=1, description="Concurrent background ingests (a slow upload does not hold back the next)")
+    ingest_processes: int = Field(
+        2, ge=1, description="Worker processes parsing the files (ranks) of one multi-file Chrome/Kineto run in "
+        "parallel (1: every file in the ingest's own process)")
     sql_timeout_s: float = Field(10.0, description="Time limit of one SQL query")
     sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")
     cache_runs: int = Field(4, description="Runs whose tables (slices without args, tracks, ...) stay in memory")

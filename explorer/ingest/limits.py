@@ -21,12 +21,13 @@ class IngestLimits:
     max_tracks: int = _DEFAULTS["max_tracks"].default
     max_depth: int = _DEFAULTS["max_depth"].default
     max_name_chars: int = _DEFAULTS["max_name_chars"].default
+    processes: int = _DEFAULTS["ingest_processes"].default  # not a count limit: how many files parse at once
     memory_mb: int = _DEFAULTS["ingest_memory_mb"].default  # a budget the ingest keeps to, not a count it checks
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestLimits:
         return cls(settings.max_events, settings.max_tracks, settings.max_depth, settings.max_name_chars,
-                   settings.ingest_memory_mb)
+                   settings.ingest_processes, settings.ingest_memory_mb)
 
     def check(self, what: str, count: int, limit: int, setting: str, source: str) -> None:
         if count > limit:

@@ -28,6 +28,8 @@ from explorer.ingest.neuron_device import collect_device_profiles, link_device_p
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
 from explorer.ingest.neuron_parquet import parse_neuron_parquet
+from explorer.ingest.parallel import parsed_apart
+from explorer.ingest.parts import Part, merge
 from explorer.ingest.ranks import identify_ranks
 from explorer.ingest.sources import Inputs, Member
 from explorer.model.ranks import NO_RANK
@@ -62,12 +64,15 @@ def register_parser(fmt: Format, parser: Parser) -> None:
     PARSERS[fmt] = parser
 
 
-def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: IngestLimits | None = None) -> IngestedTrace:
+def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: IngestLimits | None = None,
+                  parallel: bool | None = None) -> IngestedTrace:
     """Parse every member into one run. Raises BadTrace when nothing usable is left.
 
     Members inside Neuron capture process folders (`<instance>_pid_<pid>/...`) are parsed folder by
     folder and joined into one process each (capture.py); Neuron events are linked to the framework
-    trace after every file is read (neuron_link.py)."""
+    trace after every file is read (neuron_link.py). The loose Chrome/Kineto files of a multi-file run
+    are parsed in worker processes and merged in member order (parallel.py; `parallel` forces it on or
+    off, None leaves it to parallel.use_parallel): the run is the same either way."""
     builder = TraceBuilder(limits)
     for name, why in inputs.skipped:
         builder.warn("skipped_file", f"{name}: {why}", 1, name)
@@ -75,8 +80,10 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: Inge
     plan: list[tuple[Member, ProcessFolder | None]] = [(m, None) for m in loose]
     plan += [(m, folder) for folder in folders for m in folder.members]
     run = _Parsing(builder, inputs, progress)
-    for member, folder in plan:
-        run.parse(member, folder)
+    chrome = [m for m in loose if run.formats[id(m)] is Format.CHROME]
+    with parsed_apart(chrome, builder.limits, inputs.scratch, progress, parallel) as parts:
+        for member, folder in plan:
+            run.parse(member, folder, parts.get(id(member)))
     for folder in folders:
         join_process_folder(builder, folder, run.metas)
     if not run.parsed:
@@ -125,7 +132,8 @@ class _Parsing:
         self.total = sum(m.size for m in inputs.members) or 1
         self.done = 0
 
-    def parse(self, member: Member, folder: ProcessFolder | None) -> None:
+    def parse(self, member: Member, folder: ProcessFolder | None, part: Part | None = None) -> None:
+        """Parse one member into the builder, or merge its part when a worker parsed it already."""
         builder, fmt = self.builder, self.formats[id(member)]
         parser = PARSERS.get(fmt)
         if parser is None:
@@ -136,7 +144,9 @@ class _Parsing:
         if folder is not None:
             begin_member(builder, folder, fmt)
         try:
-            if fmt is Format.CHROME and member.path is not None:
+            if part is not None:
+                meta = merge(builder, part)
+            elif fmt is Format.CHROME and member.path is not None:
                 meta = parse_chrome_file(member.path, member.name, builder, instance, self.inputs.scratch)
             else:
                 meta = parser(member.data, member.name, builder, instance)
@@ -152,7 +162,7 @@ class _Parsing:
         self.metas.update({src: meta for src in range(first_src, len(builder.sources))})
         self.parsed.append((member, fmt, meta))
         self.done += member.size
-        if self.progress:
+        if self.progress and part is None:  # parts reported their progress as the workers finished
             self.progress(min(0.9, 0.9 * self.done / self.total), f"parsed {member.name}")
 
     def _unreadable(self, member: Member, folder: ProcessFolder | None, fmt: Format) -> None:

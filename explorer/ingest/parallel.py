@@ -1,0 +1,191 @@
+"""The files (ranks) of one multi-file run parsed at the same time: the ingest's own process and a pool of
+worker processes share the jobs (explorer.ingest.parts); the parts come back in job order, for the merge.
+
+Workers start from a forkserver that has imported the parsers, never by forking the ingest's process
+(DuckDB, a server's threads and their locks may be alive there). Starting them costs more than a second of
+imports, so the ingest's process does not wait for them: it takes jobs from the end of the list, and each
+worker, once started, takes them from the start, one at a time; a small run is parsed before a worker is up.
+The pool lives for one ingest: `processes - 1` workers (the ingest's process is the other), never more than
+the files. Like every spawn/forkserver pool, a worker imports the program's main module: a script that
+ingests must keep its work under `if __name__ == "__main__":`; where a worker dies (that, or the kernel's
+OOM killer), the caller parses the files in its own process instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import queue
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from explorer.ingest import chrome_fast
+from explorer.ingest.limits import IngestLimits
+from explorer.ingest.parts import Part, PartJob, load_part, parse_here, parse_part
+from explorer.ingest.sources import Member
+
+log = logging.getLogger(__name__)
+
+# Below this (all the files together) this process has parsed every file before a worker is up: the first
+# worker of a process costs the forkserver's imports, ~1.4 CPU s (~1.5 s of wall on a quiet 2-core box, in
+# which this process parses ~80 MB at its ~55 MB/s), for nothing.
+PARALLEL_MIN_BYTES = 64 * 2**20
+START_METHOD = "forkserver"
+PRELOAD = ["explorer.ingest.parts"]  # imported once by the forkserver: each worker starts with the parsers
+
+
+MIN_PROCESS_MB = 64  # Settings.ingest_memory_mb's own minimum: DuckDB ran out of memory at 40
+
+
+def use_parallel(sizes: list[int], processes: int, forced: bool | None) -> bool:
+    """Parse these files (their sizes) in worker processes? `forced` True/False decides; None: when there
+    are two or more, more than one process is allowed, and they are big enough to pay for the parts."""
+    if len(sizes) < 2:
+        return False
+    if forced is not None:
+        return forced
+    return processes > 1 and sum(sizes) >= PARALLEL_MIN_BYTES
+
+
+def per_process_limits(limits: IngestLimits) -> IngestLimits:
+    """The run's memory budget split between the processes parsing at once (the workers and the ingest's
+    own), so the files of one run together keep to ingest_memory_mb; never under the 64 MB DuckDB needs."""
+    return replace(limits, memory_mb=max(MIN_PROCESS_MB, limits.memory_mb // max(1, limits.processes)))
+
+
+@contextmanager
+def parsed_apart(members: list[Member], limits: IngestLimits, scratch: Path | None,
+                 progress: Callable[[float, str], None] | None, forced: bool | None) -> Iterator[dict[int, Part]]:
+    """The Chrome/Kineto members of a multi-file run parsed beside this process when use_parallel says so:
+    member id -> its part; {} when they are to be parsed in process (or a worker died). The workers' part
+    folders sit in one folder (in `scratch`), removed at the end."""
+    if not use_parallel([m.size for m in members], limits.processes, forced):
+        yield {}
+        return
+    root = Path(tempfile.mkdtemp(prefix="parts-", dir=scratch))
+    try:
+        # each file is its own instance, as the in-process parse names the files of a multi-file run
+        each = per_process_limits(limits)
+        jobs = [PartJob(m.name, root / str(i), each, m.name, m.path, m.data if m.path is None else None, scratch,
+                        chrome_fast.SPILL_MIN_BYTES) for i, m in enumerate(members)]
+        total, done = sum(m.size for m in members) or 1, [0]
+
+        def report(job: PartJob) -> None:
+            done[0] += members[jobs.index(job)].size
+            if progress:
+                progress(0.9 * done[0] / total, f"parsed {job.name}")
+
+        parts = parse_parts(jobs, limits.processes, report)
+        yield {id(m): p for m, p in zip(members, parts, strict=True)} if parts is not None else {}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def parse_parts(jobs: list[PartJob], processes: int,
+                done: Callable[[PartJob], None] | None = None) -> list[Part] | None:
+    """Every job's part, in job order, or None when a worker died (the caller parses in its own process
+    then). `done` is called in this process as each job completes. The first job to raise stops the others
+    from being taken and is raised here."""
+    share = _Share(jobs)
+    context = multiprocessing.get_context(START_METHOD)
+    context.set_forkserver_preload(PRELOAD)
+    workers = max(1, min(processes - 1, len(jobs) - 1))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    feeders = [threading.Thread(target=share.feed, args=(pool,), daemon=True) for _ in range(workers)]
+    try:
+        for feeder in feeders:
+            feeder.start()
+        while (i := share.take(from_end=True)) is not None:
+            share.finished(i, parse_here(jobs[i]))
+            share.report(done)
+        while share.wait_workers(timeout=0.5):
+            share.report(done)
+        share.report(done)
+    finally:
+        share.stop()
+        pool.shutdown(wait=False, cancel_futures=True)  # a worker still starting is not waited for
+    parts = [part for part in share.parts if part is not None]
+    if len(parts) == len(jobs):  # every job done: a worker that died after (it took none) changes nothing
+        return parts
+    if isinstance(share.error, BrokenProcessPool):
+        log.warning("a parse worker died (%s): the %d files are parsed in this process", share.error, len(jobs))
+        return None
+    raise share.error or RuntimeError("parse jobs left unfinished")
+
+
+class _Share:
+    """The jobs not yet taken (workers take from the start, the ingest's process from the end), the parts
+    finished, and the first error. Feeder threads hand one job at a time to the pool and wait for it."""
+
+    def __init__(self, jobs: list[PartJob]) -> None:
+        self.jobs = jobs
+        self.parts: list[Part | None] = [None] * len(jobs)
+        self.error: BaseException | None = None
+        self._lo, self._hi = 0, len(jobs)
+        self._lock = threading.Condition()
+        self._busy = 0  # jobs the workers hold
+        self._done: queue.SimpleQueue[int] = queue.SimpleQueue()
+
+    def take(self, from_end: bool) -> int | None:
+        with self._lock:
+            if self.error is not None or self._lo >= self._hi:
+                return None
+            if from_end:
+                self._hi -= 1
+                return self._hi
+            self._lo += 1
+            self._busy += 1
+            return self._lo - 1
+
+    def wait_workers(self, timeout: float) -> bool:
+        """Wait (at most `timeout` s) until the workers hold no job; True while they still do."""
+        with self._lock:
+            return not self._lock.wait_for(lambda: self._busy == 0, timeout)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._lo = self._hi
+
+    def finished(self, i: int, part: Part) -> None:
+        self.parts[i] = part
+        self._done.put(i)
+
+    def feed(self, pool: ProcessPoolExecutor) -> None:
+        """One worker's loop: wait until it is up (a job taken earlier would wait with it), then take jobs
+        from the start until none is left."""
+        try:
+            pool.submit(int).result()
+        except BaseException as exc:
+            self._fail(exc)
+            return
+        while (i := self.take(from_end=False)) is not None:
+            try:
+                part = load_part(pool.submit(parse_part, self.jobs[i]).result())
+            except BaseException as exc:  # raised (or, a dead worker, handled) by parse_parts
+                self._fail(exc)
+                return
+            self.finished(i, part)
+            with self._lock:
+                self._busy -= 1
+                self._lock.notify_all()
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            self.error = self.error or exc
+            self._busy = 0
+            self._lo = self._hi
+            self._lock.notify_all()
+
+    def report(self, done: Callable[[PartJob], None] | None) -> None:
+        """Tell `done` (in the calling thread) about every job finished since the last call."""
+        while not self._done.empty():
+            i = self._done.get()
+            if done is not None:
+                done(self.jobs[i])
