@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, func, insert, select, update
+from sqlalchemy import Connection, Row, delete, event, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
@@ -99,6 +99,10 @@ class Catalog:
     def __init__(self, url: str | Path) -> None:
         """`url`: postgresql://user@host:port/db or sqlite:///path; a Path is that SQLite file."""
         self._engine = make_engine(sqlite_url(url) if isinstance(url, Path) else url)
+        self._closed = False
+        # a connection a thread still holds when the catalog closes (an index warm-up, a lease beat) is
+        # closed when it comes back, not handed to the disposed pool, which would leave it open
+        event.listen(self._engine, "checkin", self._close_late_checkin)
         try:
             ensure_schema(self._engine)
         except BaseException:  # no pooled connection outlives a catalog that failed to open
@@ -111,7 +115,12 @@ class Catalog:
         return shown(self._engine.url)
 
     def close(self) -> None:
+        self._closed = True
         self._engine.dispose()
+
+    def _close_late_checkin(self, dbapi_connection: Any, _record: Any) -> None:
+        if self._closed and dbapi_connection is not None:
+            dbapi_connection.close()
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:

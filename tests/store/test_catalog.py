@@ -148,3 +148,15 @@ def test_two_catalog_objects_on_one_database_see_each_other(catalog_url: str) ->
     finally:
         a.close()
         b.close()
+
+
+def test_a_connection_held_while_the_catalog_closes_is_closed_when_it_comes_back(catalog: Catalog) -> None:
+    """A thread (an index warm-up) still inside a catalog call as the store closes: its connection is closed
+    when it is handed back, not parked in the disposed pool and left open (psycopg warns of that at exit)."""
+    catalog.create("run")
+    with catalog._engine.connect() as conn:  # what a catalog call holds while it runs
+        raw = conn.connection.dbapi_connection
+        catalog.close()
+    assert raw is not None
+    with pytest.raises(Exception, match="(?i)closed"):
+        raw.cursor().execute("SELECT 1")
