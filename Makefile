@@ -3,8 +3,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 ARTIFACTS ?= test-artifacts
+# the PostgreSQL half of the tests: a fresh schema per test in this database (started before every CI run)
+PG_TEST_URL ?= postgresql://postgres@127.0.0.1:5432/test
 
-.PHONY: install run test lint browser bench clean
+.PHONY: install run test test-postgres lint browser bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +30,13 @@ lint: install
 test: install browser lint
 	mkdir -p $(ARTIFACTS)
 	REQUIRE_BROWSER=1 SCREENSHOT_DIR=$(ARTIFACTS)/screenshots $(VENV)/bin/pytest -q
+	$(MAKE) --no-print-directory test-postgres
+
+# The store and API tests again with the catalog on PostgreSQL; fails (does not skip) when it is not there.
+test-postgres: install
+	@$(PY) -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=5).close()" '$(PG_TEST_URL)' \
+		|| (echo "PostgreSQL at $(PG_TEST_URL) is not answering: the PostgreSQL half of the tests needs it (PG_TEST_URL=... to point elsewhere)"; exit 1)
+	EXPLORER_TEST_CATALOG_URL=$(PG_TEST_URL) $(VENV)/bin/pytest -q tests/store tests/api
 
 bench: install
 	$(PY) bench/ingest.py
