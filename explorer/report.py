@@ -20,7 +20,8 @@ from markupsafe import Markup
 
 from explorer import __version__
 from explorer.analysis.kernels import KernelTable
-from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
+from explorer.analysis.lod import TimelineIndex, WindowPart, build_timeline_index, compute_bounded_window
+from explorer.analysis.lod_budget import MAX_HEIGHT_PX, track_budget
 from explorer.config import asset_dir
 from explorer.device_pages import DevicePage, build_device_pages
 from explorer.model.shapes import RunJson
@@ -42,6 +43,10 @@ from explorer.store.runs import RunStore
 
 SNAPSHOT_WIDTH_PX = 4000
 SNAPSHOT_ARGS_BYTES = 2_000_000  # args text embedded in a report, at most
+# the height a report's timeline window is bounded by: the most one server window sends (MAX_HEIGHT_PX, what
+# the live timeline asks when every track fits), so a run of up to track_budget(MAX_HEIGHT_PX) = 909 tracks
+# reports every one, and a larger run its first 909 in the timeline's order, the rest as per-lane summaries
+SNAPSHOT_HEIGHT_PX = MAX_HEIGHT_PX
 
 
 @dataclass
@@ -65,17 +70,21 @@ class ReportPage:
 
 
 def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_PX,
-                   index: TimelineIndex | None = None) -> dict[str, Any]:
-    """The LOD window of the whole span plus the tracks: what the offline timeline draws. A server
-    passes its cached `index`; without one it is built here."""
+                   index: TimelineIndex | None = None, height_px: int = SNAPSHOT_HEIGHT_PX) -> dict[str, Any]:
+    """The bounded window of the whole span (the server's compute_bounded_window: the first tracks that
+    fit `height_px` in full, the rest summarised per lane) and the listing of those tracks (`total`: all
+    of the run's), so a report's size does not grow with the run's track count. A server passes its
+    cached `index`; without one it is built here."""
     rec = store.require_ready(run_id)
     origin, span = rec.summary.start_ns, max(rec.summary.span_ns, 1)
     t = store.table
     ix = index or build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"),
                                        t(run_id, "flows"), origin, t(run_id, "instants"))
-    window = compute_window(ix, 0, span, width_px)
+    window = compute_bounded_window([WindowPart(ix, ix.order.ids)], 0, span, width_px, height_px)
+    # the window's full tracks are the first track_budget in display order: the listing's first page is them
+    tracks = build_tracks(store, run_id, limit=track_budget(height_px))
     ids = [i for tr in window["tracks"] for i in (tr.get("slices") or {}).get("id", [])]
-    return {"span_ns": span, "tracks": build_tracks(store, run_id), "window": window,
+    return {"span_ns": span, "tracks": tracks, "window": window,
             "details": snapshot_details(store, run_id, ids), **snapshot_rules(store, run_id, ix),
             "chains": snapshot_chains(store, run_id, ids, origin)}
 

@@ -104,7 +104,7 @@
         n: all.length, lane: tl.grouping === "lane" ? k : null, tracks: all });
       y += rows[rows.length - 1].h;
       if (collapsed) continue;
-      if (tl.viewportMode && tl.grouping === "lane") {  // the window's "N more tracks" of this lane, under its header
+      if (tl.summaryRows && tl.grouping === "lane") {  // the window's "N more tracks" of this lane, under its header
         rows.push({ kind: "summary", key: k, lane: k, y: y, h: SUMMARY_ROW_H });
         y += SUMMARY_ROW_H + TRACK_GAP;
       }

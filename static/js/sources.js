@@ -46,7 +46,12 @@
 
   /** The offline report: one LOD window over the whole span plus the tracks, nothing else. */
   class SnapshotSource {
-    constructor(snapshot) { this.snap = snapshot; this.live = false; }
+    constructor(snapshot) {
+      this.snap = snapshot;
+      this.live = false;
+      // the report's one window is bounded (report.build_snapshot): the tracks it did not hold are per-lane summaries
+      this.summarised = ((snapshot.window && snapshot.window.tracks_summarised) || 0) > 0;
+    }
     tracks() { return Promise.resolve(this.snap.tracks); }
     window() { return Promise.resolve(this.snap.window); }
     _find(id) {

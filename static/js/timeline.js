@@ -49,6 +49,7 @@
       this.summaries = new Map();   // lane -> the window's summary of the tracks it did not send (lod_budget)
       this.asked = new Set();       // the track ids the landed window asked for (viewport mode)
       this.viewportMode = false;
+      this.summaryRows = false;     // lane grouping shows each lane's summary row (lanes.js layout)
       this.hover = null;
       this.drawPending = false;
       this.fetchSeq = 0;
@@ -132,6 +133,8 @@
       // the listing stops at its limit (sources.js TRACKS_LIMIT): the headers say how many the run has
       this.tracksTotal = t.total > t.tracks.length ? t.total : 0;
       this.viewportMode = !!this.source.live && this.tracks.length > VIEWPORT_TRACKS;
+      // lanes draw their "+N tracks not drawn" row when windows summarise tracks: viewport mode, or a bounded report
+      this.summaryRows = this.viewportMode || !!this.source.summarised;
       // a run of several ranks opens grouped by rank, unless the link names a grouping
       if (new Set(this.tracks.filter((x) => x.rank >= 0).map((x) => x.rank)).size > 1) {
         this.defaultGrouping = "rank";
