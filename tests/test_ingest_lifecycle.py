@@ -39,12 +39,17 @@ def start_ingest(trace: Path, data: Path) -> subprocess.Popen[str]:
 
 
 def wait_ingesting(data: Path, proc: subprocess.Popen[str]) -> str:
+    url = os.environ.get("EXPLORER_CATALOG_URL", "")  # the PostgreSQL switch (tests/conftest.py), else the file
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if (data / "catalog.sqlite").exists():
-            runs = [r for r in Catalog(data / "catalog.sqlite").list()[0] if r.status == "ingesting"]
-            if runs and Catalog(data / "catalog.sqlite").lease(runs[0].id):
-                return runs[0].id
+        if url or (data / "catalog.sqlite").exists():
+            catalog = Catalog(url or data / "catalog.sqlite")
+            try:
+                runs = [r for r in catalog.list()[0] if r.status == "ingesting"]
+                if runs and catalog.lease(runs[0].id):
+                    return runs[0].id
+            finally:
+                catalog.close()
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     raise AssertionError("the ingest never started")

@@ -4,11 +4,11 @@ unchanged, and a ready run's summary counts what its input file holds."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 
 from explorer.model.summary import RunSummary, load_summary
 from explorer.service import ingest_paths
@@ -34,10 +34,13 @@ def test_old_summaries_load_and_round_trip(stored: dict[str, object]) -> None:
 def test_old_catalog_rows_load_through_the_store(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "data")
     rec = ingest_paths(store, [TINY], "tiny")
-    db = sqlite3.connect(tmp_path / "data" / "catalog.sqlite")
-    db.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(OLD[1]), rec.id))
-    db.commit()
-    db.close()
+    engine = sqlalchemy.create_engine(store.catalog.url)  # SQLite, or the PostgreSQL switch's schema
+    try:
+        with engine.begin() as db:
+            db.execute(sqlalchemy.text("UPDATE runs SET summary = :s WHERE id = :id"),
+                       {"s": json.dumps(OLD[1]), "id": rec.id})
+    finally:
+        engine.dispose()
     old = store.get(rec.id).summary
     assert isinstance(old, RunSummary) and old.device_total_ns == 0 and old.slices == 3
 
