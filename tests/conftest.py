@@ -19,6 +19,7 @@ import pytest
 from explorer.store.runs import RunStore
 from explorer.store.storage import Storage
 from tests.store.catalog_backends import pg_schema
+from tests.store.s3_server import moto_server
 from tests.support import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,3 +130,11 @@ def stack_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.stack_helper import profile_with_stack
 
     return profile_with_stack(tmp_path_factory.mktemp("stack") / "with_stack.json")
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real S3 API for the session: moto's server (tests/store/s3_server.py); each test makes its own
+    bucket there (s3_server.new_bucket)."""
+    with moto_server(tmp_path_factory.mktemp("moto")) as endpoint:
+        yield endpoint

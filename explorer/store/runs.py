@@ -109,6 +109,8 @@ class RunStore:
                 if time.time() - leftover.stat().st_mtime > CACHE_PART_STALE_S:
                     shutil.rmtree(leftover, ignore_errors=True)
         self.sweep(attempts=False)
+        if not self._in_place:
+            self._sweep_cache()
         return n
 
     def sweep(self, attempts: bool = True) -> list[str]:
@@ -134,6 +136,15 @@ class RunStore:
             log.info("sweeping %s from %s: no run references it", key, self.storage.url)
             self.storage.delete(key)
         return removed
+
+    def _sweep_cache(self) -> None:
+        """Drop local copies of runs deleted (by any replica) since this data folder last cached them."""
+        known = self.catalog.locations()
+        for folder in self.runs_dir.iterdir():
+            status, location = known.get(folder.name, ("", ""))
+            stale = [a for a in folder.iterdir() if a != self.cache_dir / location] if status == "ready" else [folder]
+            for old in stale:
+                shutil.rmtree(old, ignore_errors=True)
 
     def location(self, rec: RunRecord) -> str:
         """The storage key of a ready run's folder."""

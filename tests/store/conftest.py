@@ -10,7 +10,6 @@ import pytest
 from explorer.store.catalog import Catalog
 from tests.store.catalog_backends import BACKENDS
 from tests.store.catalog_backends import catalog_url as make_catalog_url
-from tests.store.s3_server import moto_server
 
 
 @pytest.fixture(params=BACKENDS)
@@ -24,10 +23,3 @@ def catalog(catalog_url: str) -> Iterator[Catalog]:
     cat = Catalog(catalog_url)
     yield cat
     cat.close()
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One moto S3 server for the session (tests/store/s3_server.py); each test makes its own bucket."""
-    with moto_server(tmp_path_factory.mktemp("moto")) as endpoint:
-        yield endpoint

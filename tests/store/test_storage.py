@@ -8,6 +8,7 @@ read here independently of the ingest.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -24,6 +25,7 @@ from explorer.store.runs import RunStore
 from explorer.store.storage import FolderStorage, S3Storage, Storage, open_storage
 from tests.store.catalog_backends import catalog_url as make_catalog_url
 from tests.store.s3_server import REGION, new_bucket, s3_options
+from tests.support import cli
 
 TRACE = Path(__file__).resolve().parents[1] / "fixtures" / "kineto_recursive_frames.json"
 TABLES = ["tracks", "slices", "flows", "counters", "instants", "op_stats", "op_stats_by_shape"]
@@ -293,3 +295,23 @@ def test_the_default_storage_is_the_data_folder(folder_store: RunStore) -> None:
     assert folder_store.run_dir(rec.id) == folder_store.data_dir / "runs" / rec.id
     assert (folder_store.data_dir / "runs" / rec.id / "run.json").is_file()
     assert folder_store.sweep() == []
+
+
+def test_start_up_drops_cached_copies_of_deleted_runs(s3: Storage, tmp_path: Path) -> None:
+    ingester, replica = stores(tmp_path, s3)
+    kept, gone = (ingest_paths(ingester, [TRACE], name) for name in ("kept", "gone"))
+    cached = {rid: replica.run_dir(rid) for rid in (kept.id, gone.id)}
+    ingester.delete(gone.id)
+    replica.recover()
+    assert cached[kept.id].is_dir() and not (replica.cache_dir / "runs" / gone.id).exists()
+
+
+def test_gc_command_sweeps_the_storage_it_is_given(tmp_path: Path) -> None:
+    """`trace-explorer gc --storage file://...` (a real process): the --storage option reaches the store."""
+    folder = tmp_path / "mounted"
+    (folder / "runs" / "r000000000000").mkdir(parents=True)
+    (folder / "runs" / "r000000000000" / "run.json").write_text("{}")
+    proc = subprocess.run(cli("gc", "--data-dir", str(tmp_path / "data"), "--storage", folder.as_uri()),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "removed runs/r000000000000" in proc.stdout and list((folder / "runs").iterdir()) == []
