@@ -389,7 +389,11 @@ def export(run_id: str, fmt: str, output: Path | None, data_dir: Path | None) ->
 def gc(data_dir: Path | None) -> None:
     """Remove from the run storage every file no catalog record references: runs deleted or failed, and
     publications of a run that were interrupted (a server sweeps the first kind whenever it starts)."""
-    removed = _store(data_dir).sweep()
+    try:
+        removed = _store(data_dir).sweep()
+    except ExplorerError as exc:  # the storage does not answer
+        console.print(f"error: {exc.message}", markup=False, highlight=False)
+        sys.exit(2)
     for key in removed:
         out.print(f"removed {key}", highlight=False, markup=False)
     out.print(f"{len(removed)} unreferenced folder(s) removed", highlight=False, markup=False)

@@ -36,7 +36,7 @@ from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
 from explorer.store.catalog import Catalog, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
-from explorer.store.storage import FolderStorage, Storage, new_attempt, open_storage
+from explorer.store.storage import FolderStorage, Storage, answering, new_attempt, open_storage
 
 log = logging.getLogger(__name__)
 
@@ -120,21 +120,23 @@ class RunStore:
 
         Storage is listed before the catalog is read: a run's record exists before any of its files do, so
         a run that shows up in the listing has its record in the snapshot read after it."""
-        listed = self.storage.list("runs")
-        known = self.catalog.locations()
-        removed: list[str] = []
-        for run_id in listed:
-            status, location = known.get(run_id, ("", ""))
-            if status in UNFINISHED:
-                continue
-            if status != "ready":
-                removed.append(f"runs/{run_id}")
-            elif attempts and self.storage.attempts:
-                keep = location or f"runs/{run_id}"
-                removed += [k for k in (f"runs/{run_id}/{a}" for a in self.storage.list(f"runs/{run_id}")) if k != keep]
-        for key in removed:
-            log.info("sweeping %s from %s: no run references it", key, self.storage.url)
-            self.storage.delete(key)
+        with answering(self.storage, "sweeping unreferenced runs"):
+            listed = self.storage.list("runs")
+            known = self.catalog.locations()
+            removed: list[str] = []
+            for run_id in listed:
+                status, location = known.get(run_id, ("", ""))
+                if status in UNFINISHED:
+                    continue
+                if status != "ready":
+                    removed.append(f"runs/{run_id}")
+                elif attempts and self.storage.attempts:
+                    keep = location or f"runs/{run_id}"
+                    removed += [k for k in (f"runs/{run_id}/{a}" for a in self.storage.list(f"runs/{run_id}"))
+                                if k != keep]
+            for key in removed:
+                log.info("sweeping %s from %s: no run references it", key, self.storage.url)
+                self.storage.delete(key)
         return removed
 
     def _sweep_cache(self) -> None:
@@ -168,7 +170,8 @@ class RunStore:
             part = self.cache_dir / "parts" / uuid.uuid4().hex
             part.mkdir(parents=True)
             try:
-                self.storage.get_tree(location, part, exclude=("artifacts",))
+                with answering(self.storage, f"fetching run {rec.id}"):
+                    self.storage.get_tree(location, part, exclude=("artifacts",))
                 if not (part / "run.json").is_file():
                     raise StorageUnavailable(f"run {rec.id}'s files are missing from {self.storage.url} ({location})")
                 local.parent.mkdir(parents=True, exist_ok=True)

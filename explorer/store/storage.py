@@ -14,6 +14,8 @@ import os
 import shutil
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
@@ -21,7 +23,7 @@ from urllib.parse import urlparse
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from explorer.errors import StorageUnavailable
+from explorer.errors import ExplorerError, StorageUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +252,19 @@ def open_storage(url: str, data_dir: Path, *, endpoint_url: str = "", region: st
         return FolderStorage(Path(url), url)
     raise StorageUnavailable(f"storage URL scheme {parsed.scheme!r} is not supported (a folder, file:///path or "
                      "s3://bucket/prefix)")
+
+
+@contextmanager
+def answering(storage: Storage, what: str) -> Iterator[None]:
+    """Errors of the storage (network, credentials, permissions) as StorageUnavailable naming the storage
+    and what we were doing, in one line; a missing file stays FileNotFoundError for callers that expect it."""
+    try:
+        yield
+    except (ExplorerError, FileNotFoundError):
+        raise
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise StorageUnavailable(f"the run storage {storage.url} is not answering ({what}): {first}") from exc
 
 
 def new_attempt() -> str:

@@ -315,3 +315,18 @@ def test_gc_command_sweeps_the_storage_it_is_given(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "removed runs/r000000000000" in proc.stdout and list((folder / "runs").iterdir()) == []
+
+
+def test_storage_that_does_not_answer_is_one_clear_error(tmp_path: Path, s3_endpoint: str) -> None:
+    """A replica whose S3 endpoint is wrong: the run exists in the catalog, its files cannot be fetched."""
+    storage = make_storage("s3", tmp_path, s3_endpoint)
+    ingester, _ = stores(tmp_path, storage)
+    rec = ingest_paths(ingester, [TRACE], "frames")
+    bucket_url = storage.url
+    lost = S3Storage(bucket_url, "http://127.0.0.1:1", REGION, {**s3_options(), "config_kwargs": {
+        "connect_timeout": 1, "retries": {"max_attempts": 1}}})
+    replica = RunStore(tmp_path / "lost", catalog_url=sqlite_url(tmp_path / "catalog.sqlite"), storage=lost)
+    with pytest.raises(StorageUnavailable, match=rf"the run storage {bucket_url} is not answering \(fetching run "):
+        replica.table(rec.id, "slices")
+    with pytest.raises(StorageUnavailable, match=r"not answering \(sweeping unreferenced runs\)"):
+        replica.recover()
