@@ -71,7 +71,7 @@ class RunStore:
         self._cache: OrderedDict[str, dict[str, pa.Table]] = OrderedDict()
         self._cache_size = cache_runs
         self._cache_lock = threading.Lock()
-        self._fill_lock = threading.Lock()
+        self._fill_locks: dict[str, threading.Lock] = {}  # by storage key: one cache fill at a time per run
         self.derived = RunMemo(op_table_cache)
 
     @classmethod
@@ -131,7 +131,7 @@ class RunStore:
                 if status != "ready":
                     removed.append(f"runs/{run_id}")
                 elif attempts and self.storage.attempts:
-                    keep = location or f"runs/{run_id}"
+                    keep = run_key(run_id, location)
                     removed += [k for k in (f"runs/{run_id}/{a}" for a in self.storage.list(f"runs/{run_id}"))
                                 if k != keep]
             for key in removed:
@@ -144,13 +144,16 @@ class RunStore:
         known = self.catalog.locations()
         for folder in self.runs_dir.iterdir():
             status, location = known.get(folder.name, ("", ""))
-            stale = [a for a in folder.iterdir() if a != self.cache_dir / location] if status == "ready" else [folder]
+            if status != "ready":
+                stale = [folder]
+            else:
+                stale = [a for a in folder.iterdir() if a != self.cache_dir / run_key(folder.name, location)]
             for old in stale:
                 shutil.rmtree(old, ignore_errors=True)
 
     def location(self, rec: RunRecord) -> str:
         """The storage key of a ready run's folder."""
-        return rec.location or f"runs/{rec.id}"
+        return run_key(rec.id, rec.location)
 
     def run_dir(self, run_id: str) -> Path:
         """The run's folder on this machine: in place for a folder storage, else the local cache of it
@@ -164,7 +167,9 @@ class RunStore:
         local = self.cache_dir / location
         if local.is_dir():
             return local
-        with self._fill_lock:  # one download per run in this process; other processes race by rename
+        with self._cache_lock:
+            lock = self._fill_locks.setdefault(location, threading.Lock())
+        with lock:  # one download per run in this process (others' go on); other processes race by rename
             if local.is_dir():
                 return local
             part = self.cache_dir / "parts" / uuid.uuid4().hex
@@ -199,7 +204,7 @@ class RunStore:
         for rid in run_ids:
             status, location = known.get(rid, ("", ""))
             if status == "ready":
-                urls[rid] = self.storage.url_of(f"{location or 'runs/' + rid}/{name}.parquet")
+                urls[rid] = self.storage.url_of(f"{run_key(rid, location)}/{name}.parquet")
         return urls
 
     def get(self, run_id: str) -> RunRecord:
@@ -335,6 +340,12 @@ class RunStore:
             self.require_ready(run_id)
         data: dict[str, Any] = json.loads(path.read_text())
         return data
+
+
+def run_key(run_id: str, location: str) -> str:
+    """The storage key of a run's folder: its catalog location, or runs/<id> for runs stored before the
+    catalog recorded locations."""
+    return location or f"runs/{run_id}"
 
 
 PARQUET_OPTIONS: dict[str, Any] = {"row_group_size": ROW_GROUP_ROWS, "compression": "zstd", "compression_level": 1}
