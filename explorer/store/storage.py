@@ -3,7 +3,9 @@ storage, behind one small interface of keys ("runs/<id>/<attempt>") and local fo
 
 Every transfer goes file by file through the filesystem's own streaming copy, so no run is ever held in
 memory. Nothing here knows about the catalog: which key is a published run is the catalog's to say
-(runs.py records it and sweeps what it does not reference).
+(runs.py records it and sweeps what it does not reference). Keys under `runs/` belong to RunStore, whose
+sweep removes whatever there no run references; uploads and ingest scratch for workers on other machines
+go under their own top-level names (`uploads/<id>`, `scratch/<run id>`), cleaned by whoever owns them.
 """
 
 from __future__ import annotations
