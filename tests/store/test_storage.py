@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
+from api.cli import main as serve_main
 from explorer.config import Settings
 from explorer.errors import RunNotFound, StorageUnavailable
 from explorer.service import ingest_paths
@@ -330,3 +332,9 @@ def test_storage_that_does_not_answer_is_one_clear_error(tmp_path: Path, s3_endp
         replica.table(rec.id, "slices")
     with pytest.raises(StorageUnavailable, match=r"not answering \(sweeping unreferenced runs\)"):
         replica.recover()
+
+
+def test_serve_takes_storage_and_names_a_bad_one_in_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(serve_main, ["serve", "--data-dir", str(tmp_path), "--storage", "gs://bucket/p"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "storage URL scheme 'gs' is not supported" in result.output
