@@ -21,5 +21,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:  # SQLite drops a column by copying the table
-        batch.drop_column("location")
+    # a plain DROP COLUMN (SQLite >= 3.35): batch mode would copy and drop the runs table, and the tags and
+    # shares that reference it would go with it (ON DELETE CASCADE)
+    op.drop_column("runs", "location")
