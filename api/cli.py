@@ -13,7 +13,7 @@ import click
 from pydantic import ValidationError
 
 from api import client_commands
-from explorer.cli import main
+from explorer.cli import STORAGE_HELP, main
 from explorer.errors import ExplorerError
 
 LOOPBACK_NAMES = ("localhost",)
@@ -41,6 +41,7 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data folder")
 @click.option("--catalog-url", default=None,
               help="Catalog database, e.g. postgresql://user@host:5432/db (default: catalog.sqlite in the data folder)")
+@click.option("--storage", default=None, help=STORAGE_HELP)
 @click.option("--root-path", default=None, help="Path prefix when served behind a reverse proxy")
 @click.option("--token", default=None, help="Access token (or $EXPLORER_TOKEN); required off loopback")
 @click.option("--allowed-hosts", multiple=True, help="A host name the server answers to besides loopback (repeatable)")
@@ -52,7 +53,8 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
 @click.option("--source-map", "source_map", multiple=True, metavar="FROM=TO",
               help="Rewrite profiled path prefix FROM to TO in source links (repeatable)")
 @click.option("--source-root", default=None, help="Folder relative frame paths are joined to in source links")
-def serve(host: str | None, port: int | None, data_dir: Path | None, catalog_url: str | None, root_path: str | None,
+def serve(host: str | None, port: int | None, data_dir: Path | None, catalog_url: str | None, storage: str | None,
+          root_path: str | None,
           token: str | None, allowed_hosts: tuple[str, ...], forwarded_allow_ips: str | None,
           watch: tuple[Path, ...], source_host: str | None, source_map: tuple[str, ...], source_root: str | None) -> None:
     """Serve pages, API and static files on one port."""
@@ -61,7 +63,8 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, catalog_url
     from api.app import create_app
     from explorer.config import Settings
 
-    given = {"host": host, "port": port, "data_dir": data_dir, "catalog_url": catalog_url, "root_path": root_path,
+    given = {"host": host, "port": port, "data_dir": data_dir, "catalog_url": catalog_url, "storage": storage,
+             "root_path": root_path,
              "token": token,
              "allowed_hosts": list(allowed_hosts) or None, "forwarded_allow_ips": forwarded_allow_ips,
              "watch_dirs": list(watch) or None,

@@ -30,6 +30,7 @@ from explorer.errors import (
     RunNotReady,
     ServerBusy,
     ShareNotFound,
+    StorageUnavailable,
     TooLarge,
     Unauthorized,
     UnsafeArchive,
@@ -56,6 +57,7 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     RunNotReady: 409,
     TooLarge: 413,
     ServerBusy: 503,
+    StorageUnavailable: 503,  # --storage names no usable storage, or a run's files cannot be fetched from it
     CatalogUnavailable: 503,  # the catalog database does not answer or needs `trace-explorer db upgrade`
     IngestBug: 500,  # a parser bug (explorer.service's guard); stored on the failed run, logged with its traceback
     UploadFailed: 502,  # raised by the upload client about the server it talks to, never by the server

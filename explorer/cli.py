@@ -45,14 +45,15 @@ def fmt_ns(ns: int | float) -> str:
 
 
 def _settings(data_dir: Path | None) -> Settings:
-    """Settings with the command's --data-dir and --catalog-url (kept in the click context) applied."""
-    given: dict[str, Any] = {"data_dir": data_dir, "catalog_url": _catalog_url_given()}
+    """Settings with the command's --data-dir, --catalog-url and --storage (kept in the click context) applied."""
+    given: dict[str, Any] = {"data_dir": data_dir, "catalog_url": _given(CATALOG_URL_KEY),
+                             "storage": _given(STORAGE_KEY)}
     return Settings(**{k: v for k, v in given.items() if v is not None})
 
 
-def _catalog_url_given() -> str | None:
+def _given(key: str) -> str | None:
     ctx = click.get_current_context(silent=True)
-    return ctx.meta.get(CATALOG_URL_KEY) if ctx is not None else None
+    return ctx.meta.get(key) if ctx is not None else None
 
 
 def _data_dir(data_dir: Path | None) -> Path:
@@ -63,14 +64,14 @@ def _data_dir(data_dir: Path | None) -> Path:
 def _store(data_dir: Path | None) -> RunStore:
     try:
         return RunStore.from_settings(_settings(data_dir))
-    except ExplorerError as exc:  # the catalog database does not answer, or needs `db upgrade`
+    except ExplorerError as exc:  # the catalog database does not answer or needs `db upgrade`; a bad --storage
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
 
 
-def _remember_catalog_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     if value:
-        ctx.meta[CATALOG_URL_KEY] = value
+        ctx.meta[STORAGE_KEY if param.name == "storage" else CATALOG_URL_KEY] = value
 
 
 data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), default=None,
@@ -78,14 +79,20 @@ data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), de
 CATALOG_URL_KEY = "explorer.catalog_url"
 # not a parameter of each command: _settings reads it from the click context, as for every store command
 catalog_url_option = click.option(
-    "--catalog-url", default=None, expose_value=False, callback=_remember_catalog_url,
+    "--catalog-url", default=None, expose_value=False, callback=_remember,
     help="Catalog database, e.g. postgresql://user@host:5432/db (default $EXPLORER_CATALOG_URL, else "
     "catalog.sqlite in the data folder)")
 
 
+STORAGE_KEY = "explorer.storage"
+STORAGE_HELP = ("Where runs' files live: a folder or file:///mnt/fsx/explorer, or s3://bucket/prefix (endpoint, "
+                "region, credentials from the AWS_* variables) (default $EXPLORER_STORAGE, else the data folder)")
+storage_option = click.option("--storage", default=None, expose_value=False, callback=_remember, help=STORAGE_HELP)
+
+
 def store_options(command: Any) -> Any:
-    """--data-dir and --catalog-url: where a command finds the runs."""
-    return data_dir_option(catalog_url_option(command))
+    """--data-dir, --catalog-url and --storage: where a command finds the runs."""
+    return data_dir_option(catalog_url_option(storage_option(command)))
 
 
 @click.group()
@@ -375,6 +382,21 @@ def export(run_id: str, fmt: str, output: Path | None, data_dir: Path | None) ->
         raise
     console.print(f"wrote {target} ({size / 1e6:.1f} MB); open it at ui.perfetto.dev (Open trace file)",
                   highlight=False, markup=False)
+
+
+@main.command()
+@store_options
+def gc(data_dir: Path | None) -> None:
+    """Remove from the run storage every file no catalog record references: runs deleted or failed, and
+    publications of a run that were interrupted (a server sweeps the first kind whenever it starts)."""
+    try:
+        removed = _store(data_dir).sweep()
+    except ExplorerError as exc:  # the storage does not answer
+        console.print(f"error: {exc.message}", markup=False, highlight=False)
+        sys.exit(2)
+    for key in removed:
+        out.print(f"removed {key}", highlight=False, markup=False)
+    out.print(f"{len(removed)} unreferenced folder(s) removed", highlight=False, markup=False)
 
 
 if __name__ == "__main__":

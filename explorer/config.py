@@ -6,7 +6,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout (or site-packages, once installed)
@@ -40,6 +40,18 @@ class Settings(BaseSettings):
     catalog_url: str = Field(
         "", description="Catalog database: postgresql://user@host:5432/db for a team server (several processes "
         "and machines), or sqlite:///path; empty: catalog.sqlite in the data folder")
+    storage: str = Field(
+        "", description="Where runs' files live: a folder or file:///mnt/fsx/explorer (local or mounted: NFS, EFS, "
+        "FSx for Lustre), or s3://bucket/prefix (S3-compatible; credentials from the usual AWS variables, a "
+        "profile or an instance role); empty: the data folder, as before")
+    s3_endpoint_url: str = Field(
+        "", validation_alias=AliasChoices("s3_endpoint_url", "EXPLORER_S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+                                          "AWS_ENDPOINT_URL"),
+        description="S3 endpoint for s3:// storage (MinIO, Ceph, moto...); default $AWS_ENDPOINT_URL_S3, else "
+        "$AWS_ENDPOINT_URL, else AWS's own")
+    s3_region: str = Field(
+        "", validation_alias=AliasChoices("s3_region", "EXPLORER_S3_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
+        description="Region of the s3:// storage's bucket; default $AWS_REGION, else $AWS_DEFAULT_REGION")
     host: str = Field("127.0.0.1", description="Address to bind; non-loopback addresses require a token")
     port: int = Field(8000, description="Port serving pages, API and static files")
     root_path: str = Field("", description="Path prefix when served behind a reverse proxy")

@@ -95,3 +95,8 @@ class DeviceProfileNotFound(ExplorerError, code="device_profile_not_found"):
 class CatalogUnavailable(ExplorerError, code="catalog_unavailable"):
     """The catalog cannot be used: its URL is malformed, its database does not answer, or its schema is at
     another revision than this version's (`trace-explorer db upgrade` brings it up to date)."""
+
+
+class StorageUnavailable(ExplorerError, code="storage_unavailable"):
+    """The run storage cannot be used: its URL (--storage) is malformed or names an unsupported scheme, or
+    a run's files cannot be read from it."""

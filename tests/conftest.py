@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from explorer.store.runs import RunStore
+from explorer.store.storage import Storage
 from tests.store.catalog_backends import pg_schema
+from tests.store.s3_server import moto_server
 from tests.support import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,11 +61,11 @@ def _catalog_switch() -> Iterator[CatalogSwitch | None]:
     original = RunStore.__init__
 
     def init(self: RunStore, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8,
-             catalog_url: str = "") -> None:
+             catalog_url: str = "", storage: Storage | None = None) -> None:
         # an explicit URL other than the environment's (a test of the catalog itself) is kept as given
         url = catalog_url if catalog_url and catalog_url != os.environ.get("EXPLORER_CATALOG_URL") \
             else switch.url_for(data_dir)
-        original(self, data_dir, cache_runs, op_table_cache, url)
+        original(self, data_dir, cache_runs, op_table_cache, url, storage)
         switch.opened.setdefault(url, []).append(self)
 
     with pg_schema(TEST_CATALOG_URL) as session_url:
@@ -128,3 +130,11 @@ def stack_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.stack_helper import profile_with_stack
 
     return profile_with_stack(tmp_path_factory.mktemp("stack") / "with_stack.json")
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real S3 API for the session: moto's server (tests/store/s3_server.py); each test makes its own
+    bucket there (s3_server.new_bucket)."""
+    with moto_server(tmp_path_factory.mktemp("moto")) as endpoint:
+        yield endpoint

@@ -51,6 +51,7 @@ class RunRecord:
     source: str
     summary: RunSummary
     tags: list[str] = field(default_factory=list)
+    location: str = ""  # the storage key of its files once ready ('' for runs/<id>, as before storage)
 
 
 @dataclass
@@ -143,7 +144,7 @@ class Catalog:
         return self.get(run_id)
 
     def update(self, run_id: str, **fields: Any) -> None:
-        allowed = {"name", "status", "progress", "message", "sha256", "source", "summary"}
+        allowed = {"name", "status", "progress", "message", "sha256", "source", "summary", "location"}
         sets = {k: (_summary_json(v) if k == "summary" else v) for k, v in fields.items() if k in allowed}
         if not sets:
             return
@@ -188,6 +189,11 @@ class Catalog:
             unique = list(dict.fromkeys(tags))
             if unique:
                 db.execute(insert(run_tags), [{"run_id": run_id, "tag": t} for t in unique])
+
+    def locations(self) -> dict[str, tuple[str, str]]:
+        """Every run's status and storage location, by id, in one query: what the storage sweep keeps."""
+        with self._read() as db:
+            return {r.id: (r.status, r.location) for r in db.execute(select(runs.c.id, runs.c.status, runs.c.location))}
 
     def unfinished(self) -> builtins.list[RunRecord]:
         with self._read() as db:
@@ -288,7 +294,7 @@ def _records(db: Connection, rows: Sequence[Row[Any]]) -> builtins.list[RunRecor
                                       .order_by(run_tags.c.tag)):
             by_run[run_id].append(tag)
     return [RunRecord(r.id, r.name, r.status, r.progress, r.message, r.created_at, r.updated_at, r.sha256,
-                      r.source, load_summary(r.summary), by_run[r.id]) for r in rows]
+                      r.source, load_summary(r.summary), by_run[r.id], r.location) for r in rows]
 
 
 def _share(row: Row[Any]) -> ShareRecord:

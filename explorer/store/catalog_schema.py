@@ -22,6 +22,8 @@ runs = Table(
     Column("sha256", Text, nullable=False, server_default=text("''")),
     Column("source", Text, nullable=False, server_default=text("''")),
     Column("summary", Text, nullable=False, server_default=text("'{}'")),  # RunSummary.stored() as JSON text
+    # the storage key of the published run (explorer/store/storage.py); '' for runs/<id>, as before storage
+    Column("location", Text, nullable=False, server_default=text("''")),
     Index("runs_sha", "sha256"),
     Index("runs_created", "created_at"),
 )

@@ -1,5 +1,6 @@
 """Fleet queries: one op's (or kernel's) numbers across many stored runs, by one DuckDB query over the
-runs' Parquet files (not a Python loop loading each run).
+runs' Parquet files (not a Python loop loading each run), read in place from the run storage (a folder,
+or S3 through DuckDB's fsspec registration: no run is copied to this machine for it).
 
 The connection is locked like the SQL page's (explorer/store/sql.py): file access is allowed to exactly
 the files queried, the configuration is locked, and the query shares that module's concurrency slots,
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+from fsspec import AbstractFileSystem
 
 from explorer.errors import BadRequest, QueryRejected, ServerBusy
 from explorer.store.runs import RunStore
@@ -50,7 +52,7 @@ def load_fleet_series(store: RunStore, run_ids: Sequence[str], kind: str, name: 
     """Per run id, the name's calls and total ns (runs without it are absent); and the most expensive
     names over all these runs (name, total ns), for the form's suggestions. One connection, two queries."""
     table, where, calls, total = FLEET_KINDS[check_kind(kind)]
-    paths = {str(store.table_path(rid, table)): rid for rid in run_ids}
+    paths = {url: rid for rid, url in store.table_urls(run_ids, table).items()}
     if not paths:
         return {}, []
     # union_by_name: a run stored by an older version may lack a column the others have (NULL there)
@@ -59,7 +61,7 @@ def load_fleet_series(store: RunStore, run_ids: Sequence[str], kind: str, name: 
                   "group by filename")
     top_sql = (f"select name, {total} as t from {files} where {where} group by name "
                f"order by t desc, name limit {SUGGESTIONS}")
-    with _locked(list(paths), timeout_s) as con:
+    with _locked(list(paths), timeout_s, store.storage.duckdb_filesystem()) as con:
         rows = _run(con, series_sql, {"files": list(paths), "name": name}, timeout_s)
         top = _run(con, top_sql, {"files": list(paths)}, timeout_s)
     cells = {paths[str(f)]: FleetCell(int(c), int(t or 0)) for f, c, t in rows}
@@ -67,15 +69,19 @@ def load_fleet_series(store: RunStore, run_ids: Sequence[str], kind: str, name: 
 
 
 @contextmanager
-def _locked(files: list[str], timeout_s: float) -> Iterator[duckdb.DuckDBPyConnection]:
+def _locked(files: list[str], timeout_s: float,
+            filesystem: AbstractFileSystem | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """An in-memory DuckDB that may read these files and nothing else, with the SQL page's limits (a
-    query waits for a slot up to its own time limit, as run_sql's do)."""
+    query waits for a slot up to its own time limit, as run_sql's do); `filesystem`: the fsspec filesystem
+    the files are on, when DuckDB cannot read them natively (never httpfs: it would be downloaded)."""
     if not _SLOTS.acquire(timeout=timeout_s):
         raise ServerBusy(f"{MAX_CONCURRENT_QUERIES} queries are running; try again in a moment")
     # file access is switched off only after allowed_paths is set (DuckDB refuses that order otherwise)
     config = {k: v for k, v in LOCKED_CONFIG.items() if k != "enable_external_access"}
     con = duckdb.connect(":memory:", config=config)  # type: ignore[arg-type]
     try:
+        if filesystem is not None:
+            con.register_filesystem(filesystem)
         con.execute("SET allowed_paths = $files", {"files": files})
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")

@@ -1,7 +1,11 @@
-"""RunStore: the data folder. One immutable folder of Parquet tables per run, plus the catalog.
+"""RunStore: the catalog plus the runs' files. One immutable folder of Parquet tables per run, kept in the
+run storage (explorer/store/storage.py: the data folder by default, another folder, or S3).
 
-A run is written under `tmp/` and renamed into `runs/` only when every file is complete, so a
-crash mid-ingest leaves no half run; start-up sweeps what an interrupted ingest left behind.
+A run is written under a staging folder and published whole: into a folder by one rename to runs/<id>, to
+object storage under a fresh key runs/<id>/<attempt>; either way it is visible only once one catalog
+transaction records its location and marks it ready, so a crash mid-ingest leaves no half run, and start-up
+sweeps what an interrupted ingest left behind. Runs on object storage are read through a local cache folder
+(a cache only: any replica fills it from storage), except where a reader can read in place (fleet_queries).
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from explorer.config import Settings
-from explorer.errors import RunNotFound, RunNotReady
+from explorer.errors import RunNotFound, RunNotReady, StorageUnavailable
 from explorer.model.artifacts import Artifact
 from explorer.model.op_stats import device_time_summary
 from explorer.model.summary import RunSummary
@@ -30,6 +36,7 @@ from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
 from explorer.store.catalog import Catalog, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
+from explorer.store.storage import FolderStorage, Storage, answering, new_attempt, open_storage
 
 log = logging.getLogger(__name__)
 
@@ -37,40 +44,53 @@ ROW_GROUP_ROWS = 65536
 # columns the in-memory cache keeps; args (the bulk of the bytes) are read per event on demand
 CACHED_SLICE_COLUMNS = ["slice_id", "track_id", "ts_ns", "dur_ns", "depth", "parent_id", "name", "cat", "lane",
                         "op_id", "is_op", "device_time", "correlation", "external_id"]
+UNFINISHED = ("queued", "ingesting")
+CACHE_PART_STALE_S = 3600.0  # a cache fill this old was left by a process that died: removed at start-up
 
 
 class RunStore:
-    """Catalog + run folders under one data directory."""
+    """Catalog + run files, with a local data folder for scratch and caches."""
 
-    def __init__(self, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8, catalog_url: str = "") -> None:
+    def __init__(self, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8, catalog_url: str = "",
+                 storage: Storage | None = None) -> None:
         """`cache_runs`: runs whose tables stay in memory; `op_table_cache`: op tables computed on load
         (grouped by module, or of runs stored before op tables had a kind) kept in `derived`;
-        `catalog_url`: the catalog database (Settings.catalog_url), empty for catalog.sqlite in the folder."""
+        `catalog_url`: the catalog database (Settings.catalog_url), empty for catalog.sqlite in the folder;
+        `storage`: where the runs' files are (Settings.storage), None for the data folder itself."""
         self.data_dir = data_dir
-        self.runs_dir = data_dir / "runs"
-        self.tmp_dir = data_dir / "tmp"
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self.storage = storage or FolderStorage(data_dir)
+        self.tmp_dir = data_dir / "tmp"  # local scratch: ingest inputs, and runs being written for object storage
+        self.cache_dir = data_dir / "cache"  # local copies of runs on object storage (a cache only)
+        self.staging_dir = self.storage.staging_dir(self.tmp_dir)
+        local_runs = self.storage.local_path("runs")
+        self._in_place = local_runs is not None  # a folder: runs are read where they are, no copy
+        self.runs_dir = local_runs if local_runs is not None else self.cache_dir / "runs"
+        for folder in (self.runs_dir, self.tmp_dir, self.staging_dir):
+            folder.mkdir(parents=True, exist_ok=True)
         self.catalog = Catalog(catalog_url or data_dir / "catalog.sqlite")
         self._cache: OrderedDict[str, dict[str, pa.Table]] = OrderedDict()
         self._cache_size = cache_runs
         self._cache_lock = threading.Lock()
+        self._fill_locks: dict[str, threading.Lock] = {}  # by storage key: one cache fill at a time per run
         self.derived = RunMemo(op_table_cache)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunStore:
-        return cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url)
+        storage = open_storage(settings.storage, settings.data_dir, endpoint_url=settings.s3_endpoint_url,
+                               region=settings.s3_region)
+        return cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url, storage)
 
     def recover(self) -> int:
         """After a crash: runs left queued/ingesting by a process that is gone become failed, and temp
         folders are removed — unless some ingest is alive (a CLI ingest while a server starts on the same
-        data folder): its run and its scratch files are left alone."""
+        data folder): its run and its scratch files are left alone. Then the storage of runs that are gone
+        or failed is swept (`sweep`)."""
         n = 0
-        live = False
+        live: set[str] = set()
         for rec in self.catalog.unfinished():
             lease = self.catalog.lease(rec.id)
             if lease is not None and lease.alive():
-                live = True
+                live.add(rec.id)
                 continue
             who = f" (pid {lease.pid} on {lease.host})" if lease else ""
             self.catalog.update(rec.id, status="failed",
@@ -79,10 +99,113 @@ class RunStore:
         if not live:
             for leftover in self.tmp_dir.iterdir():
                 shutil.rmtree(leftover, ignore_errors=True)
+        if self.staging_dir != self.tmp_dir:  # shared by every machine on the folder: only dead runs' staging
+            for leftover in self.staging_dir.iterdir():
+                if leftover.name not in live:
+                    shutil.rmtree(leftover, ignore_errors=True)
+        parts = self.cache_dir / "parts"
+        if parts.is_dir():
+            for leftover in parts.iterdir():
+                if time.time() - leftover.stat().st_mtime > CACHE_PART_STALE_S:
+                    shutil.rmtree(leftover, ignore_errors=True)
+        self.sweep(attempts=False)
+        if not self._in_place:
+            self._sweep_cache()
         return n
 
+    def sweep(self, attempts: bool = True) -> list[str]:
+        """Remove from storage what no catalog record references: the files of runs deleted or failed, and
+        (`attempts`, on object storage) every attempt of a ready run but the published one. Runs being
+        ingested are left alone. Returns the keys removed.
+
+        Storage is listed before the catalog is read: a run's record exists before any of its files do, so
+        a run that shows up in the listing has its record in the snapshot read after it."""
+        with answering(self.storage, "sweeping unreferenced runs"):
+            listed = self.storage.list("runs")
+            known = self.catalog.locations()
+            removed: list[str] = []
+            for run_id in listed:
+                status, location = known.get(run_id, ("", ""))
+                if status in UNFINISHED:
+                    continue
+                if status != "ready":
+                    removed.append(f"runs/{run_id}")
+                elif attempts and self.storage.attempts:
+                    keep = run_key(run_id, location)
+                    removed += [k for k in (f"runs/{run_id}/{a}" for a in self.storage.list(f"runs/{run_id}"))
+                                if k != keep]
+            for key in removed:
+                log.info("sweeping %s from %s: no run references it", key, self.storage.url)
+                self.storage.delete(key)
+        return removed
+
+    def _sweep_cache(self) -> None:
+        """Drop local copies of runs deleted (by any replica) since this data folder last cached them."""
+        known = self.catalog.locations()
+        for folder in self.runs_dir.iterdir():
+            status, location = known.get(folder.name, ("", ""))
+            if status != "ready":
+                stale = [folder]
+            else:
+                stale = [a for a in folder.iterdir() if a != self.cache_dir / run_key(folder.name, location)]
+            for old in stale:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def location(self, rec: RunRecord) -> str:
+        """The storage key of a ready run's folder."""
+        return run_key(rec.id, rec.location)
+
     def run_dir(self, run_id: str) -> Path:
-        return self.runs_dir / run_id
+        """The run's folder on this machine: in place for a folder storage, else the local cache of it
+        (filled from storage on first use; artifacts/ is not fetched — see fetch_run)."""
+        if self._in_place:
+            return self.runs_dir / run_id
+        return self._cached(self.require_ready(run_id))
+
+    def _cached(self, rec: RunRecord) -> Path:
+        location = self.location(rec)
+        local = self.cache_dir / location
+        if local.is_dir():
+            return local
+        with self._cache_lock:
+            lock = self._fill_locks.setdefault(location, threading.Lock())
+        with lock:  # one download per run in this process (others' go on); other processes race by rename
+            if local.is_dir():
+                return local
+            part = self.cache_dir / "parts" / uuid.uuid4().hex
+            part.mkdir(parents=True)
+            try:
+                with answering(self.storage, f"fetching run {rec.id}"):
+                    self.storage.get_tree(location, part, exclude=("artifacts",))
+                if not (part / "run.json").is_file():
+                    raise StorageUnavailable(f"run {rec.id}'s files are missing from {self.storage.url} ({location})")
+                local.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.replace(part, local)
+                except OSError:
+                    if not local.is_dir():  # not another process's fill that got there first
+                        raise
+            finally:
+                shutil.rmtree(part, ignore_errors=True)
+        return local
+
+    def fetch_run(self, run_id: str, local_dir: Path, artifacts: bool = True) -> None:
+        """Copy a ready run's files (artifacts too unless told otherwise) into `local_dir`, streamed."""
+        rec = self.require_ready(run_id)
+        self.storage.get_tree(self.location(rec), local_dir, exclude=() if artifacts else ("artifacts",))
+
+    def table_urls(self, run_ids: Sequence[str], name: str) -> dict[str, str]:
+        """Run id -> where its table `name` is, for a reader that reads in place (DuckDB with the storage's
+        `duckdb_filesystem()` registered): local paths for a folder, s3:// URLs for S3. One catalog query."""
+        if self._in_place:
+            return {rid: str(self.table_path(rid, name)) for rid in run_ids}
+        known = self.catalog.locations()
+        urls = {}
+        for rid in run_ids:
+            status, location = known.get(rid, ("", ""))
+            if status == "ready":
+                urls[rid] = self.storage.url_of(f"{run_key(rid, location)}/{name}.parquet")
+        return urls
 
     def get(self, run_id: str) -> RunRecord:
         return self.catalog.get(run_id)
@@ -94,50 +217,60 @@ class RunStore:
         return rec
 
     def save(self, run_id: str, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool = True) -> RunSummary:
-        """Write a run atomically and mark it ready. Returns the summary stored in the catalog."""
-        work = self.tmp_dir / run_id
+        """Write a run, publish it to storage whole, then mark it ready with its location in one catalog
+        transaction. Returns the summary stored in the catalog. On any failure nothing of it stays
+        published (and what a killed process left is unreferenced, for the sweep)."""
+        work = self.staging_dir / run_id
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
+        key = f"runs/{run_id}/{new_attempt()}" if self.storage.attempts else f"runs/{run_id}"
         try:
-            started = time.perf_counter_ns()
-            for name, table in trace.tables.items():
-                if name == "slices" and trace.slice_args is not None:
-                    _write_slices(work / "slices.parquet", table, trace.slice_args)
-                else:
-                    pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet", **PARQUET_OPTIONS)
-            split = trace.meta.get("ingest_split_ns")  # explorer.ingest.split, when the ingest timed itself
-            if isinstance(split, dict):
-                split["write"] = time.perf_counter_ns() - started
-            save_device_profiles(work, trace.device_profiles)
-            art_rows = []
-            if artifacts:
-                (work / "artifacts").mkdir()
-            for i, art in enumerate(artifacts):
-                stored = f"{i:03d}_{_safe_filename(art.name)}"
-                if copy_artifacts:
-                    shutil.copyfile(art.path, work / "artifacts" / stored)
-                art_rows.append({"name": art.name, "stored_as": stored, "size": art.size, "sha256": art.sha256})
-            summary = build_summary(trace, art_rows)
-            (work / "run.json").write_text(json.dumps({"summary": summary.stored(), "meta": _jsonable(trace.meta)}))
-            for f in work.rglob("*"):
-                if f.is_file():
-                    with f.open("rb") as fh:
-                        os.fsync(fh.fileno())
-            os.replace(work, self.run_dir(run_id))
+            summary = self._write(work, trace, artifacts, copy_artifacts)
+            self.storage.publish(work, key)
+            self.catalog.update(run_id, status="ready", progress=1.0, message="", summary=summary, location=key)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
+            try:
+                self.storage.delete(key)
+            except Exception:  # the sweep removes it later; the first error is the one to report
+                log.exception("could not remove %s from %s after a failed publication", key, self.storage.url)
             raise
-        self.catalog.update(run_id, status="ready", progress=1.0, message="", summary=summary)
+        return summary
+
+    def _write(self, work: Path, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool) -> RunSummary:
+        started = time.perf_counter_ns()
+        for name, table in trace.tables.items():
+            if name == "slices" and trace.slice_args is not None:
+                _write_slices(work / "slices.parquet", table, trace.slice_args)
+            else:
+                pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet", **PARQUET_OPTIONS)
+        split = trace.meta.get("ingest_split_ns")  # explorer.ingest.split, when the ingest timed itself
+        if isinstance(split, dict):
+            split["write"] = time.perf_counter_ns() - started
+        save_device_profiles(work, trace.device_profiles)
+        art_rows = []
+        if artifacts:
+            (work / "artifacts").mkdir()
+        for i, art in enumerate(artifacts):
+            stored = f"{i:03d}_{_safe_filename(art.name)}"
+            if copy_artifacts:
+                shutil.copyfile(art.path, work / "artifacts" / stored)
+            art_rows.append({"name": art.name, "stored_as": stored, "size": art.size, "sha256": art.sha256})
+        summary = build_summary(trace, art_rows)
+        (work / "run.json").write_text(json.dumps({"summary": summary.stored(), "meta": _jsonable(trace.meta)}))
         return summary
 
     def delete(self, run_id: str) -> None:
+        """Forget the run, then remove its files from storage and from this machine's cache (a failure
+        there leaves files no record references, which the sweep removes)."""
         self.catalog.get(run_id)
         with self._cache_lock:
             self._cache.pop(run_id, None)
         self.derived.forget(run_id)
-        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
-        shutil.rmtree(self.tmp_dir / run_id, ignore_errors=True)
         self.catalog.delete(run_id)
+        self.storage.delete(f"runs/{run_id}")
+        shutil.rmtree(self.cache_dir / "runs" / run_id, ignore_errors=True)
+        shutil.rmtree(self.staging_dir / run_id, ignore_errors=True)
 
     def table(self, run_id: str, name: str) -> pa.Table:
         """A run's table, cached in memory (runs are immutable). Slices come without args."""
@@ -207,6 +340,12 @@ class RunStore:
             self.require_ready(run_id)
         data: dict[str, Any] = json.loads(path.read_text())
         return data
+
+
+def run_key(run_id: str, location: str) -> str:
+    """The storage key of a run's folder: its catalog location, or runs/<id> for runs stored before the
+    catalog recorded locations."""
+    return location or f"runs/{run_id}"
 
 
 PARQUET_OPTIONS: dict[str, Any] = {"row_group_size": ROW_GROUP_ROWS, "compression": "zstd", "compression_level": 1}

@@ -102,15 +102,15 @@ def test_postgresql_at_an_older_revision_asks_for_db_upgrade(tmp_path: Path) -> 
         with engine.connect() as conn:
             assert current_revision(conn) == "0001"
         engine.dispose()
-        with pytest.raises(CatalogUnavailable, match=r"revision 0001, this trace-explorer needs 0002: run "
+        with pytest.raises(CatalogUnavailable, match=rf"revision 0001, this trace-explorer needs {head_revision()}: run "
                            r"`trace-explorer db upgrade --catalog-url URL`"):
             Catalog(url)
         proc = subprocess.run(cli("db", "upgrade", "--catalog-url", url, "--data-dir", str(tmp_path)),
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
-        assert "upgraded from revision 0001 to 0002" in proc.stdout
+        assert f"upgraded from revision 0001 to {head_revision()}" in proc.stdout
         again = subprocess.run(cli("db", "upgrade", "--catalog-url", url), capture_output=True, text=True, timeout=120)
-        assert again.returncode == 0 and "is at revision 0002: nothing to do" in again.stdout
+        assert again.returncode == 0 and f"is at revision {head_revision()}: nothing to do" in again.stdout
         Catalog(url).close()
 
 
@@ -148,3 +148,20 @@ def test_the_postgresql_server_answers() -> None:
     """The PostgreSQL half of these tests needs the server; this one says plainly when it is missing."""
     with admin() as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_catalog_at_0002_gains_run_locations_and_keeps_its_runs(catalog_url: str) -> None:
+    """Revision 0003 (runs.location): a run stored before it keeps everything and has no location, which
+    readers take as runs/<id>, where data folders kept runs."""
+    engine = make_engine(catalog_url)
+    upgrade(engine, to="0002")
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO runs (id, name, status, created_at, updated_at, summary) "
+                             "VALUES ('rold', 'old', 'ready', 1.0, 2.0, '{}')")
+        conn.exec_driver_sql("INSERT INTO tags (run_id, tag) VALUES ('rold', 'nightly')")
+    assert upgrade(engine, to="0003") == ("0002", "0003")
+    engine.dispose()
+    cat = Catalog(catalog_url)
+    old = cat.get("rold")
+    assert (old.name, old.status, old.tags, old.location) == ("old", "ready", ["nightly"], "")
+    cat.close()
