@@ -49,7 +49,11 @@ WARM_AT_START = 2  # latest ready runs whose timeline index is built when the se
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     store = RunStore.from_settings(settings)
-    worker = make_ingester(settings, store)
+    try:
+        worker = make_ingester(settings, store)
+    except BaseException:  # no queue: no app, and no catalog connection left open
+        store.catalog.close()
+        raise
     interrupted = store.recover(worker.queue.held_runs if isinstance(worker, QueuedIngest) else None)
     if interrupted:
         log.warning("%d ingests were interrupted by the last shutdown; marked failed", interrupted)

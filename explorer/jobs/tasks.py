@@ -110,9 +110,9 @@ class IngestJobs:
             self.shared.put(scratch, f"{run_id}/inputs")
         inputs.cleanup()
         self.queue.start_fanout(run_id, {"paths": paths, "members": {str(j["index"]): j["name"] for j in jobs}})
+        self._report(run_id)(0.0, f"queued {len(jobs)} files to parse")  # before the parse jobs report
         for job in jobs:
             self.queue.defer_parse(**job)
-        self._report(run_id)(0.0, f"queued {len(jobs)} files to parse")
 
     def _parse(self, run_id: str, index: int, name: str, key: str, rel: str) -> None:
         if self.queue.is_parsed(run_id, index):  # a duplicate, or this job's first attempt died after counting
