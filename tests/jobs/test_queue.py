@@ -10,6 +10,7 @@ import re
 import signal
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 from click.testing import CliRunner
@@ -22,7 +23,8 @@ from explorer.errors import CatalogUnavailable
 from explorer.model.tables import TABLE_SCHEMAS
 from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
-from tests.jobs.conftest import Deployment, queue_settings
+from tests.jobs.conftest import ROOT, Deployment, queue_settings
+from tests.support import serve_subprocess
 
 SIX_RANKS = RankPlan(world=6, steps=2, units=3, late_rank=4, late_ns=2_000_000)
 
@@ -145,3 +147,19 @@ def test_db_upgrade_applies_the_queue_schema_once(deployment: Deployment) -> Non
                                       str(deployment.data)])
     assert again.exit_code == 0, again.output
     assert "job queue schema present: nothing to do" in again.output
+
+
+def test_serve_with_ingest_queue_postgres_enqueues_for_a_worker(deployment: Deployment, ranks: list[Path]) -> None:
+    """The real server process (`serve --ingest-queue postgres`) only enqueues: with no worker the run stays
+    queued; a worker ingests it."""
+    with serve_subprocess(deployment.data, "--catalog-url", deployment.url, "--ingest-queue", "postgres",
+                          env={"PYTHONPATH": str(ROOT)}) as (base, _):
+        files = [("files", (f.name, f.read_bytes())) for f in ranks[3:5]]
+        r = httpx.post(f"{base}/api/runs", files=files)
+        assert r.status_code == 202, r.text
+        run_id = r.json()["id"]
+        assert [j["task_name"] for j in deployment.jobs(run_id)] == ["explorer.ingest"]
+        assert httpx.get(f"{base}/api/runs/{run_id}").json()["status"] == "queued"
+        with deployment.workers(1):
+            run = deployment.wait_run(run_id)
+    assert run["status"] == "ready", run
