@@ -18,6 +18,7 @@ from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)
 
+POLL_S = 5.0  # procrastinate's default: the longest a retry waits past its time
 BEATS_PER_TIMEOUT = 3  # a worker beats this many times per queue_stalled_s: one late beat is not a death
 
 
@@ -39,7 +40,9 @@ async def _work(settings: Settings, concurrency: int) -> None:
                 await queue.app.run_worker_async(
                     queues=[QUEUE], name=name, concurrency=concurrency,
                     update_heartbeat_interval=settings.queue_stalled_s / BEATS_PER_TIMEOUT,
-                    stalled_worker_timeout=settings.queue_stalled_s, install_signal_handlers=True)
+                    stalled_worker_timeout=settings.queue_stalled_s, install_signal_handlers=True,
+                    # a retry waiting for its time is not announced (NOTIFY is for new jobs): polled for
+                    fetch_job_polling_interval=min(POLL_S, float(settings.queue_retry_wait_s)))
             finally:
                 watch.cancel()
     finally:

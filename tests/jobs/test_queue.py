@@ -98,6 +98,19 @@ def test_a_transient_error_is_retried_and_the_run_completes(deployment: Deployme
     assert deployment.scratch() == []
 
 
+def test_a_transient_error_that_persists_fails_the_run_after_the_last_attempt(deployment: Deployment,
+                                                                              ranks: list[Path]) -> None:
+    run_id = deployment.upload(ranks[2:3])
+    upload = deployment.data / "tmp" / "queue" / run_id / "upload"
+    upload.rename(upload.with_name("gone"))
+    with deployment.workers(1):
+        run = deployment.wait_run(run_id)
+    assert run["status"] == "failed"
+    assert run["message"].startswith("ingest failed 3 times; the last time: FileNotFoundError"), run
+    assert [(j["status"], j["attempts"]) for j in deployment.jobs(run_id)] == [("failed", 3)]  # EXPLORER_QUEUE_MAX_ATTEMPTS
+    assert deployment.scratch() == []
+
+
 def test_a_killed_worker_s_job_is_retried_by_another(deployment: Deployment, ranks: list[Path]) -> None:
     """Worker A takes the run's first job and is held inside it (the test locks the run's catalog row, so A's
     first status update waits); A is killed with SIGKILL there. Its heartbeat stops: after
