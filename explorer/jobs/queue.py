@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import procrastinate
+import psycopg
 from procrastinate import exceptions as queue_errors
 from procrastinate.retry import RetryStrategy
 
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 
 QUEUE = "ingest"  # procrastinate's queue name: workers listen to this one only
 INGEST, PARSE, MERGE = "explorer.ingest", "explorer.parse", "explorer.merge"
+SCHEMA_LOCK = 0x7472_6163_6571  # pg_advisory_lock key: one process applies the queue's schema at a time
 MIN_MEMORY_MB = 64  # as explorer.ingest.parallel: DuckDB ran out of memory at 40
 
 # One row per fanned-out run: how many parse jobs, which member indexes are parsed (a set: a retried job
@@ -80,7 +82,9 @@ def apply_queue_schema(settings: Settings) -> bool:
     run again); True when procrastinate's schema was applied now. After the catalog's own upgrade (the
     fan-out table refers to its runs)."""
     app = make_app(settings)
-    with app.open():
+    # two upgrades at once: the second waits, then finds the schema there (procrastinate's is not IF NOT EXISTS)
+    with psycopg.connect(queue_conninfo(settings), autocommit=True) as lock, app.open():
+        lock.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         connector = app.connector.get_sync_connector()
         applied = not app.check_connection()
         if applied:
@@ -106,8 +110,10 @@ class IngestQueue:
         self.app = make_app(settings)
         # the n-th retry of a transient failure waits queue_retry_wait_s**n s; bad input (ExplorerError) is
         # never retried: the job marks its run failed and raises
-        retry = RetryStrategy(max_attempts=settings.queue_max_attempts - 1,
-                              exponential_wait=settings.queue_retry_wait_s, retry_exceptions=TRANSIENT)
+        retry: RetryStrategy | bool = False  # RetryStrategy(max_attempts=0) would retry for ever
+        if settings.queue_max_attempts > 1:
+            retry = RetryStrategy(max_attempts=settings.queue_max_attempts - 1,
+                                  exponential_wait=settings.queue_retry_wait_s, retry_exceptions=TRANSIENT)
         self.jobs = jobs = IngestJobs(self, job_limits(settings, concurrency))
         self.ingest_task = self.app.task(name=INGEST, queue=QUEUE, retry=retry, pass_context=True)(jobs.ingest)
         self.parse_task = self.app.task(name=PARSE, queue=QUEUE, retry=retry, pass_context=True)(jobs.parse)

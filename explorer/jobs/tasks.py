@@ -171,8 +171,10 @@ class IngestJobs:
                  run_id, attempt, self.attempts)
         try:
             status = self.store.get(run_id).status
-            if status in ("ready", "failed"):
+            if status in ("ready", "failed"):  # a duplicate, or a retry of a job killed after the run's end
                 log.info("run %s is %s: %s skipped", run_id, status, what)
+                self.queue.end_fanout(run_id)
+                self.shared.delete(run_id)
                 return
             body()
         except RunNotFound:  # deleted meanwhile
