@@ -43,7 +43,8 @@ class Deployment:
 
     def sql(self, query: str, *args: Any) -> list[dict[str, Any]]:
         with psycopg.connect(self.url, autocommit=True, row_factory=dict_row) as conn:
-            return conn.execute(query, args).fetchall()  # type: ignore[arg-type]
+            cursor = conn.execute(query, args)  # type: ignore[arg-type]
+            return cursor.fetchall() if cursor.description else []
 
     def upload(self, files: list[Path], name: str = "queued") -> str:
         parts = [("files", (f.name, f.read_bytes())) for f in files]

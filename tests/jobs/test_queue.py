@@ -135,6 +135,36 @@ def test_a_killed_worker_s_job_is_retried_by_another(deployment: Deployment, ran
     assert deployment.scratch() == []
 
 
+def test_a_merge_killed_midway_runs_again_on_another_worker(deployment: Deployment, ranks: list[Path]) -> None:
+    """Worker A parses the files; the merge waits behind a stand-in job holding its procrastinate lock until the
+    test has locked the run's catalog row, so A takes the merge and waits inside it; A is killed there. B hands
+    the merge back and runs it from the same parts (a merge reads them, it does not consume them)."""
+    run_id = deployment.upload(ranks[1:3])
+    blocker = deployment.sql("INSERT INTO procrastinate_jobs (queue_name, task_name, lock, args, status) VALUES "
+                             "('elsewhere', 'stand-in', %s, '{}', 'doing') RETURNING id", f"merge:{run_id}")[0]["id"]
+    killed = deployment.start_worker()
+    deployment.wait_for(lambda: [(j["task_name"], j["status"]) for j in deployment.jobs(run_id)][-1] == (
+        "explorer.merge", "todo") and all(j["status"] == "succeeded" for j in deployment.jobs(run_id)[:-1]),
+        "the parse jobs to finish")
+    with psycopg.connect(deployment.url) as lock:
+        lock.execute("SELECT id FROM runs WHERE id = %s FOR UPDATE", (run_id,))
+        deployment.sql("UPDATE procrastinate_jobs SET status = 'succeeded' WHERE id = %s", blocker)
+        deployment.wait_for(lambda: deployment.jobs(run_id)[-1]["status"] == "doing", "A to take the merge")
+        deployment.wait_for(lambda: "(merge of run" in killed.log.read_text(), "A to start the merge")  # type: ignore[attr-defined]
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+        lock.rollback()
+    assert deployment.run(run_id)["status"] == "ingesting"
+    with deployment.workers(1) as (other,):
+        run = deployment.wait_run(run_id)
+    assert run["status"] == "ready", run
+    assert took(other.log) == ["merge"]  # type: ignore[attr-defined]
+    merge = deployment.jobs(run_id)[-1]
+    assert (merge["task_name"], merge["status"], merge["attempts"]) == ("explorer.merge", "succeeded", 2)
+    assert deployment.sql("SELECT run_id FROM explorer_ingest_fanout") == []
+    assert deployment.scratch() == []
+
+
 def test_a_queued_run_survives_another_process_starting(deployment: Deployment, ranks: list[Path]) -> None:
     """A queued run holds no lease: a second web process's start-up recover must leave it (and its upload in
     the shared folder) alone; a worker started later ingests it."""
