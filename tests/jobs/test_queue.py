@@ -5,6 +5,7 @@ handed to another; a queued run survives another process's start-up; nothing is 
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import signal
@@ -65,6 +66,28 @@ def test_two_workers_share_a_multi_file_run_and_it_equals_the_inline_ingest(
         queued.catalog.close()
         inline.catalog.close()
     assert deployment.sql("SELECT run_id FROM explorer_ingest_fanout") == []
+    assert deployment.scratch() == []
+
+
+def test_compressed_files_are_decompressed_once_and_shared_with_the_parse_jobs(
+        deployment: Deployment, ranks: list[Path], tmp_path: Path) -> None:
+    gz = []
+    for f in (ranks[0], ranks[4]):
+        gz.append(tmp_path / f"{f.name}.gz")
+        gz[-1].write_bytes(gzip.compress(f.read_bytes()))
+    with deployment.workers(1) as (worker,):
+        run = deployment.wait_run(deployment.upload(gz))
+    assert run["status"] == "ready", run
+    assert took(worker.log) == ["ingest", *(f"parse of {f.name}" for f in (ranks[0], ranks[4])), "merge"]  # type: ignore[attr-defined]
+    inline = RunStore(tmp_path / "inline")
+    queued = RunStore(deployment.data, catalog_url=deployment.url)
+    try:
+        want = ingest_paths(inline, gz)
+        assert queued.table(run["id"], "slices").equals(inline.table(want.id, "slices"))
+        assert queued.get(run["id"]).summary == want.summary
+    finally:
+        queued.catalog.close()
+        inline.catalog.close()
     assert deployment.scratch() == []
 
 
