@@ -27,6 +27,7 @@ from starlette.requests import Request
 
 from explorer.errors import BadRequest, TooLarge
 from explorer.ingest.limits import IngestLimits
+from explorer.jobs.queue import IngestQueue
 from explorer.service import combined_sha256, run_ingest
 from explorer.store.runs import RunStore
 
@@ -284,3 +285,30 @@ class IngestWorker:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class QueuedIngest:
+    """IngestWorker's place with ingest_queue=postgres: an upload becomes one job on the queue (explorer.jobs)
+    and `trace-explorer worker` processes ingest it; this process parses nothing. `on_ready` is never called
+    here (the run gets ready in a worker)."""
+
+    def __init__(self, store: RunStore, queue: IngestQueue) -> None:
+        self.store = store
+        self.queue = queue
+        self.on_ready: Callable[[str], None] | None = None
+
+    def submit(self, run_id: str, upload: Upload) -> None:
+        try:
+            self.queue.enqueue(run_id, upload.folder, upload.ingest_paths())
+        except Exception as exc:  # the run must not stay queued with no job: it fails, the upload goes
+            log.warning("could not queue the ingest of run %s: %s", run_id, exc)
+            self.store.catalog.update(run_id, status="failed", message=f"could not queue its ingest: {exc}")
+            upload.discard()
+            self.queue.shared.delete(run_id)
+            raise
+
+    def shutdown(self) -> None:
+        self.queue.app.close()
+
+
+Ingester = IngestWorker | QueuedIngest

@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from explorer.model.artifacts import Artifact
 from explorer.model.op_stats import device_time_summary
 from explorer.model.summary import RunSummary
 from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
-from explorer.store.catalog import Catalog, RunRecord
+from explorer.store.catalog import LEASE_S, Catalog, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
 from explorer.store.storage import FolderStorage, Storage, answering, new_attempt, open_storage
@@ -80,16 +80,24 @@ class RunStore:
                                region=settings.s3_region)
         return cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url, storage)
 
-    def recover(self) -> int:
+    def recover(self, held: Callable[[], Collection[str]] | None = None) -> int:
         """After a crash: runs left queued/ingesting by a process that is gone become failed, and temp
         folders are removed — unless some ingest is alive (a CLI ingest while a server starts on the same
-        data folder): its run and its scratch files are left alone. Then the storage of runs that are gone
-        or failed is swept (`sweep`)."""
+        data folder): its run and its scratch files are left alone. `held`: with a job queue (explorer.jobs),
+        the runs it holds; those, and runs queued less than LEASE_S ago (their job on its way), are alive too:
+        a queued run holds no lease, and another process starting must not fail it. Then the storage of runs
+        that are gone or failed is swept (`sweep`)."""
         n = 0
         live: set[str] = set()
-        for rec in self.catalog.unfinished():
+        unfinished = self.catalog.unfinished()
+        queued = set(held()) if held is not None and unfinished else set()
+        for rec in unfinished:
             lease = self.catalog.lease(rec.id)
             if lease is not None and lease.alive():
+                live.add(rec.id)
+                continue
+            if held is not None and (rec.id in queued or (rec.status == "queued"
+                                                          and time.time() - rec.updated_at < LEASE_S)):
                 live.add(rec.id)
                 continue
             who = f" (pid {lease.pid} on {lease.host})" if lease else ""
