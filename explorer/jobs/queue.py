@@ -106,7 +106,7 @@ class IngestQueue:
     def __init__(self, settings: Settings, store: RunStore, concurrency: int = 1) -> None:
         self.settings = settings
         self.store = store
-        self.shared = SharedFiles(store.tmp_dir / "queue")
+        self.shared = SharedFiles(store.storage, store.tmp_dir / "queue-copies")
         self.app = make_app(settings)
         # the n-th retry of a transient failure waits queue_retry_wait_s**n s; bad input (ExplorerError) is
         # never retried: the job marks its run failed and raises
@@ -122,6 +122,17 @@ class IngestQueue:
     @property
     def _db(self) -> Any:
         return self.app.connector.get_sync_connector()
+
+    def sweep_shared(self) -> list[str]:
+        """Remove the shared files of runs that are no longer queued or ingesting (ready, failed, deleted: a job
+        killed after its run ended leaves them); returns those run ids. Every run's record exists before its
+        shared files do, so a run being enqueued is never taken for one of these."""
+        files = self.shared.runs()
+        unfinished = {rec.id for rec in self.store.catalog.unfinished()} if files else set()
+        gone = [run_id for run_id in files if run_id not in unfinished]
+        for run_id in gone:
+            self.shared.delete(run_id)
+        return gone
 
     def check_schema(self) -> None:
         if not self.app.check_connection():

@@ -118,7 +118,7 @@ class IngestJobs:
         if self.queue.is_parsed(run_id, index):  # a duplicate, or this job's first attempt died after counting
             log.info("run %s: member %d is parsed already", run_id, index)
         else:
-            source = self.shared.get(key) / rel
+            source = self.shared.file(key, rel)
             work = Path(tempfile.mkdtemp(prefix=f"part-{run_id}-", dir=self.store.tmp_dir))
             try:
                 (work / "spill").mkdir()
@@ -193,6 +193,8 @@ class IngestJobs:
             bug = ingest_bug(self.store, run_id, [Path(run_id)], exc)
             self.fail_run(run_id, bug.message)
             raise bug from exc
+        finally:  # this machine's copies of the run's shared files (object storage): the next job fetches anew
+            self.shared.forget_local(run_id)
 
     def fail_run(self, run_id: str, message: str) -> None:
         """The run failed with `message`; its counter row and shared files go."""

@@ -34,6 +34,9 @@ async def _work(settings: Settings, concurrency: int) -> None:
     try:
         async with queue.app.open_async():
             await asyncio.to_thread(queue.check_schema)
+            swept = await asyncio.to_thread(queue.sweep_shared)
+            if swept:
+                log.info("worker %s: removed the shared files of %d finished runs", name, len(swept))
             log.info("worker %s: %d at once, on the queue at %s", name, concurrency, store.catalog.url)
             watch = asyncio.create_task(hand_back_stalled(queue), name="stalled jobs")
             try:

@@ -108,7 +108,7 @@ def test_a_transient_error_is_retried_and_the_run_completes(deployment: Deployme
     """The shared upload folder is missing when the first attempt runs (FileNotFoundError: an OSError, as a
     shared folder that is not mounted yet), and back before the retry."""
     run_id = deployment.upload(ranks[:1])
-    upload = deployment.data / "tmp" / "queue" / run_id / "upload"
+    upload = deployment.data / "queue" / run_id / "upload"
     away = upload.with_name("away")
     upload.rename(away)
     with deployment.workers(1):
@@ -124,7 +124,7 @@ def test_a_transient_error_is_retried_and_the_run_completes(deployment: Deployme
 def test_a_transient_error_that_persists_fails_the_run_after_the_last_attempt(deployment: Deployment,
                                                                               ranks: list[Path]) -> None:
     run_id = deployment.upload(ranks[2:3])
-    upload = deployment.data / "tmp" / "queue" / run_id / "upload"
+    upload = deployment.data / "queue" / run_id / "upload"
     upload.rename(upload.with_name("gone"))
     with deployment.workers(1):
         run = deployment.wait_run(run_id)

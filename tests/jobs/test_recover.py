@@ -22,7 +22,7 @@ def test_recover_leaves_the_runs_the_queue_holds(tmp_path: Path, queue: bool, le
     try:
         ids = {name: store.catalog.create(name).id for name in ("held", "orphan", "young")}
         store.catalog.update(ids["orphan"], status="ingesting")
-        shared = store.tmp_dir / "queue" / ids["held"] / "upload"
+        shared = store.tmp_dir / f"part-{ids['held']}-x" / "spill"  # a job's scratch folder
         shared.mkdir(parents=True)
         assert store.recover((lambda: {ids["held"]}) if queue else None) == len(failed)
         status = {r.name: r.status for r in store.catalog.list()[0]}
