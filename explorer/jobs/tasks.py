@@ -220,5 +220,8 @@ class IngestJobs:
 
     def _discard_half_run(self, run_id: str) -> None:
         """A run folder of a run not ready is a killed attempt's (moved into place, catalog not yet told): the
-        save replaces it (os.replace cannot replace a folder that is not empty)."""
-        shutil.rmtree(self.store.run_dir(run_id), ignore_errors=True)
+        save replaces it (os.replace cannot replace a folder that is not empty). On object storage each attempt
+        has a key of its own, and the sweep removes the ones the catalog never recorded."""
+        if self.store.storage.attempts:  # object storage: a killed attempt is an unreferenced key, swept later
+            return
+        shutil.rmtree(self.store.runs_dir / run_id, ignore_errors=True)

@@ -27,6 +27,9 @@ import pytest
 from psycopg.rows import dict_row
 
 from bench.synth_ranks import RankPlan, write_rank_traces
+from explorer.pages import compute_run_ops
+from explorer.service import ingest_paths
+from explorer.store.runs import RunStore
 from tests.store.catalog_backends import admin
 from tests.store.s3_server import CREDENTIALS, REGION, new_bucket
 from tests.support import serve_subprocess
@@ -165,9 +168,9 @@ def test_an_eight_file_run_is_shared_by_the_workers_and_served_alike_by_both_rep
     run_id = team.upload(a, eight, "eight ranks")
     run = team.wait_run(a, run_id)
     assert run["status"] == "ready", run
-    jobs = team.jobs(run_id)
+    wait_for(lambda: {j["status"] for j in team.jobs(run_id)} == {"succeeded"}, "the jobs to end", team.tail)
+    jobs = team.jobs(run_id)  # the run is ready a moment before its merge job is marked done
     assert [j["task_name"] for j in jobs] == ["explorer.ingest"] + ["explorer.parse"] * 8 + ["explorer.merge"]
-    assert {j["status"] for j in jobs} == {"succeeded"}
     first, second = (took(w, run_id) for w in team.workers[:2])
     assert first and second, (first, second)  # both workers took jobs of this run
     assert sorted(first + second) == sorted(["ingest", "merge", *(f"parse of {f.name}" for f in eight)])
@@ -198,18 +201,35 @@ def test_a_worker_killed_mid_job_costs_only_time(team: Team, tmp_path: Path) -> 
     a, b = team.replicas
     files = write_rank_traces(tmp_path / "three", THREE_RANKS)
     run_id = team.upload(b, files, "three ranks")  # this time through replica B
-    # the first worker to take one of this run's jobs is killed while it holds it
-    wait_for(lambda: any(took(w, run_id) for w in team.workers), "a worker to take a job", team.tail)
-    victim = next(w for w in team.workers if took(w, run_id))
-    os.kill(victim.pid, signal.SIGKILL)
-    victim.wait()
-    assert httpx.get(f"{a}/api/runs/{run_id}").json()["status"] != "ready"  # nothing half-written is visible
+    # the worker that takes the run's first job is held inside it (its first status update waits for the run's
+    # row, locked here) and killed there with SIGKILL
+    with psycopg.connect(team.url) as lock:
+        lock.execute("SELECT id FROM runs WHERE id = %s FOR UPDATE", (run_id,))
+        wait_for(lambda: any(took(w, run_id) for w in team.workers), "a worker to take a job", team.tail)
+        victim = next(w for w in team.workers if took(w, run_id))
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait()
+        lock.rollback()
+    assert httpx.get(f"{a}/api/runs/{run_id}").json()["status"] == "queued"  # nothing half-done is visible
     run = team.wait_run(a, run_id)
     assert run["status"] == "ready", run
-    assert run["summary"]["tracks"] > 0
     survivor = next(w for w in team.workers if w.poll() is None)
-    assert took(survivor, run_id), team.tail()
-    assert {j["status"] for j in team.jobs(run_id)} == {"succeeded"}
+    assert "handed back to the queue" in survivor.log.read_text(), team.tail()  # type: ignore[attr-defined]
+    wait_for(lambda: {j["status"] for j in team.jobs(run_id)} == {"succeeded"}, "the jobs to end", team.tail)
+    jobs = team.jobs(run_id)
+    assert (jobs[0]["task_name"], jobs[0]["attempts"]) == ("explorer.ingest", 2), jobs  # the killed job, again
+    assert took(survivor, run_id)[0] == "ingest"
+    # the run is whole: replica A serves the same op table as an ingest of the same files on its own
+    here = RunStore(tmp_path / "inline")
+    try:
+        want = ingest_paths(here, files)
+        assert run["summary"]["slices"] == want.summary.slices and run["summary"]["tracks"] == want.summary.tracks
+        ops = httpx.get(f"{a}/api/runs/{run_id}/ops").json()["rows"]
+        assert ops == httpx.get(f"{b}/api/runs/{run_id}/ops").json()["rows"]
+        assert {r["name"]: r["calls"] for r in ops} == {
+            r["name"]: r["calls"] for r in compute_run_ops(here, here.get(want.id))["rows"]}
+    finally:
+        here.catalog.close()
 
 
 def test_no_orphans_in_the_catalog_the_queue_or_the_bucket(team: Team) -> None:
