@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     sql_timeout_s: float = Field(10.0, description="Time limit of one SQL query")
     sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")
     cache_runs: int = Field(4, description="Runs whose tables (slices without args, tracks, ...) stay in memory")
+    cache_disk_mb: int = Field(
+        20_480, ge=1, description="With runs on object storage: local copies of runs (read by this process) kept in "
+        "the data folder's cache/, in MB; the least recently read are dropped past it")
     derived_cache_entries: int = Field(
         16, description="Per-run derived values kept in memory (timeline index, breakdown, kernel table), all runs")
     device_cache_entries: int = Field(
