@@ -13,6 +13,7 @@ import logging
 import re
 import secrets
 import shutil
+import tempfile
 import unicodedata
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -306,6 +307,25 @@ class QueuedIngest:
             upload.discard()
             self.queue.shared.delete(run_id)
             raise
+
+    def submit_paths(self, run_id: str, paths: list[Path]) -> None:
+        """Queue the ingest of files that stay where they are (a watched log folder): copies of them (a capture
+        folder whole), named as they are, go to the shared files as an upload would."""
+        upload = Upload(Path(tempfile.mkdtemp(prefix=f"watch-{run_id}-", dir=self.store.tmp_dir)))
+        try:
+            for path in paths:
+                target = upload.folder / path.name
+                if path.is_dir():
+                    shutil.copytree(path, target, symlinks=True)
+                else:
+                    shutil.copyfile(path, target)
+                upload.paths.append(target)
+                upload.relpaths.append(Path(path.name))
+        except OSError as exc:
+            self.store.catalog.update(run_id, status="failed", message=f"could not copy the watched files: {exc}")
+            upload.discard()
+            raise
+        self.submit(run_id, upload)
 
     def shutdown(self) -> None:
         self.queue.app.close()

@@ -229,3 +229,36 @@ def test_serve_with_ingest_queue_postgres_enqueues_for_a_worker(deployment: Depl
         with deployment.workers(1):
             run = deployment.wait_run(run_id)
     assert run["status"] == "ready", run
+
+
+def test_a_watched_folder_in_queue_mode_queues_its_runs(deployment: Deployment, ranks: list[Path],
+                                                        tmp_path: Path) -> None:
+    """`serve --watch` on a team server: the web process's watcher queues each ready group (a copy of its files,
+    as an upload) and a worker ingests it; the watched files stay where they are."""
+    from api.upload import QueuedIngest
+    from explorer.watch import Watcher
+
+    state = deployment.client.app.state.explorer  # type: ignore[attr-defined]
+    assert isinstance(state.worker, QueuedIngest)
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    source = ranks[0].read_bytes().replace(b'"rank": 0', b'"rank": 0, "watched": 1')  # not an earlier upload
+    staged = tmp_path / "w.tmp"
+    staged.write_bytes(source)
+    staged.rename(logdir / "host_1.1700000000000.pt.trace.json")  # appears by rename: complete at once
+    watcher = Watcher(state.store, [logdir], poll_s=0.1, settle_s=0, enqueue=state.worker.submit_paths)
+    deadline = 50
+    queued: list[str] = []
+    while not queued and deadline:
+        queued = watcher.poll()
+        deadline -= 1
+    assert len(queued) == 1, "the watcher queued nothing"
+    run_id = queued[0]
+    assert [j["task_name"] for j in deployment.jobs(run_id)] == ["explorer.ingest"]
+    with deployment.workers(1):
+        run = deployment.wait_run(run_id)
+    assert run["status"] == "ready", run
+    assert (logdir / "host_1.1700000000000.pt.trace.json").read_bytes() == source
+    assert "watch" in run["tags"]
+    assert watcher.poll() == []  # once only
+    assert deployment.scratch() == []
