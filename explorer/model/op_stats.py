@@ -127,7 +127,8 @@ def _name_codes(names: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 def _on_runtime_lane(lanes: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """True per slice on the runtime lane."""
-    return pc.equal(lanes, Lane.RUNTIME.value).to_numpy(zero_copy_only=False)
+    runtime: np.ndarray = pc.equal(lanes, Lane.RUNTIME.value).to_numpy(zero_copy_only=False)
+    return runtime
 
 
 def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
