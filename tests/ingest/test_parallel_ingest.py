@@ -231,6 +231,62 @@ def test_a_part_merges_as_if_its_parser_had_run_in_the_builder(tmp_path: Path) -
     assert got.tables["flows"].num_rows == want.tables["flows"].num_rows == 9  # per source: the link, launch -> k1, mm -> k2 (row-coded)
 
 
+def feed_more(builder: TraceBuilder, label: str, shift_ns: int) -> None:
+    """feed() and what only finish() sorts out: a slice overlapping without nesting (a sub-row), a flow of
+    row-wise steps without a code yet (coded at the link), one whose end binds to nothing, a repeated link."""
+    feed(builder, label, shift_ns)
+    src = len(builder.sources) - 1
+    t0 = builder.thread(src, 7, 1)
+    builder.add_slice(t0, "cpu_op", "aten::add", 1_400 + shift_ns, 300)  # overlaps aten::mm's end
+    builder.add_flow_point(src, "6", "fwdbwd", "s", t0, 1_010 + shift_ns, True)
+    builder.add_flow_point(src, "6", "fwdbwd", "f", t0, 1_450 + shift_ns, True)
+    builder.add_flow_point(src, "7", "ac2g", "s", t0, 1_020 + shift_ns, True)
+    builder.add_flow_point(src, "7", "ac2g", "f", builder.thread(src, 7, 2), 1_500 + shift_ns, False)
+    if label == "a":  # the link feed() adds, once more
+        builder.add_link(0, 1, FlowKind.LAUNCH)
+
+
+def test_parts_that_linked_themselves_join_as_one_builder_links(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A builder fed a, b, c equals one that merged their parts, each nested and linked in its own job
+    (flows in one builder's order, the overlap and unbound-flow warnings counted once); the merged builder
+    joins the parts' results instead of linking the whole run."""
+    direct, merged = TraceBuilder(), TraceBuilder()
+    for i, label in enumerate("abc"):
+        feed_more(direct, label, i * 10_000)
+        alone = TraceBuilder()
+        feed_more(alone, label, i * 10_000)
+        write_part(alone, tmp_path / label, {}, None, link=True)
+        merge(merged, load_part(tmp_path / label))
+    linked_whole: list[int] = []
+    original = TraceBuilder.link
+    monkeypatch.setattr(TraceBuilder, "link", lambda self, *a, **k: linked_whole.append(1) or original(self, *a, **k))
+    got = merged.finish()
+    assert not linked_whole
+    want = direct.finish()
+    for name, table in want.tables.items():
+        assert got.tables[name].equals(table), f"table {name} differs"
+    assert got.warnings == want.warnings
+    assert {w.code for w in want.warnings} >= {"overlap", "flow_unbound"}
+
+
+def test_a_run_with_more_than_linked_parts_is_linked_whole(tmp_path: Path) -> None:
+    """A linked part followed by a file parsed in the merging builder: the parts' results do not cover every
+    slice, so the whole run is linked, and equals the builder fed both."""
+    direct, merged, alone = TraceBuilder(), TraceBuilder(), TraceBuilder()
+    feed_more(direct, "a", 0)
+    feed_more(direct, "b", 10_000)
+    feed_more(alone, "a", 0)
+    write_part(alone, tmp_path / "a", {}, None, link=True)
+    merge(merged, load_part(tmp_path / "a"))
+    feed_more(merged, "b", 10_000)
+    assert not merged._linked.covers(merged.slice_count, merged.link_marks())
+    got, want = merged.finish(), direct.finish()
+    for name, table in want.tables.items():
+        assert got.tables[name].equals(table), f"table {name} differs"
+    assert got.warnings == want.warnings
+
+
 def test_every_field_of_the_builder_travels_in_a_part() -> None:
     builder = TraceBuilder()
     assert sorted(vars(builder)) == sorted(CARRIED_BUILDER)
