@@ -28,7 +28,7 @@ from explorer.ingest.columns import (
     rule_columns,
 )
 from explorer.ingest.limits import IngestLimits
-from explorer.ingest.linked import Linked, LinkedParts, link_slices
+from explorer.ingest.linked import Linked, LinkedParts, link_slices, track_order
 from explorer.ingest.links import flow_kind_index
 from explorer.ingest.spill import OrderedArgs, Segment, SpilledArgs, read_segments
 from explorer.ingest.split import SPLIT_KEY, TimeSplit
@@ -331,11 +331,12 @@ class TraceBuilder:
         if linked.flows.unbound:
             self.warn("flow_unbound", "flow steps whose end could not be bound to a slice", linked.flows.unbound)
         flows_from, flows_to, flows_kind, op_id = linked.flows.frm, linked.flows.to, linked.flows.kind, linked.op_id
-        parent = linked.parent
+        parent, by_track = linked.parent, linked.by_track
         del linked
 
         with split.step("sort"):  # final order: by track, then time; slice_id is the position in that order
-            order = np.lexsort((-cols.dur, cols.ts, raw_track)) if len(cols.ts) else np.zeros(0, dtype=np.int64)
+            order = track_order(by_track, raw_track, cols.ts, cols.dur)
+            del by_track
             remap = _Renumber(order)
             slices = _slices_table(cols, order, remap, raw_track, depth, parent, op_id)
             slice_args = None if isinstance(cols.args, pa.ChunkedArray) else OrderedArgs(

@@ -32,6 +32,9 @@ class Linked:
     op_id: np.ndarray
     flows: FlowLinks
     displaced: int  # slices put on a sub-row
+    # raw indices by track, then time (longer first), then raw index: the slices table's order once the tracks
+    # are numbered (each track's slices together, in this order); None when not worked out yet
+    by_track: np.ndarray | None = None
 
 
 def link_slices(cols: SliceColumns, thread_src: np.ndarray, explicit: Arrays3, points: tuple[np.ndarray, ...],
@@ -52,14 +55,17 @@ def link_slices(cols: SliceColumns, thread_src: np.ndarray, explicit: Arrays3, p
 
 # ---- a part's result, and the merge of several --------------------------------------------------------
 
-def linked_tables(linked: Linked, coded: int) -> tuple[pa.Table, pa.Table, dict[str, int]]:
-    """A part's Linked as (per-slice table, flows table, counts). `coded` is how many row-wise flow codes
+def linked_tables(linked: Linked, cols: SliceColumns, coded: int) -> tuple[pa.Table, pa.Table, dict[str, int]]:
+    """A part's Linked as (per-slice table, flows table, counts), with its slices' order by track (Linked.
+    by_track) worked out here, where it costs the part's process. `coded` is how many row-wise flow codes
     the part's builder had handed out before it was linked: a step's code class (0 bulk, 1 coded while
     parsing, 2 coded by the link) is what orders it among the other parts' steps."""
     code = linked.flows.code
     cls = np.where(code < ROW_FLOW_CODES, 0, np.where(code < ROW_FLOW_CODES + coded, 1, 2)).astype(np.int8)
+    track = (cols.thread * 8 + cols.lane) * 4096 + linked.sub_row  # one value per track (ThreadBook.layout's)
+    by_track = np.lexsort((-cols.dur, cols.ts, track)) if len(track) else np.zeros(0, np.int64)
     slices = pa.table({"parent": linked.parent, "sub_row": linked.sub_row.astype(np.int32),
-                       "depth": linked.depth.astype(np.int32), "op_id": linked.op_id})
+                       "depth": linked.depth.astype(np.int32), "op_id": linked.op_id, "by_track": by_track})
     f = linked.flows
     flows = pa.table({"from": f.frm, "to": f.to, "kind": f.kind, "cat": f.cat, "cls": cls, "code": code})
     return slices, flows, {"displaced": linked.displaced, "unbound": f.unbound}
@@ -102,7 +108,8 @@ class LinkedParts:
 
         return Linked(parent=col("parent", np.int64, True), sub_row=col("sub_row", np.int64),
                       depth=col("depth", np.int64), op_id=col("op_id", np.int64, True), flows=self._flows(),
-                      displaced=sum(p.counts["displaced"] for p in self.pieces))
+                      displaced=sum(p.counts["displaced"] for p in self.pieces),
+                      by_track=col("by_track", np.int64, True))
 
     def _flows(self) -> FlowLinks:
         """The parts' flows in one builder's order: explicit links, then correlation flows, part by part; then
@@ -127,3 +134,18 @@ class LinkedParts:
 def _shifted(values: np.ndarray, by: int) -> np.ndarray:
     """Raw indices moved by `by`, NONE kept."""
     return np.where(values >= 0, values + by, NONE) if by else values
+
+
+def track_order(by_track: np.ndarray | None, raw_track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Raw slice indices in the slices table's order: by track id, then time, longer first, then raw index.
+    From parts' orders (Linked.by_track: each track's slices in order already) a stable sort by track id
+    moves whole runs; without, one lexsort over the three keys."""
+    if not len(ts):
+        return np.zeros(0, dtype=np.int64)
+    if by_track is None:
+        return np.lexsort((-dur, ts, raw_track))
+    key = raw_track[by_track]
+    if len(raw_track) and int(raw_track.max()) < 2**16:
+        key = key.astype(np.uint16)  # numpy sorts 16-bit keys stably by radix
+    ordered: np.ndarray = by_track[np.argsort(key, kind="stable")]
+    return ordered

@@ -134,7 +134,7 @@ def _link_alone(b: TraceBuilder, cols: SliceColumns) -> tuple[pa.Table, pa.Table
     the link hands out are the merged builder's to hand out again, in its own order."""
     codes = dict(b._flow_codes)
     try:
-        return linked_tables(b.link(cols, b.split), len(codes))
+        return linked_tables(b.link(cols, b.split), cols, len(codes))
     finally:
         b._flow_codes = codes
 
