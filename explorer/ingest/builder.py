@@ -312,9 +312,11 @@ class TraceBuilder:
             cols = self._columns()
             self._chunks = []  # cols holds the only reference now: freed as soon as the tables are built
             cols.name = self._cut_names(cols.name)
+        tracks = None
         if joined:  # every slice came from a part that linked itself: join the parts' results
             with split.step("links"):
                 linked = self._linked.joined()
+                tracks = self._linked.tracks()
         else:
             linked = self.link(cols, split)
         self._linked = LinkedParts()
@@ -322,7 +324,8 @@ class TraceBuilder:
             if linked.displaced:
                 self.warn("overlap", "slices overlapping without nesting on one thread were put on a sub-row",
                           linked.displaced)
-            track_keys, raw_track = self.threads.layout(cols.thread, cols.lane, linked.sub_row)
+            track_keys, raw_track = self.threads.layout(cols.thread, cols.lane, linked.sub_row, tracks)
+            del tracks
             lim.check("the trace has tracks (threads x lanes):", len(track_keys), lim.max_tracks,
                       "EXPLORER_MAX_TRACKS", where)
             depth = linked.depth

@@ -17,6 +17,7 @@ import pyarrow as pa
 from explorer.ingest.columns import NONE, ROW_FLOW_CODES, SliceColumns
 from explorer.ingest.links import FlowLinks, attribute_ops, build_flows
 from explorer.ingest.split import TimeSplit
+from explorer.ingest.tracks import track_codes
 from explorer.model.nesting import compute_nesting, count_same_lane_ancestors
 
 Arrays3 = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -62,21 +63,25 @@ def linked_tables(linked: Linked, cols: SliceColumns, coded: int) -> tuple[pa.Ta
     parsing, 2 coded by the link) is what orders it among the other parts' steps."""
     code = linked.flows.code
     cls = np.where(code < ROW_FLOW_CODES, 0, np.where(code < ROW_FLOW_CODES + coded, 1, 2)).astype(np.int8)
-    track = (cols.thread * 8 + cols.lane) * 4096 + linked.sub_row  # one value per track (ThreadBook.layout's)
-    by_track = np.lexsort((-cols.dur, cols.ts, track)) if len(track) else np.zeros(0, np.int64)
+    codes = track_codes(cols.thread, cols.lane, linked.sub_row)
+    by_track = np.lexsort((-cols.dur, cols.ts, codes)) if len(codes) else np.zeros(0, np.int64)
+    tracks, track = np.unique(codes, return_inverse=True)
     slices = pa.table({"parent": linked.parent, "sub_row": linked.sub_row.astype(np.int32),
-                       "depth": linked.depth.astype(np.int32), "op_id": linked.op_id, "by_track": by_track})
+                       "depth": linked.depth.astype(np.int32), "op_id": linked.op_id, "by_track": by_track,
+                       "track": track.astype(np.int32)})
     f = linked.flows
     flows = pa.table({"from": f.frm, "to": f.to, "kind": f.kind, "cat": f.cat, "cls": cls, "code": code})
-    return slices, flows, {"displaced": linked.displaced, "unbound": f.unbound}
+    return slices, flows, {"displaced": linked.displaced, "unbound": f.unbound, "tracks": tracks.tolist()}
 
 
 @dataclass
 class _Piece:
     row0: int
+    thread0: int
     slices: pa.Table
     flows: pa.Table
     counts: dict[str, int]
+    tracks: np.ndarray  # the part's track codes (tracks.track_codes), sorted, with its own thread indices
 
 
 @dataclass
@@ -87,8 +92,21 @@ class LinkedParts:
     pieces: list[_Piece] = field(default_factory=list)
     marks: tuple[int, ...] | None = None
 
-    def add(self, row0: int, slices: pa.Table, flows: pa.Table, counts: dict[str, Any]) -> None:
-        self.pieces.append(_Piece(row0, slices, flows, {k: int(v) for k, v in counts.items()}))
+    def add(self, row0: int, thread0: int, slices: pa.Table, flows: pa.Table, counts: dict[str, Any]) -> None:
+        tracks = np.asarray(counts["tracks"], dtype=np.int64)
+        self.pieces.append(_Piece(row0, thread0, slices, flows, {k: int(counts[k]) for k in ("displaced", "unbound")},
+                                  tracks))
+
+    def tracks(self) -> tuple[np.ndarray, np.ndarray]:
+        """np.unique(track_codes(...), return_inverse=True) over every piece's slices, from the pieces' own:
+        their threads follow one another, so their codes, moved to the run's thread indices, are in order."""
+        codes, inverse, seen = [], [], 0
+        zero = np.zeros(1, dtype=np.int64)
+        for p in self.pieces:
+            codes.append(p.tracks + track_codes(zero + p.thread0, zero, zero)[0])
+            inverse.append(p.slices.column("track").to_numpy().astype(np.int64) + seen)
+            seen += len(p.tracks)
+        return np.concatenate(codes), np.concatenate(inverse)
 
     def covers(self, rows: int, marks: tuple[int, ...]) -> bool:
         if not self.pieces or marks != self.marks:

@@ -182,7 +182,7 @@ def import_state(b: TraceBuilder, state: BuilderState) -> None:
                     for th, ts, name, cat, args in zip(*_pylists(state.instants), strict=True)]
     b._links += [(f + row0, t + row0, kind) for f, t, kind in zip(*_pylists(state.links), strict=True)]
     if state.linked is not None and state.linked_flows is not None:
-        b._linked.add(row0, state.linked, state.linked_flows, books["linked"])
+        b._linked.add(row0, thread0, state.linked, state.linked_flows, books["linked"])
         b._linked.marks = b.link_marks()
 
 

@@ -26,6 +26,7 @@ from explorer.ingest import chrome_fast, parallel
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome_fast import BATCH_ROW_BYTES, FAST_MIN_BYTES
 from explorer.ingest.limits import IngestLimits
+from explorer.ingest.linked import LinkedParts
 from explorer.ingest.parallel import PARALLEL_MIN_BYTES, START_METHOD, parse_parts, use_parallel
 from explorer.ingest.parts import (
     CARRIED_BOOK,
@@ -93,8 +94,13 @@ def complete_events(paths: list[Path]) -> list[dict[str, object]]:
     return events
 
 
-def test_constructed_ranks_equal_the_one_process_ingest(straggler_traces: list[Path]) -> None:  # noqa: F811
+def test_constructed_ranks_equal_the_one_process_ingest(straggler_traces: list[Path],  # noqa: F811
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    joined: list[int] = []
+    original = LinkedParts.joined
+    monkeypatch.setattr(LinkedParts, "joined", lambda self: joined.append(1) or original(self))
     parallel = ingest(straggler_traces, parallel=True)
+    assert joined == [1]  # the parts linked themselves; the merged run only joined their results
     assert_same_run(parallel, ingest(straggler_traces, parallel=False))
     events = complete_events(straggler_traces)
     slices = parallel.tables["slices"]
