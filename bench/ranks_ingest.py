@@ -6,7 +6,8 @@ M MB each (bench/synth_ranks.py), ingested three ways, alternating, each in a fr
   one run, P  all files one run, parsed by P worker processes (explorer/ingest/parallel.py)
 
 It prints each round's seconds, the medians, the ratios (target: one run, P <= 0.6 x singles) and where the
-time goes (parse / finish / hash and write), and CPU seconds per wall second (2.0 = both cores busy).
+time goes (parse / finish / hash and write), the finish's own CPU seconds (steady on a loaded box, where wall
+times are not), the run's CPU seconds (all its processes) and per wall second (2.0 = both cores busy).
 Usage:
     .venv/bin/python bench/ranks_ingest.py [--ranks 8] [--mb 50] [--rounds 3] [--processes 2]
 """
@@ -58,14 +59,16 @@ import explorer.ingest.builder as builder
 import explorer.service as service
 from explorer.ingest.limits import IngestLimits
 from explorer.store.runs import RunStore
-spent = {"ingest_inputs": 0.0, "finish": 0.0}
+spent = {"ingest_inputs": 0.0, "finish": 0.0, "finish_cpu": 0.0}
 def timed(key, fn):
     def run(*a, **k):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         try:
             return fn(*a, **k)
         finally:
             spent[key] += time.perf_counter() - t
+            if key == "finish":  # finish() runs in this thread: its CPU seconds, whatever else loads the box
+                spent["finish_cpu"] += time.thread_time() - c
     return run
 builder.TraceBuilder.finish = timed("finish", builder.TraceBuilder.finish)
 service.ingest_inputs = timed("ingest_inputs", service.ingest_inputs)
@@ -114,9 +117,9 @@ def main() -> None:
                 res = child(mode, processes or args.processes, paths)
                 results[mode].append(res)
                 print(f"round {rnd + 1}  {mode:<11} {res['seconds']:6.2f} s  (parse+merge "
-                      f"{res['ingest_inputs'] - res['finish']:5.2f}, finish {res['finish']:5.2f}, hash+write "
-                      f"{res['seconds'] - res['ingest_inputs']:5.2f}; {res['cpu'] / res['seconds']:.2f} CPU s per s; "
-                      f"{int(res['slices']):,} slices)", flush=True)
+                      f"{res['ingest_inputs'] - res['finish']:5.2f}, finish {res['finish']:5.2f} [{res['finish_cpu']:5.2f} "
+                      f"CPU s], hash+write {res['seconds'] - res['ingest_inputs']:5.2f}; {res['cpu']:.1f} CPU s, "
+                      f"{res['cpu'] / res['seconds']:.2f} per s; {int(res['slices']):,} slices)", flush=True)
         med = {mode: statistics.median(r["seconds"] for r in rs) for mode, rs in results.items()}
         print(f"medians: singles {med['singles']:.2f} s, one run (1 process) {med['one run, 1']:.2f} s, "
               f"one run ({args.processes} processes) {med['one run, P']:.2f} s")

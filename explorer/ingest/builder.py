@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from explorer.ingest.columns import (
     KINDS,
     NONE,
+    ROW_FLOW_CODES,
     FlowPoints,
     SliceChunk,
     SliceColumns,
@@ -27,7 +28,8 @@ from explorer.ingest.columns import (
     rule_columns,
 )
 from explorer.ingest.limits import IngestLimits
-from explorer.ingest.links import attribute_ops, build_flows, flow_kind_index
+from explorer.ingest.linked import Linked, LinkedParts, link_slices, track_order
+from explorer.ingest.links import flow_kind_index
 from explorer.ingest.spill import OrderedArgs, Segment, SpilledArgs, read_segments
 from explorer.ingest.split import SPLIT_KEY, TimeSplit
 from explorer.ingest.tracks import ThreadBook, counter_tables, instant_tables
@@ -37,7 +39,6 @@ from explorer.model.lanes import (
     Lane,
     rule_for,
 )
-from explorer.model.nesting import compute_nesting, count_same_lane_ancestors
 from explorer.model.op_stats import compute_op_stats
 from explorer.model.tables import (
     FLOWS,
@@ -53,7 +54,6 @@ log = logging.getLogger(__name__)
 ROW_FIELDS = ("thread", "lane", "ts", "dur", "corr", "ext", "is_op", "devtime", "name", "cat", "args", "shapes")
 SliceRow = tuple[int, int, int, int, int, int, bool, bool, str, str, str, str]
 Ext = TypeVar("Ext")
-ROW_FLOW_CODES = 1 << 48  # row-wise flow codes live above every block handed to bulk parsers
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,7 @@ class TraceBuilder:
         # per-format state that must outlive one parser call (e.g. Neuron link keys joined across files)
         self.extensions: dict[str, object] = {}
         self.split = TimeSplit()  # where finish() and the parsers spend their time (run meta)
+        self._linked = LinkedParts()  # merged parts' own nesting and links (explorer.ingest.linked)
 
     # ---- parser-facing API -------------------------------------------------------------------
 
@@ -306,29 +307,41 @@ class TraceBuilder:
     def finish(self) -> IngestedTrace:
         lim, where, split = self.limits, ", ".join(self.sources)[:200] or "the trace", self.split
         lim.check("the trace holds events:", self.slice_count, lim.max_events, "EXPLORER_MAX_EVENTS", where)
+        joined = self._linked.covers(self.slice_count, self.link_marks())
         with split.step("columns"):
             cols = self._columns()
             self._chunks = []  # cols holds the only reference now: freed as soon as the tables are built
             cols.name = self._cut_names(cols.name)
+        tracks = None
+        if joined:  # every slice came from a part that linked itself: join the parts' results
+            with split.step("links"):
+                linked = self._linked.joined()
+                tracks = self._linked.tracks()
+        else:
+            linked = self.link(cols, split)
+        self._linked = LinkedParts()
         with split.step("nesting"):
-            nest = compute_nesting(cols.thread, cols.lane, cols.ts, cols.dur)
-            if nest.displaced_rows:
+            if linked.displaced:
                 self.warn("overlap", "slices overlapping without nesting on one thread were put on a sub-row",
-                          nest.displaced_rows)
-            track_keys, raw_track = self.threads.layout(cols.thread, cols.lane, nest.sub_row)
+                          linked.displaced)
+            track_keys, raw_track = self.threads.layout(cols.thread, cols.lane, linked.sub_row, tracks)
+            del tracks
             lim.check("the trace has tracks (threads x lanes):", len(track_keys), lim.max_tracks,
                       "EXPLORER_MAX_TRACKS", where)
-            depth = count_same_lane_ancestors(nest.parent, cols.lane)
+            depth = linked.depth
             lim.check("slices nest this deep:", int(depth.max()) + 1 if len(depth) else 0, lim.max_depth,
                       "EXPLORER_MAX_DEPTH", where)
-        with split.step("links"):
-            flows_from, flows_to, flows_kind = self._build_flows(cols, nest.parent)
-            op_id = self._attribute_ops(cols, nest.parent, flows_from, flows_to, flows_kind)
+        if linked.flows.unbound:
+            self.warn("flow_unbound", "flow steps whose end could not be bound to a slice", linked.flows.unbound)
+        flows_from, flows_to, flows_kind, op_id = linked.flows.frm, linked.flows.to, linked.flows.kind, linked.op_id
+        parent, by_track = linked.parent, linked.by_track
+        del linked
 
         with split.step("sort"):  # final order: by track, then time; slice_id is the position in that order
-            order = np.lexsort((-cols.dur, cols.ts, raw_track)) if len(cols.ts) else np.zeros(0, dtype=np.int64)
+            order = track_order(by_track, raw_track, cols.ts, cols.dur)
+            del by_track
             remap = _Renumber(order)
-            slices = _slices_table(cols, order, remap, raw_track, depth, nest.parent, op_id)
+            slices = _slices_table(cols, order, remap, raw_track, depth, parent, op_id)
             slice_args = None if isinstance(cols.args, pa.ChunkedArray) else OrderedArgs(
                 cols.args, order, _spill_folder(cols.args), lim.memory_mb * 2**20 // 4)
             ts, dur = cols.ts, cols.dur
@@ -348,7 +361,7 @@ class TraceBuilder:
             tracks = pa.Table.from_pylist(tracks_rows + counter_tracks + instant_tracks, schema=TRACKS)
             self._span_meta(ts, dur, counters, instants)
         # the op table's own columns are big (Python strings): the per-slice arrays above go first
-        del nest, depth, op_id, order, remap, raw_track, ts, dur, flows_from, flows_to, flows_kind
+        del parent, depth, op_id, order, remap, raw_track, ts, dur, flows_from, flows_to, flows_kind
         with split.step("op_table"):
             op_stats, op_stats_by_shape = compute_op_stats(slices)
         self.meta[SPLIT_KEY] = split.ns
@@ -379,23 +392,22 @@ class TraceBuilder:
         return (np.concatenate(codes), np.concatenate(kinds), np.concatenate(threads), np.concatenate(tss),
                 np.concatenate(encs))
 
-    def _build_flows(self, cols: SliceColumns, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def link(self, cols: SliceColumns | None = None, split: TimeSplit | None = None) -> Linked:
+        """Nesting, flows and op attribution of the raw slices (explorer.ingest.linked); hands out flow codes
+        to the row-wise flow steps that have none yet."""
+        cols = cols if cols is not None else self._columns()
         explicit = (np.asarray([x[0] for x in self._links], dtype=np.int64),
                     np.asarray([x[1] for x in self._links], dtype=np.int64),
                     np.asarray([KINDS.index(x[2]) for x in self._links], dtype=np.int8))
-        src = self._thread_src()[cols.thread] if len(cols.thread) else cols.thread
-        f, t, k, unbound = build_flows(cols, parent, src, explicit, self._flow_points_columns())
-        if unbound:
-            self.warn("flow_unbound", "flow steps whose end could not be bound to a slice", unbound)
-        return f, t, k
+        return link_slices(cols, self._thread_src(), explicit, self._flow_points_columns(), split)
+
+    def link_marks(self) -> tuple[int, ...]:
+        """The sizes of what linking reads: merged parts' results hold while these stay as they were."""
+        return (self.slice_count, len(self._links), len(self._bulk_flows),
+                sum(len(points) for points in self._flow_points.values()))
 
     def _thread_src(self) -> np.ndarray:
         return np.asarray([t.src for t in self.threads.info] or [0], dtype=np.int64)
-
-    def _attribute_ops(self, cols: SliceColumns, parent: np.ndarray, f_from: np.ndarray, f_to: np.ndarray,
-                       f_kind: np.ndarray) -> np.ndarray:
-        src = self._thread_src()[cols.thread] if len(cols.thread) else cols.thread
-        return attribute_ops(cols, parent, src, f_from, f_to, f_kind)
 
     def _span_meta(self, ts: np.ndarray, dur: np.ndarray, counters: pa.Table, instants: pa.Table) -> None:
         starts = [int(ts.min())] if len(ts) else []

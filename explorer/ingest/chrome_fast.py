@@ -85,7 +85,8 @@ def parse_chrome_file(path: Path, name: str, builder: TraceBuilder, instance: st
     memory_mb = builder.limits.memory_mb
     spill = ArgsSpillWriter(scratch) if scratch is not None and size >= SPILL_MIN_BYTES else None
     try:
-        with builder.split.step("parse"), check, _open_events(path, scratch, memory_mb) as (reader, meta):
+        with builder.split.step("parse"), check, \
+                _open_events(path, scratch, memory_mb, builder.limits.parse_threads) as (reader, meta):
             batches = list(_read_all(reader, int(meta.get("base_ns", 0)), spill))
     except (_Unsupported, duckdb.Error, OSError) as exc:
         log.info("fast path not used for %s: %s", name, exc)
@@ -151,8 +152,8 @@ class _Check:
 
 
 @contextmanager
-def _open_events(path: Path, scratch: Path | None,
-                 memory_mb: int) -> Iterator[tuple[pa.RecordBatchReader, dict[str, Any]]]:
+def _open_events(path: Path, scratch: Path | None, memory_mb: int,
+                 threads: int = 0) -> Iterator[tuple[pa.RecordBatchReader, dict[str, Any]]]:
     with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         start = 0
         while start < len(m) and m[start:start + 1] in b" \t\r\n":
@@ -161,7 +162,7 @@ def _open_events(path: Path, scratch: Path | None,
         if first == b"[":
             if m[max(0, len(m) - 4096):].rstrip()[-1:] != b"]":
                 raise _Unsupported("array without its closing bracket")
-            with _query(path, scratch, memory_mb) as reader:
+            with _query(path, scratch, memory_mb, threads) as reader:
                 yield reader, {"base_ns": 0}
             return
         if first != b"{":
@@ -181,7 +182,7 @@ def _open_events(path: Path, scratch: Path | None,
         try:
             with os.fdopen(fd, "wb") as out:
                 _copy_range(f.fileno(), out.fileno(), open_at, close_at + 1 - open_at)
-            with _query(carved, scratch, memory_mb) as reader:
+            with _query(carved, scratch, memory_mb, threads) as reader:
                 yield reader, meta
         finally:
             carved.unlink(missing_ok=True)
@@ -217,11 +218,11 @@ def _copy_range(src_fd: int, dst_fd: int, offset: int, length: int) -> None:
 
 
 @contextmanager
-def _query(path: Path, scratch: Path | None, memory_mb: int) -> Iterator[pa.RecordBatchReader]:
+def _query(path: Path, scratch: Path | None, memory_mb: int, threads: int = 0) -> Iterator[pa.RecordBatchReader]:
     """The events as Arrow batches; DuckDB kept to its share of the ingest's memory budget (spilling to
     the scratch folder past it) and batches sized so that one batch's work fits the budget too."""
     duck_mb = max(DUCKDB_MIN_MB, int(memory_mb * DUCKDB_MEMORY_SHARE))
-    config = {"threads": max(1, os.cpu_count() or 1), "autoinstall_known_extensions": False,
+    config = {"threads": threads or max(1, os.cpu_count() or 1), "autoinstall_known_extensions": False,
               "autoload_known_extensions": False, "preserve_insertion_order": True, "memory_limit": f"{duck_mb}MB"}
     # its JSON reader holds buffers of twice the largest object per thread: they must fit the limit
     object_bytes = min(OBJECT_BYTES[1], max(OBJECT_BYTES[0], duck_mb * 2**20 // 8))

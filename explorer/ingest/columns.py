@@ -16,6 +16,7 @@ from explorer.ingest.spill import Segment, SpilledArgs
 from explorer.model.lanes import LANE_ORDER, Lane, rule_for
 
 NONE = -1  # "no value" in integer id columns; nullable columns use Arrow nulls instead
+ROW_FLOW_CODES = 1 << 48  # row-wise flow codes (TraceBuilder.flow_code) live above every block handed to bulk parsers
 
 
 @dataclass

@@ -23,6 +23,7 @@ class IngestLimits:
     max_name_chars: int = _DEFAULTS["max_name_chars"].default
     processes: int = _DEFAULTS["ingest_processes"].default  # not a count limit: how many files parse at once
     memory_mb: int = _DEFAULTS["ingest_memory_mb"].default  # a budget the ingest keeps to, not a count it checks
+    parse_threads: int = 0  # not a limit: DuckDB's threads for one file's parse, 0 one per core (parts share them)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestLimits:

@@ -4,6 +4,8 @@ them, which framework op every runtime call and device execution belongs to. Pur
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from explorer.ingest.columns import KINDS, NONE, SliceColumns, bind_points, lookup, pair_steps
@@ -23,13 +25,29 @@ def flow_kind_index(cat: str) -> int:
     return KINDS.index(kind.value)
 
 
+@dataclass
+class FlowLinks:
+    """The flows of a build, deduplicated, in flows-table order: (from, to, kind) per flow, and where each
+    came from, which is what orders them: `cat` 0 an explicit link, 1 a correlation id, 2 a bound flow step
+    pair, whose `code` is its flow's (ascending within cat 2; -1 otherwise)."""
+
+    frm: np.ndarray
+    to: np.ndarray
+    kind: np.ndarray  # int8 index into KINDS
+    cat: np.ndarray  # int8
+    code: np.ndarray  # int64
+    unbound: int  # flow steps whose end could not be bound to a slice
+
+
 def build_flows(cols: SliceColumns, parent: np.ndarray, src: np.ndarray, explicit: Arrays3,
-                points: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(from, to, kind) of every flow, deduplicated, plus how many flow steps could not be bound.
+                points: tuple[np.ndarray, ...]) -> FlowLinks:
+    """Every flow, deduplicated (the first of equal (from, to) pairs kept), plus how many flow steps could
+    not be bound.
 
     `src` is each slice's source file (correlation ids are unique per file); `points` are flow steps
     as (code, kind, thread, ts, enclosing) columns."""
     froms, tos, kinds = [explicit[0]], [explicit[1]], [explicit[2]]
+    codes = [np.full(len(explicit[0]), NONE, dtype=np.int64)]
     rt = np.nonzero((cols.corr >= 0) & (cols.lane == LANE_ORDER[Lane.RUNTIME]))[0]
     hw = np.nonzero((cols.corr >= 0) & (cols.lane == LANE_ORDER[Lane.HARDWARE]))[0]
     if len(rt) and len(hw):
@@ -38,6 +56,8 @@ def build_flows(cols: SliceColumns, parent: np.ndarray, src: np.ndarray, explici
         froms.append(launcher[ok])
         tos.append(hw[ok])
         kinds.append(np.full(int(ok.sum()), KINDS.index(FlowKind.EXECUTE.value), dtype=np.int8))
+        codes.append(np.full(int(ok.sum()), NONE, dtype=np.int64))
+    cats = [np.full(len(c), i, dtype=np.int8) for i, c in enumerate(codes)]
     unbound = 0
     code, kind, p_thread, p_ts, p_enc = points
     if len(code):
@@ -48,12 +68,15 @@ def build_flows(cols: SliceColumns, parent: np.ndarray, src: np.ndarray, explici
         froms.append(bound[a][good])
         tos.append(bound[b][good])
         kinds.append(kind[a][good])
+        codes.append(code[a][good])
+        cats.append(np.full(int(good.sum()), 2, dtype=np.int8))
     f, t, k = np.concatenate(froms), np.concatenate(tos), np.concatenate(kinds).astype(np.int8)
+    c, cat = np.concatenate(codes), np.concatenate(cats)
     keep = (f >= 0) & (t >= 0) & (f != t)
-    f, t, k = f[keep], t[keep], k[keep]
+    f, t, k, c, cat = f[keep], t[keep], k[keep], c[keep], cat[keep]
     _, first = np.unique(f * max(1, len(cols.ts)) + t, return_index=True)
     first.sort()
-    return f[first], t[first], k[first], unbound
+    return FlowLinks(f[first], t[first], k[first], cat[first], c[first], unbound)
 
 
 def attribute_ops(cols: SliceColumns, parent: np.ndarray, src: np.ndarray, f_from: np.ndarray, f_to: np.ndarray,

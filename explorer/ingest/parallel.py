@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import queue
 import shutil
 import tempfile
@@ -56,8 +57,13 @@ def use_parallel(sizes: list[int], processes: int, forced: bool | None) -> bool:
 
 def per_process_limits(limits: IngestLimits) -> IngestLimits:
     """The run's memory budget split between the processes parsing at once (the workers and the ingest's
-    own), so the files of one run together keep to ingest_memory_mb; never under the 64 MB DuckDB needs."""
-    return replace(limits, memory_mb=max(MIN_PROCESS_MB, limits.memory_mb // max(1, limits.processes)))
+    own), so the files of one run together keep to ingest_memory_mb; never under the 64 MB DuckDB needs. The
+    cores are split the same way: each process's DuckDB reader gets its share of them, not all (measured on the
+    2-core box, 8 files of 50 MB: the parallel parse took 10.4-11.8 s with one DuckDB thread per process
+    against 15.1-17.3 s with two, four threads fighting over two cores)."""
+    processes = max(1, limits.processes)
+    return replace(limits, memory_mb=max(MIN_PROCESS_MB, limits.memory_mb // processes),
+                   parse_threads=max(1, (os.cpu_count() or 1) // processes))
 
 
 @contextmanager

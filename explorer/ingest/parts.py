@@ -26,11 +26,12 @@ import pyarrow.ipc as ipc
 
 from explorer.errors import BadTrace
 from explorer.ingest import chrome_fast
-from explorer.ingest.builder import ROW_FIELDS, ROW_FLOW_CODES, TraceBuilder, _FlowPoint
+from explorer.ingest.builder import ROW_FIELDS, TraceBuilder, _FlowPoint
 from explorer.ingest.chrome import parse_chrome
 from explorer.ingest.chrome_fast import parse_chrome_file
-from explorer.ingest.columns import SliceChunk
+from explorer.ingest.columns import ROW_FLOW_CODES, SliceChunk, SliceColumns
 from explorer.ingest.limits import IngestLimits
+from explorer.ingest.linked import linked_tables
 from explorer.ingest.spill import Segment, SpilledArgs
 
 
@@ -48,6 +49,9 @@ class BuilderState:
     instants: pa.Table  # thread, ts, name, cat, args
     links: pa.Table  # from_raw, to_raw, kind
     books: dict[str, Any]  # sources, threads, their names and sorts, warnings, meta, flow codes
+    # the part's own nesting and links (explorer.ingest.linked), when it linked itself: per slice, and flows
+    linked: pa.Table | None = None
+    linked_flows: pa.Table | None = None
 
 
 # Every attribute of a fresh TraceBuilder and ThreadBook, each carried by export_state (or, `limits`, by the
@@ -55,7 +59,7 @@ class BuilderState:
 # until it travels in parts too.
 CARRIED_BUILDER = ("limits", "sources", "threads", "instances", "warnings", "meta", "thread", "_rows", "_counters",
                    "_counter_lane", "_instants", "_flow_points", "_links", "_chunks", "_chunk_rows", "_bulk_flows",
-                   "_flow_codes", "_bulk_codes", "extensions", "split")
+                   "_flow_codes", "_bulk_codes", "extensions", "split", "_linked")
 CARRIED_BOOK = ("info", "_index", "process_names", "thread_names", "process_sort", "thread_sort", "devices",
                 "instances", "ranks", "hosts", "label_ranks")
 
@@ -94,12 +98,15 @@ def _spill_book(args: pa.ChunkedArray | list[Segment]) -> tuple[pa.ChunkedArray,
     return column, book
 
 
-def export_state(b: TraceBuilder) -> BuilderState:
-    """b's raw state (see BuilderState). Per-format extension state (Neuron's cross-file link keys) does
-    not travel: a format that keeps some is parsed in the ingest's own process."""
+def export_state(b: TraceBuilder, link: bool = False) -> BuilderState:
+    """b's raw state (see BuilderState); with `link`, also its slices nested and linked on their own (what
+    finish() would derive from this file alone; its time goes to b's split). Per-format extension state
+    (Neuron's cross-file link keys) does not travel: a format that keeps some is parsed in the ingest's own
+    process. A part's _linked (parts merged into it) does not travel either: a part is one file."""
     if b.extensions:
         raise ValueError(f"builder state of {sorted(b.extensions)} cannot be exported")
     cols = b._columns()
+    linked = _link_alone(b, cols) if link else None
     args, spilled = _spill_book(cols.args)
     slices = pa.table({"thread": cols.thread, "lane": cols.lane, "ts": cols.ts, "dur": cols.dur, "corr": cols.corr,
                        "ext": cols.ext, "is_op": cols.is_op, "devtime": cols.devtime, "name": cols.name,
@@ -118,7 +125,18 @@ def export_state(b: TraceBuilder) -> BuilderState:
         counters=_rows_table(counters, _COUNTER_TYPES),
         instants=_rows_table(b._instants, _INSTANT_TYPES),
         links=_rows_table(b._links, _LINK_TYPES),
-        books={**_state_books(b), "spilled": spilled})
+        books={**_state_books(b), "spilled": spilled, **({"linked": linked[2]} if linked else {})},
+        linked=linked[0] if linked else None, linked_flows=linked[1] if linked else None)
+
+
+def _link_alone(b: TraceBuilder, cols: SliceColumns) -> tuple[pa.Table, pa.Table, dict[str, int]]:
+    """b's slices nested and linked (explorer.ingest.linked), leaving b's flow codes as they were: the codes
+    the link hands out are the merged builder's to hand out again, in its own order."""
+    codes = dict(b._flow_codes)
+    try:
+        return linked_tables(b.link(cols, b.split), cols, len(codes))
+    finally:
+        b._flow_codes = codes
 
 
 _POINT_TYPES = {"src": pa.int64(), "cat": pa.string(), "fid": pa.string(), "thread": pa.int64(), "ts": pa.int64(),
@@ -163,6 +181,9 @@ def import_state(b: TraceBuilder, state: BuilderState) -> None:
     b._instants += [(th + thread0, ts, name, cat, args)
                     for th, ts, name, cat, args in zip(*_pylists(state.instants), strict=True)]
     b._links += [(f + row0, t + row0, kind) for f, t, kind in zip(*_pylists(state.links), strict=True)]
+    if state.linked is not None and state.linked_flows is not None:
+        b._linked.add(row0, thread0, state.linked, state.linked_flows, books["linked"])
+        b._linked.marks = b.link_marks()
 
 
 def _pylists(table: pa.Table) -> list[list[Any]]:
@@ -240,6 +261,7 @@ def _import_bulk_flows(b: TraceBuilder, flows: pa.Table, thread0: int, code0: in
 # ---- on disk ---------------------------------------------------------------------------------------------
 
 TABLES = ("slices", "bulk_flows", "flow_points", "counters", "instants", "links")  # BuilderState's tables
+LINKED_TABLES = ("linked", "linked_flows")  # and those of a part that linked itself
 BOOKS_FILE = "part.json"
 
 
@@ -254,12 +276,15 @@ class Part:
     error: BadTrace | None
 
 
-def write_part(builder: TraceBuilder, folder: Path, meta: dict[str, Any] | None, error: BadTrace | None) -> None:
-    """The builder's state as a part folder (created; must not exist)."""
-    state = export_state(builder)
+def write_part(builder: TraceBuilder, folder: Path, meta: dict[str, Any] | None, error: BadTrace | None,
+               link: bool = False) -> None:
+    """The builder's state as a part folder (created; must not exist); `link` as in export_state."""
+    state = export_state(builder, link)
     folder.mkdir(parents=True)
-    for name in TABLES:
-        table: pa.Table = getattr(state, name)
+    for name in (*TABLES, *LINKED_TABLES):
+        table: pa.Table | None = getattr(state, name)
+        if table is None:
+            continue
         with ipc.new_file(folder / f"{name}.arrow", table.schema) as out:
             out.write_table(table)
     failed = {"filename": error.filename, "problem": error.problem} if error is not None else None
@@ -271,6 +296,8 @@ def read_part(folder: Path) -> Part:
     stays valid)."""
     doc = json.loads((folder / BOOKS_FILE).read_text())
     tables = {name: ipc.open_file(pa.memory_map(str(folder / f"{name}.arrow"))).read_all() for name in TABLES}
+    tables |= {name: ipc.open_file(pa.memory_map(str(folder / f"{name}.arrow"))).read_all() for name in LINKED_TABLES
+               if (folder / f"{name}.arrow").exists()}
     failed = doc["error"]
     error = BadTrace(failed["filename"], failed["problem"]) if failed is not None else None
     return Part(BuilderState(**tables, books=doc["books"]), doc["meta"], error)
@@ -311,14 +338,14 @@ def parse_part(job: PartJob) -> Path:
     if job.spill_min_bytes is not None:
         chrome_fast.SPILL_MIN_BYTES = job.spill_min_bytes
     builder, meta, error = _parse(job)
-    write_part(builder, job.out, meta, error)
+    write_part(builder, job.out, meta, error, link=error is None)
     return job.out
 
 
 def parse_here(job: PartJob) -> Part:
     """Parse one file into a part held in memory (the ingest's own process taking a job)."""
     builder, meta, error = _parse(job)
-    return Part(export_state(builder), meta, error)
+    return Part(export_state(builder, link=error is None), meta, error)
 
 
 def _parse(job: PartJob) -> tuple[TraceBuilder, dict[str, Any] | None, BadTrace | None]:

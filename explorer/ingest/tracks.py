@@ -80,13 +80,14 @@ class ThreadBook:
             "host": self.hosts.get(src, ""),
         }
 
-    def layout(self, thread: np.ndarray, lane: np.ndarray,
-               sub_row: np.ndarray) -> tuple[list[tuple[int, int, int]], np.ndarray]:
-        """One track per (thread, lane, sub-row), numbered in sort_key order; and each slice's track."""
+    def layout(self, thread: np.ndarray, lane: np.ndarray, sub_row: np.ndarray,
+               tracks: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[list[tuple[int, int, int]], np.ndarray]:
+        """One track per (thread, lane, sub-row), numbered in sort_key order; and each slice's track.
+        `tracks`, when known already (explorer.ingest.linked), is np.unique's answer for track_codes()."""
         if len(thread) == 0:
             return [], np.zeros(0, dtype=np.int64)
-        combo = (thread * 8 + lane) * 4096 + sub_row
-        uniq, inverse = np.unique(combo, return_inverse=True)
+        uniq, inverse = tracks if tracks is not None else np.unique(track_codes(thread, lane, sub_row),
+                                                                    return_inverse=True)
         keys = [(int(c // 4096 // 8), int(c // 4096 % 8), int(c % 4096)) for c in uniq]
         sort_keys = [self.sort_key(t, ln, sub) for t, ln, sub in keys]
         rank = sorted(range(len(keys)), key=lambda i: sort_keys[i])
@@ -109,6 +110,12 @@ class ThreadBook:
                 label=label if sub == 0 else f"{label} (overlap {sub})",
                 device=self.devices.get((info.src, info.pid), ""), count=int(counts[i]), max_depth=int(max_depth[i])))
         return rows
+
+
+def track_codes(thread: np.ndarray, lane: np.ndarray, sub_row: np.ndarray) -> np.ndarray:
+    """One code per (thread, lane, sub-row) a slice is on, ordered by thread first (lanes < 8, sub-rows < 4096)."""
+    codes: np.ndarray = (thread * 8 + lane) * 4096 + sub_row
+    return codes
 
 
 def counter_tables(book: ThreadBook, counters: dict[tuple[int, str, str], tuple[list[int], list[float]]],

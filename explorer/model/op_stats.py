@@ -78,12 +78,13 @@ def compute_op_stats_by_module(slices: pa.Table, by_shape: bool = False) -> pa.T
 
 def compute_op_events(slices: pa.Table) -> OpEvents:
     """The op tree of `slices` (columns of SLICES, `shapes` optional) with self CPU and self device time."""
-    name = slices.column("name").to_numpy(zero_copy_only=False)
-    lane = slices.column("lane").to_numpy(zero_copy_only=False)
+    # names as integer codes (one per distinct name): no Python string per slice
+    name = _name_codes(slices.column("name"))
+    lane = _on_runtime_lane(slices.column("lane"))
     is_op = slices.column("is_op").to_numpy(zero_copy_only=False)
-    hidden = np.isin(name, list(HIDDEN_OP_NAMES))
+    hidden = pc.is_in(slices.column("name"), value_set=_HIDDEN).to_numpy(zero_copy_only=False)
     is_op = is_op & ~hidden
-    node = is_op | ((lane == Lane.RUNTIME) & ~hidden)
+    node = is_op | (lane & ~hidden)
     tparent = nearest_ancestor_where(slices.column("parent_id").to_numpy(), node)
     dur = slices.column("dur_ns").to_numpy()
 
@@ -108,9 +109,26 @@ def compute_op_events(slices: pa.Table) -> OpEvents:
         shapes = pc.if_else(pc.equal(slices.column("shapes").take(taken), ""), "[]", slices.column("shapes").take(taken))
     else:
         shapes = pa.array(np.full(len(ops), "[]", dtype=object), pa.string())
-    python = (slices.column("cat").take(taken).to_numpy(zero_copy_only=False) == PYTHON_CATEGORY)
+    python = pc.equal(slices.column("cat").take(taken), PYTHON_CATEGORY).to_numpy(zero_copy_only=False)
     return OpEvents(ops, _flat(keys), _flat(shapes), python, dur[ops], self_cpu[ops], self_dev, tparent,
                     int(dur[devtime].sum()))
+
+
+_HIDDEN = pa.array(sorted(HIDDEN_OP_NAMES), pa.string())
+
+
+def _name_codes(names: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """One int per slice, equal where the names are equal (dictionary codes)."""
+    encoded = pc.dictionary_encode(names, null_encoding="encode")
+    chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
+    parts = [c.indices.to_numpy(zero_copy_only=False).astype(np.int64) for c in chunks]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def _on_runtime_lane(lanes: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """True per slice on the runtime lane."""
+    runtime: np.ndarray = pc.equal(lanes, Lane.RUNTIME.value).to_numpy(zero_copy_only=False)
+    return runtime
 
 
 def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -204,13 +222,44 @@ def _sum_by(codes: np.ndarray, groups: int, values: np.ndarray) -> np.ndarray:
 
 def _device_totals(ev: OpEvents, codes: np.ndarray, groups: int) -> np.ndarray:
     """Per row: the device time launched by its ops or their descendants, each launch counted once
-    per row. Pairs (launching node, row) over all ancestor levels, deduplicated, then summed: a
-    kernel under frames f -> g -> f counts once for f (torch's key_averages would count it twice)."""
+    per row. Each launching node walks up its ancestors and adds its time to every row it meets, except
+    a row met already lower on its chain: a kernel under frames f -> g -> f counts once for f (torch's
+    key_averages would count it twice). The rows met so far are kept per level (a chain of recursive
+    frames is rare and short); past DEDUP_LEVELS levels the pairs are deduplicated by sorting instead."""
     code_of = np.full(len(ev.tparent), -1, dtype=np.int64)
     code_of[ev.ops] = codes
     origin = np.nonzero(ev.self_dev > 0)[0]
+    dev = ev.self_dev[origin]
     who, cur = np.arange(len(origin), dtype=np.int64), origin.copy()
-    pairs: list[np.ndarray] = []
+    total = np.zeros(groups, dtype=np.int64)
+    seen: list[np.ndarray] = []  # per level so far: the row each chain met there (-1 none), by chain
+    while len(cur):
+        if len(seen) >= DEDUP_LEVELS:
+            return _device_totals_sorted(ev, code_of, origin, who, cur, seen, groups, total)
+        c = code_of[cur]
+        fresh = c >= 0
+        for level in seen:
+            fresh &= level[who] != c
+        np.add.at(total, c[fresh], dev[who[fresh]])
+        row = np.full(len(origin), -1, dtype=np.int32)  # codes < 2**31: fewer rows than slices
+        row[who] = c
+        seen.append(row)
+        cur = ev.tparent[cur]
+        keep = cur >= 0
+        who, cur = who[keep], cur[keep]
+    return total
+
+
+DEDUP_LEVELS = 24
+
+
+def _device_totals_sorted(ev: OpEvents, code_of: np.ndarray, origin: np.ndarray, who: np.ndarray, cur: np.ndarray,
+                          seen: list[np.ndarray], groups: int, total: np.ndarray) -> np.ndarray:
+    """_device_totals for chains deeper than DEDUP_LEVELS: the (chain, row) pairs of the deep chains (their
+    levels so far and the rest), deduplicated by sorting, and those not counted yet added to `total`."""
+    deep = np.unique(who)
+    pairs = [deep[level[deep] >= 0] * groups + level[deep][level[deep] >= 0] for level in seen]
+    counted = np.unique(np.concatenate(pairs)) if pairs else np.zeros(0, np.int64)
     while len(cur):
         c = code_of[cur]
         hit = c >= 0
@@ -218,10 +267,8 @@ def _device_totals(ev: OpEvents, codes: np.ndarray, groups: int) -> np.ndarray:
         cur = ev.tparent[cur]
         keep = cur >= 0
         who, cur = who[keep], cur[keep]
-    total = np.zeros(groups, dtype=np.int64)
-    if pairs:
-        unique = np.unique(np.concatenate(pairs))
-        np.add.at(total, unique % groups, ev.self_dev[origin[unique // groups]])
+    unique = np.setdiff1d(np.unique(np.concatenate(pairs)), counted, assume_unique=True)
+    np.add.at(total, unique % groups, ev.self_dev[origin[unique // groups]])
     return total
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -26,6 +27,7 @@ from explorer.ingest import chrome_fast, parallel
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome_fast import BATCH_ROW_BYTES, FAST_MIN_BYTES
 from explorer.ingest.limits import IngestLimits
+from explorer.ingest.linked import LinkedParts
 from explorer.ingest.parallel import PARALLEL_MIN_BYTES, START_METHOD, parse_parts, use_parallel
 from explorer.ingest.parts import (
     CARRIED_BOOK,
@@ -93,8 +95,13 @@ def complete_events(paths: list[Path]) -> list[dict[str, object]]:
     return events
 
 
-def test_constructed_ranks_equal_the_one_process_ingest(straggler_traces: list[Path]) -> None:  # noqa: F811
+def test_constructed_ranks_equal_the_one_process_ingest(straggler_traces: list[Path],  # noqa: F811
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    joined: list[int] = []
+    original = LinkedParts.joined
+    monkeypatch.setattr(LinkedParts, "joined", lambda self: joined.append(1) or original(self))
     parallel = ingest(straggler_traces, parallel=True)
+    assert joined == [1]  # the parts linked themselves; the merged run only joined their results
     assert_same_run(parallel, ingest(straggler_traces, parallel=False))
     events = complete_events(straggler_traces)
     slices = parallel.tables["slices"]
@@ -231,6 +238,62 @@ def test_a_part_merges_as_if_its_parser_had_run_in_the_builder(tmp_path: Path) -
     assert got.tables["flows"].num_rows == want.tables["flows"].num_rows == 9  # per source: the link, launch -> k1, mm -> k2 (row-coded)
 
 
+def feed_more(builder: TraceBuilder, label: str, shift_ns: int) -> None:
+    """feed() and what only finish() sorts out: a slice overlapping without nesting (a sub-row), a flow of
+    row-wise steps without a code yet (coded at the link), one whose end binds to nothing, a repeated link."""
+    feed(builder, label, shift_ns)
+    src = len(builder.sources) - 1
+    t0 = builder.thread(src, 7, 1)
+    builder.add_slice(t0, "cpu_op", "aten::add", 1_400 + shift_ns, 300)  # overlaps aten::mm's end
+    builder.add_flow_point(src, "6", "fwdbwd", "s", t0, 1_010 + shift_ns, True)
+    builder.add_flow_point(src, "6", "fwdbwd", "f", t0, 1_450 + shift_ns, True)
+    builder.add_flow_point(src, "7", "ac2g", "s", t0, 1_020 + shift_ns, True)
+    builder.add_flow_point(src, "7", "ac2g", "f", builder.thread(src, 7, 2), 1_500 + shift_ns, False)
+    if label == "a":  # the link feed() adds, once more
+        builder.add_link(0, 1, FlowKind.LAUNCH)
+
+
+def test_parts_that_linked_themselves_join_as_one_builder_links(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A builder fed a, b, c equals one that merged their parts, each nested and linked in its own job
+    (flows in one builder's order, the overlap and unbound-flow warnings counted once); the merged builder
+    joins the parts' results instead of linking the whole run."""
+    direct, merged = TraceBuilder(), TraceBuilder()
+    for i, label in enumerate("abc"):
+        feed_more(direct, label, i * 10_000)
+        alone = TraceBuilder()
+        feed_more(alone, label, i * 10_000)
+        write_part(alone, tmp_path / label, {}, None, link=True)
+        merge(merged, load_part(tmp_path / label))
+    linked_whole: list[int] = []
+    original = TraceBuilder.link
+    monkeypatch.setattr(TraceBuilder, "link", lambda self, *a, **k: linked_whole.append(1) or original(self, *a, **k))
+    got = merged.finish()
+    assert not linked_whole
+    want = direct.finish()
+    for name, table in want.tables.items():
+        assert got.tables[name].equals(table), f"table {name} differs"
+    assert got.warnings == want.warnings
+    assert {w.code for w in want.warnings} >= {"overlap", "flow_unbound"}
+
+
+def test_a_run_with_more_than_linked_parts_is_linked_whole(tmp_path: Path) -> None:
+    """A linked part followed by a file parsed in the merging builder: the parts' results do not cover every
+    slice, so the whole run is linked, and equals the builder fed both."""
+    direct, merged, alone = TraceBuilder(), TraceBuilder(), TraceBuilder()
+    feed_more(direct, "a", 0)
+    feed_more(direct, "b", 10_000)
+    feed_more(alone, "a", 0)
+    write_part(alone, tmp_path / "a", {}, None, link=True)
+    merge(merged, load_part(tmp_path / "a"))
+    feed_more(merged, "b", 10_000)
+    assert not merged._linked.covers(merged.slice_count, merged.link_marks())
+    got, want = merged.finish(), direct.finish()
+    for name, table in want.tables.items():
+        assert got.tables[name].equals(table), f"table {name} differs"
+    assert got.warnings == want.warnings
+
+
 def test_every_field_of_the_builder_travels_in_a_part() -> None:
     builder = TraceBuilder()
     assert sorted(vars(builder)) == sorted(CARRIED_BUILDER)
@@ -342,9 +405,10 @@ def test_the_runs_jobs_carry_its_budget_and_spill_threshold(straggler_traces: li
     finally:
         inputs.cleanup()
     assert [job.name for job in seen] == [p.name for p in straggler_traces]
-    # the run's budget split between the two processes parsing at once: together they keep to it
-    assert all(job.limits == replace(limits, memory_mb=150) and job.spill_min_bytes == 12345 and job.scratch == inputs.scratch
-               for job in seen)
+    # the run's budget and the cores split between the two processes parsing at once: together they keep to it
+    cores = max(1, (os.cpu_count() or 1) // 2)
+    assert all(job.limits == replace(limits, memory_mb=150, parse_threads=cores) and job.spill_min_bytes == 12345
+               and job.scratch == inputs.scratch for job in seen)
 
 
 def test_a_worker_keeps_to_the_runs_memory_budget(tmp_path: Path) -> None:
