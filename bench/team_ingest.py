@@ -96,7 +96,11 @@ def one_round(files: list[Path], workers: int, pg: str, folder: Path) -> dict[st
             raise SystemExit(f"the run failed: {store.get(rec.id).message}")
         slices = store.get(rec.id).summary.slices
         store.catalog.close()
+        print(f"  {workers} workers: ready after {wall:.1f} s", flush=True)
         with psycopg.connect(url, row_factory=dict_row) as conn:
+            while conn.execute("SELECT count(*) AS n FROM procrastinate_jobs WHERE status::text IN ('todo', 'doing')"
+                               ).fetchone()["n"]:  # type: ignore[index]
+                time.sleep(0.2)  # the run is ready a moment before its merge job is marked done
             events = conn.execute(
                 "SELECT j.task_name, e.type::text AS type, extract(epoch FROM e.at) AS at FROM procrastinate_events e "
                 "JOIN procrastinate_jobs j ON j.id = e.job_id WHERE e.type IN ('started', 'succeeded')").fetchall()
