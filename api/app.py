@@ -33,10 +33,11 @@ from api.routes import (
 from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
 from api.static import mount_assets
-from api.upload import IngestWorker
+from api.upload import Ingester, IngestWorker, QueuedIngest
 from explorer import __version__
 from explorer.config import Settings
 from explorer.ingest.limits import IngestLimits
+from explorer.jobs.queue import IngestQueue
 from explorer.render import assets_for
 from explorer.store.runs import RunStore
 from explorer.watch import Watcher
@@ -48,12 +49,16 @@ WARM_AT_START = 2  # latest ready runs whose timeline index is built when the se
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     store = RunStore.from_settings(settings)
-    interrupted = store.recover()
+    try:
+        worker = make_ingester(settings, store)
+    except BaseException:  # no queue: no app, and no catalog connection left open
+        store.catalog.close()
+        raise
+    interrupted = store.recover(worker.queue.held_runs if isinstance(worker, QueuedIngest) else None)
     if interrupted:
         log.warning("%d ingests were interrupted by the last shutdown; marked failed", interrupted)
-    state = AppState(settings, store, IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes,
-                                                   IngestLimits.from_settings(settings)),
-                     RunMemo(settings.derived_cache_entries), RunMemo(settings.device_cache_entries))
+    state = AppState(settings, store, worker, RunMemo(settings.derived_cache_entries),
+                     RunMemo(settings.device_cache_entries))
     state.worker.on_ready = state.warm
     watcher = make_watcher(state)
 
@@ -86,11 +91,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
+def make_ingester(settings: Settings, store: RunStore) -> Ingester:
+    """Who ingests uploads: this process's threads, or (ingest_queue=postgres) the workers of the job queue in
+    the catalog's database, whose schema must be there (`trace-explorer db upgrade`)."""
+    if settings.ingest_queue == "inline":
+        return IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes,
+                            IngestLimits.from_settings(settings))
+    queue = IngestQueue(settings, store)
+    queue.app.open()
+    try:
+        queue.check_schema()
+    except BaseException:
+        queue.app.close()
+        raise
+    return QueuedIngest(store, queue)
+
+
 def make_watcher(state: AppState) -> Watcher | None:
     """The log-folder watcher of `serve --watch DIR` (explorer/watch.py), None when nothing is watched."""
     s = state.settings
     if not s.watch_dirs:
         return None
+    queued = state.worker.submit_paths if isinstance(state.worker, QueuedIngest) else None
     return Watcher(state.store, s.watch_dirs, poll_s=s.watch_poll_s, settle_s=s.watch_settle_s,
                    stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.warm,
-                   limits=IngestLimits.from_settings(s))
+                   limits=IngestLimits.from_settings(s), enqueue=queued)

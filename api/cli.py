@@ -43,6 +43,9 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
               help="Catalog database, e.g. postgresql://user@host:5432/db (default: catalog.sqlite in the data folder)")
 @click.option("--storage", default=None, help=STORAGE_HELP)
 @click.option("--root-path", default=None, help="Path prefix when served behind a reverse proxy")
+@click.option("--ingest-queue", type=click.Choice(("inline", "postgres")), default=None,
+              help="inline: ingest uploads in this process (default); postgres: enqueue them for `trace-explorer "
+              "worker` processes on the catalog's PostgreSQL database")
 @click.option("--token", default=None, help="Access token (or $EXPLORER_TOKEN); required off loopback")
 @click.option("--allowed-hosts", multiple=True, help="A host name the server answers to besides loopback (repeatable)")
 @click.option("--forwarded-allow-ips", default=None, help="Proxies trusted for X-Forwarded-* (default 127.0.0.1)")
@@ -54,8 +57,8 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
               help="Rewrite profiled path prefix FROM to TO in source links (repeatable)")
 @click.option("--source-root", default=None, help="Folder relative frame paths are joined to in source links")
 def serve(host: str | None, port: int | None, data_dir: Path | None, catalog_url: str | None, storage: str | None,
-          root_path: str | None,
-          token: str | None, allowed_hosts: tuple[str, ...], forwarded_allow_ips: str | None,
+          root_path: str | None, ingest_queue: str | None, token: str | None, allowed_hosts: tuple[str, ...],
+          forwarded_allow_ips: str | None,
           watch: tuple[Path, ...], source_host: str | None, source_map: tuple[str, ...], source_root: str | None) -> None:
     """Serve pages, API and static files on one port."""
     import uvicorn
@@ -64,8 +67,7 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, catalog_url
     from explorer.config import Settings
 
     given = {"host": host, "port": port, "data_dir": data_dir, "catalog_url": catalog_url, "storage": storage,
-             "root_path": root_path,
-             "token": token,
+             "root_path": root_path, "ingest_queue": ingest_queue, "token": token,
              "allowed_hosts": list(allowed_hosts) or None, "forwarded_allow_ips": forwarded_allow_ips,
              "watch_dirs": list(watch) or None,
              "source_host": source_host, "source_map": list(source_map) or None, "source_root": source_root}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from api.upload import IngestWorker
+from api.upload import Ingester
 from explorer.analysis.collectives import has_executions
 from explorer.analysis.device_tracks import DeviceTimeline, build_device_index
 from explorer.analysis.kernels import KernelTable
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 class AppState:
     settings: Settings
     store: RunStore
-    worker: IngestWorker
+    worker: Ingester  # IngestWorker (inline) or QueuedIngest (ingest_queue=postgres)
     memo: RunMemo
     device_memo: RunMemo = field(default_factory=RunMemo)  # sized by Settings.device_cache_entries
 

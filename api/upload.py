@@ -13,6 +13,7 @@ import logging
 import re
 import secrets
 import shutil
+import tempfile
 import unicodedata
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,6 +28,7 @@ from starlette.requests import Request
 
 from explorer.errors import BadRequest, TooLarge
 from explorer.ingest.limits import IngestLimits
+from explorer.jobs.queue import IngestQueue
 from explorer.service import combined_sha256, run_ingest
 from explorer.store.runs import RunStore
 
@@ -284,3 +286,49 @@ class IngestWorker:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class QueuedIngest:
+    """IngestWorker's place with ingest_queue=postgres: an upload becomes one job on the queue (explorer.jobs)
+    and `trace-explorer worker` processes ingest it; this process parses nothing. `on_ready` is never called
+    here (the run gets ready in a worker)."""
+
+    def __init__(self, store: RunStore, queue: IngestQueue) -> None:
+        self.store = store
+        self.queue = queue
+        self.on_ready: Callable[[str], None] | None = None
+
+    def submit(self, run_id: str, upload: Upload) -> None:
+        try:
+            self.queue.enqueue(run_id, upload.folder, upload.ingest_paths())
+        except Exception as exc:  # the run must not stay queued with no job: it fails, the upload goes
+            log.warning("could not queue the ingest of run %s: %s", run_id, exc)
+            self.store.catalog.update(run_id, status="failed", message=f"could not queue its ingest: {exc}")
+            upload.discard()
+            self.queue.shared.delete(run_id)
+            raise
+
+    def submit_paths(self, run_id: str, paths: list[Path]) -> None:
+        """Queue the ingest of files that stay where they are (a watched log folder): copies of them (a capture
+        folder whole), named as they are, go to the shared files as an upload would."""
+        upload = Upload(Path(tempfile.mkdtemp(prefix=f"watch-{run_id}-", dir=self.store.tmp_dir)))
+        try:
+            for path in paths:
+                target = upload.folder / path.name
+                if path.is_dir():
+                    shutil.copytree(path, target, symlinks=True)
+                else:
+                    shutil.copyfile(path, target)
+                upload.paths.append(target)
+                upload.relpaths.append(Path(path.name))
+        except OSError as exc:
+            self.store.catalog.update(run_id, status="failed", message=f"could not copy the watched files: {exc}")
+            upload.discard()
+            raise
+        self.submit(run_id, upload)
+
+    def shutdown(self) -> None:
+        self.queue.app.close()
+
+
+Ingester = IngestWorker | QueuedIngest

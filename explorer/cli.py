@@ -422,9 +422,35 @@ def db_upgrade(data_dir: Path | None) -> None:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
     where = shown(engine.url)
+    postgres = engine.dialect.name == "postgresql"
     engine.dispose()
     if before == after:
         out.print(f"catalog {where} is at revision {after}: nothing to do", highlight=False, markup=False)
     else:
         out.print(f"catalog {where} upgraded from revision {before or '(none)'} to {after}", highlight=False,
                   markup=False)
+    if postgres:  # the ingest queue (ingest_queue=postgres) lives in the catalog's database
+        from explorer.jobs.queue import apply_queue_schema
+
+        applied = apply_queue_schema(settings.model_copy(update={"catalog_url": url}))
+        out.print(f"job queue schema {'applied' if applied else 'present: nothing to do'}", highlight=False,
+                  markup=False)
+
+
+@main.command()
+@click.option("--concurrency", type=click.IntRange(min=1), default=None,
+              help="Jobs this process runs at once (default $EXPLORER_WORKER_CONCURRENCY, else 1)")
+@store_options
+def worker(concurrency: int | None, data_dir: Path | None) -> None:
+    """Run ingest jobs from the job queue in the catalog's PostgreSQL database (serve --ingest-queue postgres)
+    until stopped (SIGTERM or Ctrl-C: running jobs finish first). Any number, on any machines that share the
+    data folder; each logs the jobs it takes."""
+    from explorer.jobs.worker import run_worker
+
+    settings = _settings(data_dir)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        run_worker(settings, concurrency or settings.worker_concurrency)
+    except ExplorerError as exc:
+        console.print(f"error: {exc.message}", markup=False, highlight=False)
+        sys.exit(2)

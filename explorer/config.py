@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -75,9 +76,27 @@ class Settings(BaseSettings):
     ingest_processes: int = Field(
         2, ge=1, description="Worker processes parsing the files (ranks) of one multi-file Chrome/Kineto run in "
         "parallel (1: every file in the ingest's own process)")
+    ingest_queue: Literal["inline", "postgres"] = Field(
+        "inline", description="Where uploads are ingested: inline (the web process's own worker threads) or "
+        "postgres (jobs on a procrastinate queue in the catalog's PostgreSQL database, run by `trace-explorer "
+        "worker` processes on any machine sharing the data folder; the web process only enqueues)")
+    worker_concurrency: int = Field(
+        1, ge=1, description="Jobs one `trace-explorer worker` process runs at once (threads: parsing holds the "
+        "GIL, so run one worker process per core rather than raising this)")
+    queue_stalled_s: float = Field(
+        60.0, gt=0, description="Seconds without a heartbeat after which a queue worker counts as dead: its jobs "
+        "go back to the queue for another worker (workers beat every third of it)")
+    queue_max_attempts: int = Field(
+        5, ge=1, description="Most runs of one ingest job (a transient error or a dead worker costs one); then "
+        "its run fails")
+    queue_retry_wait_s: int = Field(
+        2, ge=1, description="Backoff base of a retried ingest job, in seconds: the n-th retry waits base**n")
     sql_timeout_s: float = Field(10.0, description="Time limit of one SQL query")
     sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")
     cache_runs: int = Field(4, description="Runs whose tables (slices without args, tracks, ...) stay in memory")
+    cache_disk_mb: int = Field(
+        20_480, ge=1, description="With runs on object storage: local copies of runs (read by this process) kept in "
+        "the data folder's cache/, in MB; the least recently read are dropped past it")
     derived_cache_entries: int = Field(
         16, description="Per-run derived values kept in memory (timeline index, breakdown, kernel table), all runs")
     device_cache_entries: int = Field(

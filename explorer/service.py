@@ -16,8 +16,9 @@ from pathlib import Path
 
 from explorer.errors import ExplorerError, IngestBug
 from explorer.ingest.limits import IngestLimits
+from explorer.ingest.parts import Part
 from explorer.ingest.pipeline import ingest_inputs
-from explorer.ingest.sources import DEFAULT_MAX_BYTES, collect_inputs, sha256_file
+from explorer.ingest.sources import DEFAULT_MAX_BYTES, Inputs, collect_inputs, sha256_file
 from explorer.ingest.split import SPLIT_KEY
 from explorer.store.catalog import HEARTBEAT_S, RunRecord
 from explorer.store.runs import RunStore
@@ -65,7 +66,7 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
 
     try:
         with holding_lease(store, run_id):
-            _ingest_into(store, run_id, paths, max_bytes, report, limits)
+            ingest_into(store, run_id, paths, max_bytes, report, limits)
     except Exception as exc:
         if isinstance(exc, OSError):  # the machine (disk full, permissions), not a parser: raised as it is
             log.exception("ingest of run %s failed", run_id)
@@ -84,16 +85,21 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
     return store.get(run_id)
 
 
-def _ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int, report: Progress,
-                 limits: IngestLimits | None) -> None:
-    """The files are hashed beside the parse (Inputs.hashes); the split of the ingest's time goes to the
-    run's meta (explorer.ingest.split): `inputs` (collecting, decompressing), `hash` (waiting for it)."""
+def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int, report: Progress,
+                limits: IngestLimits | None, *, inputs: Inputs | None = None,
+                parts: Callable[[Inputs], dict[int, Part]] | None = None) -> None:
+    """Collect, parse and save `paths` as run `run_id`; the catalog hears the progress and, at the end, `ready`
+    (failure is the caller's to record). The files are hashed beside the parse (Inputs.hashes); the split of
+    the ingest's time goes to the run's meta (explorer.ingest.split): `inputs` (collecting, decompressing),
+    `hash` (waiting for it). A queue's jobs (explorer.jobs) pass `inputs` they collected already (removed
+    here, as ours are) and `parts`: the members their parse jobs parsed, given the inputs."""
     report(0.0, "reading files")
     started = time.perf_counter_ns()
-    inputs = collect_inputs(paths, max_bytes, scratch_root=store.tmp_dir)
+    if inputs is None:
+        inputs = collect_inputs(paths, max_bytes, scratch_root=store.tmp_dir)
     collected = time.perf_counter_ns()
     try:
-        trace = ingest_inputs(inputs, report, limits)
+        trace = ingest_inputs(inputs, report, limits, parts=None if parts is None else parts(inputs))
         parsed = time.perf_counter_ns()
         store.catalog.update(run_id, sha256=combined_sha256(inputs.hashes()))
         split = trace.meta.setdefault(SPLIT_KEY, {})

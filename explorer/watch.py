@@ -157,8 +157,12 @@ class Watcher:
 
     def __init__(self, store: RunStore, roots: list[Path], *, poll_s: float = 1.0, settle_s: float = 3.0,
                  stale_s: float = 60.0, max_bytes: int = DEFAULT_MAX_BYTES,
-                 on_ready: Callable[[str], None] | None = None, limits: IngestLimits | None = None) -> None:
+                 on_ready: Callable[[str], None] | None = None, limits: IngestLimits | None = None,
+                 enqueue: Callable[[str, list[Path]], None] | None = None) -> None:
+        """`enqueue(run_id, paths)`: hand a ready group to a job queue instead of ingesting it here (a team
+        server's web process parses nothing; api.upload.QueuedIngest.submit_paths)."""
         self.store = store
+        self.enqueue = enqueue
         self.limits = limits
         self.roots = [r.resolve() for r in roots]
         self.poll_s, self.settle_s, self.stale_s = poll_s, settle_s, stale_s
@@ -285,6 +289,11 @@ class Watcher:
         rec = self.store.catalog.create(name[:200], source=", ".join(str(p) for p in paths), sha256=sha)
         self.store.catalog.set_tags(rec.id, [WATCH_TAG])
         try:
+            if self.enqueue is not None:
+                self.enqueue(rec.id, paths)
+                self.ledger.record(items, rec.id)
+                log.info("watch: run %s (%s) queued for the workers", rec.id, name)
+                return rec.id
             run_ingest(self.store, rec.id, paths, keep_failed=True, max_bytes=self.max_bytes, limits=self.limits)
         except Exception as exc:  # the run is marked failed with the message; the watching goes on
             log.warning("watch: ingest of %s failed: %s", name, exc)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from explorer.errors import BadTrace
@@ -65,14 +66,15 @@ def register_parser(fmt: Format, parser: Parser) -> None:
 
 
 def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: IngestLimits | None = None,
-                  parallel: bool | None = None) -> IngestedTrace:
+                  parallel: bool | None = None, *, parts: dict[int, Part] | None = None) -> IngestedTrace:
     """Parse every member into one run. Raises BadTrace when nothing usable is left.
 
     Members inside Neuron capture process folders (`<instance>_pid_<pid>/...`) are parsed folder by
     folder and joined into one process each (capture.py); Neuron events are linked to the framework
     trace after every file is read (neuron_link.py). The loose Chrome/Kineto files of a multi-file run
     are parsed in worker processes and merged in member order (parallel.py; `parallel` forces it on or
-    off, None leaves it to parallel.use_parallel): the run is the same either way."""
+    off, None leaves it to parallel.use_parallel): the run is the same either way. `parts`: members already
+    parsed elsewhere (a queue's parse jobs), by index in inputs.members; the rest are parsed here."""
     builder = TraceBuilder(limits)
     for name, why in inputs.skipped:
         builder.warn("skipped_file", f"{name}: {why}", 1, name)
@@ -81,9 +83,12 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: Inge
     plan += [(m, folder) for folder in folders for m in folder.members]
     run = _Parsing(builder, inputs, progress)
     chrome = [m for m in loose if run.formats[id(m)] is Format.CHROME]
-    with parsed_apart(chrome, builder.limits, inputs.scratch, progress, parallel) as parts:
+    given = None if parts is None else {id(m): parts[i] for i, m in enumerate(inputs.members) if i in parts}
+    apart: AbstractContextManager[dict[int, Part]] = nullcontext(given) if given is not None else parsed_apart(
+        chrome, builder.limits, inputs.scratch, progress, parallel)
+    with apart as parsed:
         for member, folder in plan:
-            run.parse(member, folder, parts.get(id(member)))
+            run.parse(member, folder, parsed.get(id(member)))
     for folder in folders:
         join_process_folder(builder, folder, run.metas)
     if not run.parsed:

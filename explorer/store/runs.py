@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import threading
 import time
-import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -33,9 +31,10 @@ from explorer.model.artifacts import Artifact
 from explorer.model.op_stats import device_time_summary
 from explorer.model.summary import RunSummary
 from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
-from explorer.store.catalog import Catalog, RunRecord
+from explorer.store.catalog import LEASE_S, Catalog, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
+from explorer.store.run_copies import RunCopies
 from explorer.store.storage import FolderStorage, Storage, answering, new_attempt, open_storage
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,7 @@ ROW_GROUP_ROWS = 65536
 CACHED_SLICE_COLUMNS = ["slice_id", "track_id", "ts_ns", "dur_ns", "depth", "parent_id", "name", "cat", "lane",
                         "op_id", "is_op", "device_time", "correlation", "external_id"]
 UNFINISHED = ("queued", "ingesting")
-CACHE_PART_STALE_S = 3600.0  # a cache fill this old was left by a process that died: removed at start-up
+DEFAULT_COPIES_BYTES = 20 * 2**30  # Settings.cache_disk_mb's default
 
 
 class RunStore:
@@ -71,25 +70,35 @@ class RunStore:
         self._cache: OrderedDict[str, dict[str, pa.Table]] = OrderedDict()
         self._cache_size = cache_runs
         self._cache_lock = threading.Lock()
-        self._fill_locks: dict[str, threading.Lock] = {}  # by storage key: one cache fill at a time per run
+        self.copies = RunCopies(self.cache_dir, DEFAULT_COPIES_BYTES)  # object storage only; from_settings sizes it
         self.derived = RunMemo(op_table_cache)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunStore:
         storage = open_storage(settings.storage, settings.data_dir, endpoint_url=settings.s3_endpoint_url,
                                region=settings.s3_region)
-        return cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url, storage)
+        store = cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url, storage)
+        store.copies.max_bytes = settings.cache_disk_mb * 2**20
+        return store
 
-    def recover(self) -> int:
+    def recover(self, held: Callable[[], Collection[str]] | None = None) -> int:
         """After a crash: runs left queued/ingesting by a process that is gone become failed, and temp
         folders are removed — unless some ingest is alive (a CLI ingest while a server starts on the same
-        data folder): its run and its scratch files are left alone. Then the storage of runs that are gone
-        or failed is swept (`sweep`)."""
+        data folder): its run and its scratch files are left alone. `held`: with a job queue (explorer.jobs),
+        the runs it holds; those, and runs queued less than LEASE_S ago (their job on its way), are alive too:
+        a queued run holds no lease, and another process starting must not fail it. Then the storage of runs
+        that are gone or failed is swept (`sweep`)."""
         n = 0
         live: set[str] = set()
-        for rec in self.catalog.unfinished():
+        unfinished = self.catalog.unfinished()
+        queued = set(held()) if held is not None and unfinished else set()
+        for rec in unfinished:
             lease = self.catalog.lease(rec.id)
             if lease is not None and lease.alive():
+                live.add(rec.id)
+                continue
+            if held is not None and (rec.id in queued or (rec.status == "queued"
+                                                          and time.time() - rec.updated_at < LEASE_S)):
                 live.add(rec.id)
                 continue
             who = f" (pid {lease.pid} on {lease.host})" if lease else ""
@@ -103,11 +112,7 @@ class RunStore:
             for leftover in self.staging_dir.iterdir():
                 if leftover.name not in live:
                     shutil.rmtree(leftover, ignore_errors=True)
-        parts = self.cache_dir / "parts"
-        if parts.is_dir():
-            for leftover in parts.iterdir():
-                if time.time() - leftover.stat().st_mtime > CACHE_PART_STALE_S:
-                    shutil.rmtree(leftover, ignore_errors=True)
+        self.copies.sweep_parts()
         self.sweep(attempts=False)
         if not self._in_place:
             self._sweep_cache()
@@ -164,30 +169,14 @@ class RunStore:
 
     def _cached(self, rec: RunRecord) -> Path:
         location = self.location(rec)
-        local = self.cache_dir / location
-        if local.is_dir():
-            return local
-        with self._cache_lock:
-            lock = self._fill_locks.setdefault(location, threading.Lock())
-        with lock:  # one download per run in this process (others' go on); other processes race by rename
-            if local.is_dir():
-                return local
-            part = self.cache_dir / "parts" / uuid.uuid4().hex
-            part.mkdir(parents=True)
-            try:
-                with answering(self.storage, f"fetching run {rec.id}"):
-                    self.storage.get_tree(location, part, exclude=("artifacts",))
-                if not (part / "run.json").is_file():
-                    raise StorageUnavailable(f"run {rec.id}'s files are missing from {self.storage.url} ({location})")
-                local.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    os.replace(part, local)
-                except OSError:
-                    if not local.is_dir():  # not another process's fill that got there first
-                        raise
-            finally:
-                shutil.rmtree(part, ignore_errors=True)
-        return local
+
+        def fetch(folder: Path) -> None:
+            with answering(self.storage, f"fetching run {rec.id}"):
+                self.storage.get_tree(location, folder, exclude=("artifacts",))
+            if not (folder / "run.json").is_file():
+                raise StorageUnavailable(f"run {rec.id}'s files are missing from {self.storage.url} ({location})")
+
+        return self.copies.get(location, fetch)
 
     def fetch_run(self, run_id: str, local_dir: Path, artifacts: bool = True) -> None:
         """Copy a ready run's files (artifacts too unless told otherwise) into `local_dir`, streamed."""

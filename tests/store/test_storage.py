@@ -338,3 +338,27 @@ def test_serve_takes_storage_and_names_a_bad_one_in_one_line(tmp_path: Path) -> 
     result = CliRunner().invoke(serve_main, ["serve", "--data-dir", str(tmp_path), "--storage", "gs://bucket/p"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "storage URL scheme 'gs' is not supported" in result.output
+
+
+def test_local_copies_of_s3_runs_are_bounded_least_recently_read_first(s3: Storage, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica keeps copies of the runs it read up to cache_disk_mb: past it, the least recently read copy
+    goes (never one read within KEEP_S), and a dropped run is fetched again, the same, when read again."""
+    writer, replica = stores(tmp_path, s3)
+    ids = [ingest_paths(writer, [TRACE], f"run {i}").id for i in range(3)]
+    replica.table(ids[0], "slices")
+    one = sum(f.stat().st_size for f in replica.run_dir(ids[0]).rglob("*") if f.is_file())
+    replica.copies.max_bytes = 2 * one + one // 2  # room for two copies
+    monkeypatch.setattr("explorer.store.run_copies.KEEP_S", 0.0)
+    want = replica.table(ids[0], "slices")
+    for rid in ids[1:]:
+        replica.run_json(rid)
+    copies = {p.parent.parent.name for p in (replica.cache_dir / "runs").glob("*/*/run.json")}
+    assert copies == {ids[1], ids[2]}  # the first, read least recently, went
+    replica._cache.clear()  # the in-memory tables too: the next read goes to disk
+    assert replica.table(ids[0], "slices").equals(want)  # fetched again
+    assert {p.parent.parent.name for p in (replica.cache_dir / "runs").glob("*/*/run.json")} == {ids[0], ids[2]}
+
+    monkeypatch.setattr("explorer.store.run_copies.KEEP_S", 3600.0)  # everything read just now stays
+    replica.copies.max_bytes = 1
+    assert replica.copies.trim() == []
