@@ -1,14 +1,20 @@
 """Shared fixtures: a fresh data folder per test, the ../shared/traces folder (skip when absent).
 
 The PostgreSQL switch: with EXPLORER_TEST_CATALOG_URL=postgresql://postgres@127.0.0.1:5432/test, every
-catalog the suite opens is on that PostgreSQL instead of catalog.sqlite: each test gets a fresh schema (its
-RunStores, its apps, and the CLI and server processes it starts, through EXPLORER_CATALOG_URL), and stores
-made by session- or module-wide fixtures share one session schema; all are dropped afterwards.
+catalog the suite opens is on that PostgreSQL instead of catalog.sqlite. The rule (tests/catalog_hook.py):
+each data folder has its own schema, made when the folder is first opened and the same for the folder's whole
+life in the session, in this process and in every process the tests start (the CLI, `serve`, workers, the
+installed wheel's venv: a sitecustomize.py on PYTHONPATH applies the same rule there), through one folder ->
+schema file shared by all of them. A folder first opened during a test (its RunStores, its apps, the CLI and
+server processes it starts: EXPLORER_CATALOG_URL is the test's own schema) has its schema dropped when the
+test ends; one first opened by a session- or module-wide fixture keeps it until the session ends. A catalog
+URL given explicitly (a test of the catalog itself) is kept as given. All schemas are dropped at the end.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +23,7 @@ from typing import Any
 import pytest
 
 from explorer.store.runs import RunStore
-from explorer.store.storage import Storage
+from tests import catalog_hook
 from tests.store.catalog_backends import pg_schema
 from tests.store.s3_server import moto_server
 from tests.support import cli
@@ -31,71 +37,75 @@ TEST_CATALOG_URL = os.environ.get("EXPLORER_TEST_CATALOG_URL", "")  # the Postgr
 
 
 class CatalogSwitch:
-    """Which catalog each data folder's RunStore opens while the switch is on: the one that was current
-    (EXPLORER_CATALOG_URL: the test's schema, else the session's) when the folder was first opened, so a
-    folder made by a session fixture keeps its catalog in every later test."""
+    """The RunStores this process opened on folder schemas, by scope (a test's catalog URL or the
+    session's), to close them."""
 
     def __init__(self) -> None:
-        self.by_folder: dict[Path, str] = {}
         self.opened: dict[str, list[RunStore]] = {}
         self.retired: list[RunStore] = []
 
-    def url_for(self, data_dir: Path) -> str:
-        return self.by_folder.setdefault(data_dir.resolve(), os.environ["EXPLORER_CATALOG_URL"])
+    def record(self, store: RunStore, scope: str) -> None:
+        self.opened.setdefault(scope, []).append(store)
 
-    def close(self, url: str) -> None:
+    def close(self, scope: str) -> None:
         """Close the stores of the test before last, retire this test's: an app's background thread (the
         index warm-up) can still hold a pooled connection as its test ends, and a connection handed back
         to a closed pool is never closed (psycopg's ResourceWarning, an error here)."""
         for store in self.retired:
             store.catalog.close()
-        self.retired = self.opened.pop(url, [])
+        self.retired = self.opened.pop(scope, [])
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _catalog_switch() -> Iterator[CatalogSwitch | None]:
+def _catalog_switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CatalogSwitch | None]:
     if not TEST_CATALOG_URL:
         yield None
         return
     switch = CatalogSwitch()
+    hook_dir = tmp_path_factory.mktemp("catalog_hook")
+    shutil.copyfile(Path(catalog_hook.__file__), hook_dir / "sitecustomize.py")
+    pythonpath = os.environ.get("PYTHONPATH")
     original = RunStore.__init__
-
-    def init(self: RunStore, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8,
-             catalog_url: str = "", storage: Storage | None = None) -> None:
-        # an explicit URL other than the environment's (a test of the catalog itself) is kept as given
-        url = catalog_url if catalog_url and catalog_url != os.environ.get("EXPLORER_CATALOG_URL") \
-            else switch.url_for(data_dir)
-        original(self, data_dir, cache_runs, op_table_cache, url, storage)
-        switch.opened.setdefault(url, []).append(self)
-
     with pg_schema(TEST_CATALOG_URL) as session_url:
-        saved = os.environ.get("EXPLORER_CATALOG_URL")
-        os.environ["EXPLORER_CATALOG_URL"] = session_url
-        RunStore.__init__ = init  # type: ignore[method-assign]
+        saved = {name: os.environ.get(name) for name in
+                 ("EXPLORER_CATALOG_URL", "PYTHONPATH", catalog_hook.MAP, catalog_hook.SCOPE, catalog_hook.HOOK)}
+        os.environ.update({
+            "EXPLORER_CATALOG_URL": session_url, catalog_hook.SCOPE: session_url,
+            catalog_hook.MAP: str(hook_dir / "folders.json"), catalog_hook.HOOK: str(hook_dir),
+            "PYTHONPATH": os.pathsep.join([str(hook_dir), *([pythonpath] if pythonpath else [])])})
+        catalog_hook.patch(RunStore)
+        catalog_hook.on_open.append(switch.record)
         try:
             yield switch
         finally:
+            catalog_hook.on_open.remove(switch.record)
             RunStore.__init__ = original  # type: ignore[method-assign]
             switch.close(session_url)
-            switch.close("")
-            if saved is None:
-                os.environ.pop("EXPLORER_CATALOG_URL")
-            else:
-                os.environ["EXPLORER_CATALOG_URL"] = saved
+            switch.close("")  # the session's stores, retired just above
+            for scope in {scope for _, scope, _ in catalog_hook.folders().values()}:
+                catalog_hook.end_scope(scope)
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)
 def _test_catalog(_catalog_switch: CatalogSwitch | None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """With the switch on, this test's catalog is a fresh schema, dropped when the test ends."""
+    """With the switch on, this test's scope: its catalog URL is a fresh schema, and the schemas of the
+    folders first opened in it are dropped when the test ends."""
     if _catalog_switch is None:
         yield
         return
     with pg_schema(TEST_CATALOG_URL) as url:
         monkeypatch.setenv("EXPLORER_CATALOG_URL", url)
+        monkeypatch.setenv(catalog_hook.SCOPE, url)
         try:
             yield
         finally:
             _catalog_switch.close(url)
+            catalog_hook.end_scope(url)
 
 
 @pytest.fixture
@@ -111,11 +121,9 @@ def shared_traces() -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory, _catalog_switch: CatalogSwitch | None) -> dict[str, Any]:
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`trace-explorer demo --no-serve` on CPU, run once (tests/test_demo.py, tests/test_check.py)."""
     data = tmp_path_factory.mktemp("demo") / "data"
-    if _catalog_switch is not None:  # the demo process writes the session's catalog: so do later opens
-        _catalog_switch.url_for(data)
     proc = subprocess.run(cli("demo", "--no-serve", "--device", "cpu", "--data-dir", str(data)),
                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
                           env={**os.environ, "COLUMNS": "200"})

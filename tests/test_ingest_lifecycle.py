@@ -17,6 +17,7 @@ from api.app import create_app
 from explorer.config import Settings
 from explorer.store.catalog import Catalog
 from explorer.store.runs import RunStore
+from tests import catalog_hook
 
 EVENTS = 1_200_000  # a few seconds of ingest on this machine: long enough to interrupt
 
@@ -39,7 +40,7 @@ def start_ingest(trace: Path, data: Path) -> subprocess.Popen[str]:
 
 
 def wait_ingesting(data: Path, proc: subprocess.Popen[str]) -> str:
-    url = os.environ.get("EXPLORER_CATALOG_URL", "")  # the PostgreSQL switch (tests/conftest.py), else the file
+    url = catalog_hook.catalog_of(data)  # the folder's schema with the PostgreSQL switch on, else the file
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if url or (data / "catalog.sqlite").exists():

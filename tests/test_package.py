@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from explorer import __version__
+from tests import catalog_hook
 from tests.support import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,9 +43,12 @@ class Installed:
     wheel: Path
 
     def env(self) -> dict[str, str]:
-        """This environment minus anything pointing Python at the checkout."""
+        """This environment minus anything pointing Python at the checkout; with the PostgreSQL switch on,
+        its sitecustomize folder (tests/conftest.py) stays on PYTHONPATH: it holds no project code."""
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
-        return {**env, "PYTHONUNBUFFERED": "1", "PATH": f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+        hook = {"PYTHONPATH": os.environ[catalog_hook.HOOK]} if os.environ.get(catalog_hook.HOOK) else {}
+        return {**env, **hook, "PYTHONUNBUFFERED": "1",
+                "PATH": f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
 
     def run(self, *args: str) -> str:
         done = subprocess.run([str(self.venv / "bin" / "trace-explorer"), *args], cwd=self.work, env=self.env(),

@@ -25,6 +25,7 @@ from psycopg.rows import dict_row
 from api.app import create_app
 from api.cli import main
 from explorer.config import Settings
+from tests import catalog_hook
 from tests.store.catalog_backends import admin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +88,8 @@ class Deployment:
         log = self.logs / f"worker-{len(self.started)}.log"
         cmd = [sys.executable, "-c", "from api.cli import main; main()", "worker", "--catalog-url", self.url,
                "--data-dir", str(self.data)]
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **WORKER_ENV}
+        hook = [os.environ[catalog_hook.HOOK]] if os.environ.get(catalog_hook.HOOK) else []  # the PG switch's
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *hook]), "PYTHONUNBUFFERED": "1", **WORKER_ENV}
         with log.open("wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         proc.log = log  # type: ignore[attr-defined]

@@ -205,7 +205,8 @@ def test_a_queued_run_survives_another_process_starting(deployment: Deployment, 
 
 def test_queue_mode_refuses_a_catalog_that_is_not_postgresql(tmp_path: Path) -> None:
     with pytest.raises(CatalogUnavailable, match="needs a PostgreSQL catalog"):
-        create_app(Settings(data_dir=tmp_path / "data", ingest_queue="postgres"))
+        # the embedded catalog, whatever EXPLORER_CATALOG_URL says (the PostgreSQL switch sets it)
+        create_app(Settings(data_dir=tmp_path / "data", catalog_url="", ingest_queue="postgres"))
 
 
 def test_db_upgrade_applies_the_queue_schema_once(deployment: Deployment) -> None:
