@@ -30,6 +30,7 @@ from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.pages import compute_run_ops
 from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
+from tests.jobs.conftest import stop
 from tests.store.catalog_backends import admin
 from tests.store.s3_server import CREDENTIALS, REGION, new_bucket
 from tests.support import serve_subprocess
@@ -145,13 +146,7 @@ def team(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: str) -> Iterator
                 yield team
             finally:
                 for proc in team.workers:
-                    if proc.poll() is None:
-                        proc.send_signal(signal.SIGTERM)
-                        try:
-                            proc.wait(timeout=15)
-                        except subprocess.TimeoutExpired:
-                            proc.kill()
-                            proc.wait()
+                    stop(proc)
     finally:
         with admin(f"{PG}/postgres") as conn:
             conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
