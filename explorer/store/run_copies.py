@@ -81,6 +81,19 @@ class RunCopies:
             dropped.append(loc)
         return dropped
 
+    def keep_only(self, current: set[str]) -> None:
+        """Drop every copy whose location is not in `current` (the ready runs' locations, from the catalog)."""
+        runs = self.root / "runs"
+        for run in runs.iterdir() if runs.is_dir() else []:
+            if f"runs/{run.name}" in current:  # a run stored before locations were recorded: the folder is it
+                continue
+            for attempt in list(run.iterdir()):
+                if f"runs/{run.name}/{attempt.name}" not in current:
+                    shutil.rmtree(attempt, ignore_errors=True)
+            if not any(run.iterdir()):
+                shutil.rmtree(run, ignore_errors=True)
+        self._read_at = {loc: t for loc, t in self._read_at.items() if loc in current}
+
     def sweep_parts(self) -> None:
         """Remove fills left by processes that died (older than PART_STALE_S)."""
         parts = self.root / "parts"

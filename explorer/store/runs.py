@@ -114,8 +114,9 @@ class RunStore:
                     shutil.rmtree(leftover, ignore_errors=True)
         self.copies.sweep_parts()
         self.sweep(attempts=False)
-        if not self._in_place:
-            self._sweep_cache()
+        if not self._in_place:  # copies of runs deleted, or re-published, since this folder cached them
+            self.copies.keep_only({run_key(rid, location) for rid, (status, location)
+                                   in self.catalog.locations().items() if status == "ready"})
         return n
 
     def sweep(self, attempts: bool = True) -> list[str]:
@@ -143,18 +144,6 @@ class RunStore:
                 log.info("sweeping %s from %s: no run references it", key, self.storage.url)
                 self.storage.delete(key)
         return removed
-
-    def _sweep_cache(self) -> None:
-        """Drop local copies of runs deleted (by any replica) since this data folder last cached them."""
-        known = self.catalog.locations()
-        for folder in self.runs_dir.iterdir():
-            status, location = known.get(folder.name, ("", ""))
-            if status != "ready":
-                stale = [folder]
-            else:
-                stale = [a for a in folder.iterdir() if a != self.cache_dir / run_key(folder.name, location)]
-            for old in stale:
-                shutil.rmtree(old, ignore_errors=True)
 
     def location(self, rec: RunRecord) -> str:
         """The storage key of a ready run's folder."""
