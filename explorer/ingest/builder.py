@@ -50,6 +50,10 @@ from explorer.model.tables import (
 
 log = logging.getLogger(__name__)
 
+# of the ingest's memory budget: the args put in slice order at the write hold twice this at most (a bucket read
+# back and its reordered copy), on top of the finished tables; past it they go through bucket files on disk
+ARGS_ORDER_SHARE = 1 / 32
+
 # SliceChunk's fields in the order add_slice stores a row: six ints, two flags, four texts
 ROW_FIELDS = ("thread", "lane", "ts", "dur", "corr", "ext", "is_op", "devtime", "name", "cat", "args", "shapes")
 SliceRow = tuple[int, int, int, int, int, int, bool, bool, str, str, str, str]
@@ -343,7 +347,7 @@ class TraceBuilder:
             remap = _Renumber(order)
             slices = _slices_table(cols, order, remap, raw_track, depth, parent, op_id)
             slice_args = None if isinstance(cols.args, pa.ChunkedArray) else OrderedArgs(
-                cols.args, order, _spill_folder(cols.args), lim.memory_mb * 2**20 // 4)
+                cols.args, order, _spill_folder(cols.args), int(lim.memory_mb * 2**20 * ARGS_ORDER_SHARE))
             ts, dur = cols.ts, cols.dur
             del cols
         with split.step("tracks"):

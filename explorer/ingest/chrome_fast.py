@@ -41,7 +41,10 @@ FAST_MIN_BYTES = 8 * 2**20  # below this the msgspec path is as fast and simpler
 SPILL_MIN_BYTES = 32 * 2**20  # from this size on, args go to disk as they are read (explorer.ingest.spill)
 DUCKDB_MEMORY_SHARE = 0.4  # of the ingest's memory budget (IngestLimits.memory_mb): DuckDB's memory_limit
 DUCKDB_MIN_MB = 64  # below this its JSON reader runs out of memory on two threads (measured: 40 MB fails)
-OBJECT_BYTES = (2**20, 64 * 2**20)  # DuckDB's largest event object: its share of DuckDB's limit / 8, within these
+# DuckDB's largest event object: its share of DuckDB's limit / 8, within these. Its JSON reader's buffers are
+# sized by it and filled (on the 1M-event trace a 64 MB ceiling cost ~90 MiB more RSS than 8 MB); an event
+# object past it (none seen in real traces: the largest are a few KB) makes the file take the msgspec path.
+OBJECT_BYTES = (2**20, 8 * 2**20)
 BATCH_ROW_BYTES = 2048  # budget per batch row (the row, its reductions, DuckDB's copy): batch rows = budget / this
 
 _COLUMNS = ("{ph: 'VARCHAR', name: 'VARCHAR', cat: 'VARCHAR', ts: 'DECIMAL(38,3)', dur: 'DECIMAL(38,3)', pid: 'JSON', "
@@ -136,7 +139,7 @@ class _Check:
     def _run(self) -> None:
         try:
             with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m, \
-                    memoryview(m) as view:
+                    memoryview(m) as view, _pages_dropped(m):
                 self.refused = _with_frames(CHECK_DEPTH_MARGIN, lambda: refusal(view))
         except (OSError, ValueError) as exc:
             self.refused = f"not checked ({exc})"
@@ -149,6 +152,30 @@ class _Check:
         self.thread.join()
         if self.refused and exc[0] is None:
             raise _Unsupported(self.refused)
+
+
+DROP_PAGES_S = 0.02
+
+
+@contextmanager
+def _pages_dropped(m: mmap.mmap) -> Iterator[None]:
+    """While the check reads the mapping front to back (one msgspec call), its pages are dropped from this
+    process every DROP_PAGES_S: the file's pages count in the RSS while mapped (up to the whole file), and the
+    few the decoder is on fault back from the page cache. Without it the 1M-event trace's parse peaked up to
+    ~200 MiB higher, by how far the check had got when DuckDB's reader peaked."""
+    stop = threading.Event()
+
+    def drop() -> None:
+        while not stop.wait(DROP_PAGES_S):
+            m.madvise(mmap.MADV_DONTNEED)
+
+    dropper = threading.Thread(target=drop, name="chrome-check-pages", daemon=True)
+    dropper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        dropper.join()
 
 
 @contextmanager
@@ -238,7 +265,7 @@ def _query(path: Path, scratch: Path | None, memory_mb: int, threads: int = 0) -
         con.close()
 
 
-BATCH_ROWS = 262_144
+BATCH_ROWS = 65_536  # as many as the memory budget allows, up to this (more made the reader's peak higher, not faster)
 _ZERO_US = pa.scalar(0, US_DECIMAL)  # a missing dur is 0, as on the per-event path
 
 
@@ -335,16 +362,13 @@ def _feed_flows(flows: pa.RecordBatch, threads: np.ndarray, ts_ns: np.ndarray, b
     of each one seen in earlier batches, so the steps of one flow meet across batch borders."""
     cat = flows.column("cat")
     encoded = pc.dictionary_encode(pc.binary_join_element_wise(cat, flows.column("id"), "\x00"))
-    keys = encoded.dictionary
-    known = pc.fill_null(pc.index_in(keys, value_set=pa.array(list(codes_of), pa.string())), -1).to_numpy()
-    codes = np.empty(len(keys), dtype=np.int64)
-    old = known >= 0
-    if old.any():
-        listed = np.fromiter(codes_of.values(), dtype=np.int64, count=len(codes_of))
-        codes[old] = listed[known[old].astype(np.int64)]
-    new = np.nonzero(~old)[0]
+    # looked up key by key: the batch's keys against every flow seen so far (a set that grows with the file,
+    # so a per-batch Arrow lookup against all of it made the feed quadratic: 47 s of a 10M-event ingest)
+    keys = encoded.dictionary.to_pylist()
+    codes = np.fromiter((codes_of.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+    new = np.nonzero(codes < 0)[0]
     codes[new] = builder.reserve_flow_codes(len(new)) + np.arange(len(new))
-    codes_of.update(zip(keys.take(pa.array(new)).to_pylist(), codes[new].tolist(), strict=True))
+    codes_of.update(zip([keys[i] for i in new.tolist()], codes[new].tolist(), strict=True))
     cats = pc.dictionary_encode(cat)
     kinds = np.asarray([flow_kind_index(c) for c in cats.dictionary.to_pylist()] or [0], dtype=np.int8)
     idx = encoded.indices.to_numpy(zero_copy_only=False)

@@ -141,14 +141,15 @@ class OrderedArgs:
                 w.close()
                 s.close()
             for path in paths:
-                with pa.OSFile(str(path), "rb") as f:
+                # mapped, not read: the bucket's pages are the file's, and each group takes its rows alone
+                with pa.memory_map(str(path)) as f:
                     table = ipc.open_file(f).read_all()
+                    by_pos = np.argsort(table.column("pos").to_numpy(), kind="stable")
+                    held = table.column("args")
+                    for lo in range(0, len(by_pos), rows):
+                        yield held.take(pa.array(by_pos[lo:lo + rows]))
+                    del table, held
                 path.unlink()
-                by_pos = np.argsort(table.column("pos").to_numpy(), kind="stable")
-                held = table.column("args").take(pa.array(by_pos))
-                del table
-                for lo in range(0, len(held), rows):
-                    yield held.slice(lo, rows).combine_chunks()
         finally:
             for path in paths:
                 path.unlink(missing_ok=True)
