@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 # of the ingest's memory budget: the args put in slice order at the write hold twice this at most (a bucket read
 # back and its reordered copy), on top of the finished tables; past it they go through bucket files on disk
-ARGS_ORDER_SHARE = 1 / 32
+ARGS_ORDER_SHARE = 1 / 64
 
 # SliceChunk's fields in the order add_slice stores a row: six ints, two flags, four texts
 ROW_FIELDS = ("thread", "lane", "ts", "dur", "corr", "ext", "is_op", "devtime", "name", "cat", "args", "shapes")
@@ -180,8 +180,10 @@ class TraceBuilder:
             self._rows = []
         lane, is_op, devtime = rule_columns(cat)
         self._chunks.append(SliceChunk(
-            thread=thread.astype(np.int64), lane=lane, ts=ts_ns.astype(np.int64), dur=dur_ns.astype(np.int64),
-            corr=correlation.astype(np.int64), ext=external_id.astype(np.int64), is_op=is_op, devtime=devtime,
+            thread=thread.astype(np.int64, copy=False), lane=lane, ts=ts_ns.astype(np.int64, copy=False),
+            dur=dur_ns.astype(np.int64, copy=False),
+            corr=correlation.astype(np.int64, copy=False), ext=external_id.astype(np.int64, copy=False), is_op=is_op,
+            devtime=devtime,
             name=name, cat=cat, args=args, shapes=shapes))
         self._chunk_rows += len(ts_ns)
 
@@ -324,6 +326,7 @@ class TraceBuilder:
         else:
             linked = self.link(cols, split)
         self._linked = LinkedParts()
+        self._bulk_flows = FlowPoints()  # bound to slices now (linked.flows): a build is finished once
         with split.step("nesting"):
             if linked.displaced:
                 self.warn("overlap", "slices overlapping without nesting on one thread were put on a sub-row",
@@ -345,11 +348,14 @@ class TraceBuilder:
             order = track_order(by_track, raw_track, cols.ts, cols.dur)
             del by_track
             remap = _Renumber(order)
+            raw_args = cols.args
+            # each raw column is dropped as its final one is made (cols is ours alone: see above)
             slices = _slices_table(cols, order, remap, raw_track, depth, parent, op_id)
-            slice_args = None if isinstance(cols.args, pa.ChunkedArray) else OrderedArgs(
-                cols.args, order, _spill_folder(cols.args), int(lim.memory_mb * 2**20 * ARGS_ORDER_SHARE))
-            ts, dur = cols.ts, cols.dur
-            del cols
+            del cols, parent, op_id
+            slice_args = None if isinstance(raw_args, pa.ChunkedArray) else OrderedArgs(
+                raw_args, order, _spill_folder(raw_args), int(lim.memory_mb * 2**20 * ARGS_ORDER_SHARE))
+            del raw_args
+            ts, dur = slices.column("ts_ns").to_numpy(), slices.column("dur_ns").to_numpy()
         with split.step("tracks"):
             flows = pa.table({
                 "flow_id": np.arange(len(flows_from), dtype=np.int64),
@@ -365,7 +371,7 @@ class TraceBuilder:
             tracks = pa.Table.from_pylist(tracks_rows + counter_tracks + instant_tracks, schema=TRACKS)
             self._span_meta(ts, dur, counters, instants)
         # the op table's own columns are big (Python strings): the per-slice arrays above go first
-        del parent, depth, op_id, order, remap, raw_track, ts, dur, flows_from, flows_to, flows_kind
+        del depth, order, remap, raw_track, ts, dur, flows_from, flows_to, flows_kind
         with split.step("op_table"):
             op_stats, op_stats_by_shape = compute_op_stats(slices)
         self.meta[SPLIT_KEY] = split.ns
@@ -450,26 +456,45 @@ SLICES_WITHOUT_ARGS = pa.schema([f for f in SLICES if f.name != "args"])
 
 def _slices_table(cols: SliceColumns, order: np.ndarray, remap: _Renumber, raw_track: np.ndarray,
                   depth: np.ndarray, parent: np.ndarray, op_id: np.ndarray) -> pa.Table:
-    """The slices table in final order; without `args` when they are on disk (IngestedTrace.slice_args)."""
+    """The slices table in final order; without `args` when they are on disk (IngestedTrace.slice_args).
+    Consumes `cols`: each raw column is emptied once its final column is made, so the finish holds the raw
+    and the final form of one column at a time, not of all of them (the 10M-event ingest's peak)."""
     take = pa.array(order)
-    corr, ext = cols.corr[order], cols.ext[order]
+    empty_ints, empty_text = np.zeros(0, np.int64), pa.chunked_array([], pa.string())
+
+    def ints(attr: str) -> np.ndarray:
+        out: np.ndarray = getattr(cols, attr)[order]
+        setattr(cols, attr, empty_ints)
+        return out
+
+    def text(attr: str) -> pa.ChunkedArray:
+        out: pa.ChunkedArray = getattr(cols, attr).take(take)
+        setattr(cols, attr, empty_text)
+        return out
+
+    def nullable(attr: str) -> pa.Array:
+        values = ints(attr)
+        return pa.array(values, pa.int64(), mask=values < 0)
+
+    lane = pa.DictionaryArray.from_arrays(pa.array(ints("lane").astype(np.int8)), pa.array(lane_values(), pa.string()))
     columns = {
         "slice_id": np.arange(len(order), dtype=np.int64),
         "track_id": raw_track[order].astype(np.int32),
-        "ts_ns": cols.ts[order],
-        "dur_ns": cols.dur[order],
+        "ts_ns": ints("ts"),
+        "dur_ns": ints("dur"),
         "depth": depth[order].astype(np.int32),
         "parent_id": remap(parent)[order],
-        "name": cols.name.take(take),
-        "cat": cols.cat.take(take),
-        "lane": pa.array(lane_values()[cols.lane[order]], pa.string()),
-        "correlation": pa.array(corr, pa.int64(), mask=corr < 0),
-        "external_id": pa.array(ext, pa.int64(), mask=ext < 0),
+        "name": text("name"),
+        "cat": text("cat"),
+        "lane": lane.cast(pa.string()),
+        "correlation": nullable("corr"),
+        "external_id": nullable("ext"),
         "op_id": remap(op_id)[order],
-        "is_op": cols.is_op[order],
-        "device_time": cols.devtime[order],
-        "shapes": cols.shapes.take(take),
+        "is_op": ints("is_op"),
+        "device_time": ints("devtime"),
+        "shapes": text("shapes"),
     }
+    del lane
     if isinstance(cols.args, pa.ChunkedArray):
-        return pa.table({**columns, "args": cols.args.take(take)}, schema=SLICES)
+        return pa.table({**columns, "args": text("args")}, schema=SLICES)
     return pa.table(columns, schema=SLICES_WITHOUT_ARGS)

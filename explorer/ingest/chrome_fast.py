@@ -329,7 +329,9 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
     rest: list[Event] = []
     kineto = False
     flow_codes: dict[str, int] = {}
-    for b in batches:
+    batches.reverse()
+    while batches:  # each batch dropped once fed: its raw and its fed form are never all held at once
+        b = batches.pop()
         threads = _thread_index(b.thread_key, builder, src)
         x = b.x
         ext = x.column("ext").to_numpy()
@@ -343,7 +345,7 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
         rest.extend(_event(r) for r in b.rest)
         bad_x += b.bad_x
         bad_flows.update(b.bad_flows)
-    batches.clear()
+        del b, x, threads
     bulk = BulkCounts(stored=stored, bad_time=bad_x, kineto=kineto, bad_flows=bad_flows)
     fed = Feeder(builder, src, name, int(meta.get("base_ns", 0))).feed(rest, bulk)
     return with_format(meta, fed, builder, name)

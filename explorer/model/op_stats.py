@@ -98,7 +98,7 @@ def compute_op_events(slices: pa.Table) -> OpEvents:
     is_op &= ~removed
     self_dev[~node] = 0  # device time of hidden ops is not in the table (as in torch)
 
-    self_cpu = np.where(node, dur, 0).astype(np.int64)
+    self_cpu = np.where(node, dur, 0).astype(np.int64, copy=False)
     child = np.nonzero(node & (tparent >= 0))[0]
     np.subtract.at(self_cpu, tparent[child], dur[child])
 
@@ -121,8 +121,8 @@ def _name_codes(names: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """One int per slice, equal where the names are equal (dictionary codes)."""
     encoded = pc.dictionary_encode(names, null_encoding="encode")
     chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
-    parts = [c.indices.to_numpy(zero_copy_only=False).astype(np.int64) for c in chunks]
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    parts = [c.indices.to_numpy(zero_copy_only=False) for c in chunks]  # int32: only compared
+    return np.concatenate(parts) if parts else np.zeros(0, np.int32)
 
 
 def _on_runtime_lane(lanes: pa.Array | pa.ChunkedArray) -> np.ndarray:
