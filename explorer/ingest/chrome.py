@@ -17,6 +17,7 @@ import msgspec
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome_feed import NO_RAW, Event, Fed, Feeder
+from explorer.ingest.json_check import EventTimes, refusal
 from explorer.ingest.times import to_ns
 
 log = logging.getLogger(__name__)
@@ -44,36 +45,7 @@ _ARRAY = msgspec.json.Decoder(list[Event], strict=False)
 _LOOSE = msgspec.json.Decoder(strict=False, float_hook=Decimal)
 _RAW_ENCODER = msgspec.json.Encoder(decimal_format="number")  # Decimals from _LOOSE back as JSON numbers
 _ANY = msgspec.json.Decoder()
-
-
-class EventTimes(msgspec.Struct, gc=False):
-    """Event's time fields, for checking a file the DuckDB path reads: its reader casts a JSON `true` to the
-    time 1 where Event refuses the event as mistyped. Checked, not kept: float, not Decimal, so no Decimal
-    is built per event. The other fields are skipped, which still checks their JSON, not their types (the
-    string fields' types would double the check's cost: tests/ingest/test_parser_paths.py)."""
-
-    ts: int | float | str | None = None
-    dur: int | float | str | None = None
-
-
-class _TypesDoc(msgspec.Struct):
-    traceEvents: list[EventTimes] = []  # noqa: N815
-
-
-_CHECK_ARRAY = msgspec.json.Decoder(list[EventTimes], strict=False)
-_CHECK_DOC = msgspec.json.Decoder(_TypesDoc, strict=False)
-
-
-def refusal(body: bytes | memoryview) -> str | None:
-    """Why decode_events would not read this document straight into Events, or None when it would: JSON
-    msgspec does not accept (NaN, Infinity, a trailing comma, nesting past its depth limit) or an event
-    time of a type Event refuses (`true`). The DuckDB path reads such files with this path instead, so that the
-    two agree on them (what to make of them is decided here, once)."""
-    try:
-        (_CHECK_ARRAY if bytes(body[:4096]).lstrip()[:1] == b"[" else _CHECK_DOC).decode(body)
-    except (msgspec.MsgspecError, RecursionError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
+__all__ = ["EventTimes", "refusal"]  # the check of the DuckDB path (explorer.ingest.json_check), named here too
 
 
 def looks_like_chrome(head: bytes) -> bool:

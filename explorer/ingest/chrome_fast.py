@@ -9,13 +9,15 @@ read as DECIMAL(38,3) µs, whose unscaled integers are the ns counts (explorer.i
 
 from __future__ import annotations
 
+import json
 import logging
 import mmap
 import os
+import subprocess
+import sys
 import tempfile
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,7 @@ import pyarrow.compute as pc
 
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
-from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, refusal, with_format
+from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, with_format
 from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, BulkCounts, Event, Feeder
 from explorer.ingest.links import flow_kind_index
 from explorer.ingest.spill import ArgsSpillWriter, SpilledArgs
@@ -113,69 +115,38 @@ def _read_all(reader: pa.RecordBatchReader, base_ns: int, spill: ArgsSpillWriter
         yield reduced
 
 
-# msgspec's depth limit is the recursion limit less the frames already on the stack: a new thread has
-# almost none, the msgspec path has its caller's. Checked this many frames down, the check refuses nesting
-# a little shallower than the msgspec path would, never deeper (such a file then takes the msgspec path).
-CHECK_DEPTH_MARGIN = 200
-
-
-def _with_frames(frames: int, call: Callable[[], str | None]) -> str | None:
-    """call() with `frames` more Python frames on the stack (a fixed count, not user data)."""
-    return call() if frames <= 0 else _with_frames(frames - 1, call)
-
-
 class _Check:
-    """DuckDB's reader takes what msgspec refuses (NaN, trailing commas, `true` as a time: see
-    chrome.refusal); such a file goes to the general path, which decides what to make of it, so both
-    paths give the same answer. The check runs in a thread of its own while DuckDB reads (its C code
-    holds the GIL, DuckDB's threads do not need it) and is waited for before the builder is touched; its
-    map is its own, closed when done, so the pages it read do not stay resident."""
+    """explorer.ingest.json_check, in a process of its own started on entry, while DuckDB reads; waited for
+    on exit, before the builder is touched: a file it refuses (or could not check) takes the general path."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.refused: str | None = None
-        self.thread = threading.Thread(target=self._run, name="chrome-check", daemon=True)
-
-    def _run(self) -> None:
-        try:
-            with self.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m, \
-                    memoryview(m) as view, _pages_dropped(m):
-                self.refused = _with_frames(CHECK_DEPTH_MARGIN, lambda: refusal(view))
-        except (OSError, ValueError) as exc:
-            self.refused = f"not checked ({exc})"
+        self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> _Check:
-        self.thread.start()
+        here = str(Path(__file__).resolve().parents[2])  # where `explorer` is imported from, checkout or not
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+        self.process = subprocess.Popen([sys.executable, "-m", "explorer.ingest.json_check", str(self.path)],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        env=env)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.thread.join()
-        if self.refused and exc[0] is None:
+        assert self.process is not None
+        if exc[0] is not None:  # the read failed: the check's answer is not needed
+            self.process.kill()
+            self.process.communicate()
+            return
+        out, err = self.process.communicate()
+        try:
+            answer = json.loads(out.decode().strip().splitlines()[-1])
+            self.refused = answer["refused"]
+        except (ValueError, IndexError, KeyError, TypeError):
+            tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {self.process.returncode}"]
+            self.refused = f"not checked ({tail[0]})"
+        if self.refused:
             raise _Unsupported(self.refused)
-
-
-DROP_PAGES_S = 0.02
-
-
-@contextmanager
-def _pages_dropped(m: mmap.mmap) -> Iterator[None]:
-    """While the check reads the mapping front to back (one msgspec call), its pages are dropped from this
-    process every DROP_PAGES_S: the file's pages count in the RSS while mapped (up to the whole file), and the
-    few the decoder is on fault back from the page cache. Without it the 1M-event trace's parse peaked up to
-    ~200 MiB higher, by how far the check had got when DuckDB's reader peaked."""
-    stop = threading.Event()
-
-    def drop() -> None:
-        while not stop.wait(DROP_PAGES_S):
-            m.madvise(mmap.MADV_DONTNEED)
-
-    dropper = threading.Thread(target=drop, name="chrome-check-pages", daemon=True)
-    dropper.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        dropper.join()
 
 
 @contextmanager

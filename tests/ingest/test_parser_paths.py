@@ -145,7 +145,7 @@ def _checked(path: Path) -> bool:
 
 
 def test_the_check_stops_no_deeper_than_the_msgspec_path(tmp_path: Path) -> None:
-    """msgspec's depth limit depends on the stack it is called from; the check runs in a thread with a
+    """msgspec's depth limit depends on the stack it is called from; the check runs in a process of its own with a
     margin of frames, so it refuses at least wherever the msgspec path does (here, called from pytest)."""
     def msgspec_reads(depth: int) -> bool:
         try:
