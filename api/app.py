@@ -37,6 +37,7 @@ from api.upload import Ingester, IngestWorker, QueuedIngest
 from explorer import __version__
 from explorer.config import Settings
 from explorer.ingest.limits import IngestLimits
+from explorer.ingest_apart import IngestProcesses
 from explorer.jobs.queue import IngestQueue
 from explorer.render import assets_for
 from explorer.store.runs import RunStore
@@ -96,7 +97,7 @@ def make_ingester(settings: Settings, store: RunStore) -> Ingester:
     the catalog's database, whose schema must be there (`trace-explorer db upgrade`)."""
     if settings.ingest_queue == "inline":
         return IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes,
-                            IngestLimits.from_settings(settings))
+                            IngestLimits.from_settings(settings), IngestProcesses(settings))
     queue = IngestQueue(settings, store)
     queue.app.open()
     try:

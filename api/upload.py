@@ -26,11 +26,12 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
-from explorer.errors import BadRequest, TooLarge
+from explorer.errors import BadRequest, RunNotFound, TooLarge
 from explorer.ingest.limits import IngestLimits
+from explorer.ingest_apart import IngestProcesses, killed_message
 from explorer.jobs.queue import IngestQueue
 from explorer.service import combined_sha256, run_ingest
-from explorer.store.runs import RunStore
+from explorer.store.runs import UNFINISHED, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -257,13 +258,16 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
 
 
 class IngestWorker:
-    """Background ingests: a thread pool running explorer.service.run_ingest on uploaded folders."""
+    """Background ingests: a thread pool running explorer.service.run_ingest on uploaded folders, each in a
+    process of its own when `processes` is given (explorer.ingest_apart: what `serve` does), else on the
+    pool's thread."""
 
     def __init__(self, store: RunStore, workers: int, max_uncompressed_bytes: int,
-                 limits: IngestLimits | None = None) -> None:
+                 limits: IngestLimits | None = None, processes: IngestProcesses | None = None) -> None:
         self.store = store
         self.max_bytes = max_uncompressed_bytes
         self.limits = limits
+        self.processes = processes
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="ingest")
         # called with the run id once a run is ready, still on the worker thread (e.g. to warm caches
         # so the first timeline view does not pay for building the run's index)
@@ -274,8 +278,11 @@ class IngestWorker:
 
     def _ingest(self, run_id: str, upload: Upload) -> None:
         try:
-            run_ingest(self.store, run_id, upload.ingest_paths(), keep_failed=True, max_bytes=self.max_bytes,
-                       limits=self.limits)
+            if self.processes is None:
+                run_ingest(self.store, run_id, upload.ingest_paths(), keep_failed=True, max_bytes=self.max_bytes,
+                           limits=self.limits)
+            elif not self._ingested_apart(run_id, upload.ingest_paths()):
+                return
             log.info("run %s ingested", run_id)
             if self.on_ready is not None:
                 self.on_ready(run_id)
@@ -284,7 +291,24 @@ class IngestWorker:
         finally:
             upload.discard()
 
+    def _ingested_apart(self, run_id: str, paths: list[Path]) -> bool:
+        """The ingest in its own process; whether the run is ready. A child that died without a word (killed:
+        out of memory) left its run unfinished: it is failed here, with a message saying so."""
+        assert self.processes is not None
+        exitcode = self.processes.run(run_id, paths, self.max_bytes, self.limits)
+        try:
+            status = self.store.catalog.get(run_id).status
+        except RunNotFound:  # deleted meanwhile
+            return False
+        if status in UNFINISHED:
+            self.store.catalog.update(run_id, status="failed", message=killed_message(exitcode))
+            shutil.rmtree(self.store.staging_dir / run_id, ignore_errors=True)
+            log.warning("ingest process of run %s ended with %s", run_id, exitcode)
+        return status == "ready"
+
     def shutdown(self) -> None:
+        if self.processes is not None:
+            self.processes.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 

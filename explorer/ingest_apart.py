@@ -1,0 +1,120 @@
+"""A server's ingest in a process of its own: the upload's memory, CPU and crashes are that process's.
+
+`serve` ingests uploads (and watched files) here instead of on its own threads. The child runs the very
+ingest the CLI runs (explorer.service.run_ingest: the same streaming path, lease, progress and failure
+messages in the catalog); the server only waits for it. Why a process:
+
+- memory: an ingest holds ~2 GB at its peak for a 2 GB trace (README, "Benchmark: ingest"); in the server's
+  process that memory stayed behind as its own, and the peak came on top of what it serves from
+  (bench/upload_memory.py). A child gives all of it back when it exits.
+- responsiveness: the parse's Python steps hold the GIL in long stretches; on the server's threads they
+  delayed every request by as much.
+- failure: an ingest killed by the OOM killer takes its process, not the server; the run is failed with a
+  message saying so.
+
+Children start from a forkserver that has imported the ingest (~1 s once per server, then ~50 ms each).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import threading
+from pathlib import Path
+
+from explorer.config import Settings
+from explorer.errors import ExplorerError
+from explorer.ingest.limits import IngestLimits
+
+log = logging.getLogger(__name__)
+
+PRELOAD = ["explorer.service"]
+JOIN_S = 1.0  # how often a waiting thread looks whether it was asked to stop
+
+
+def _child(settings: Settings, run_id: str, paths: list[Path], max_bytes: int, limits: IngestLimits | None,
+           environ: dict[str, str]) -> None:
+    """The ingest, in the child, with the server's environment as it was when the child was asked for (a
+    forkserver's children get the forkserver's own, from when it started: storage credentials set since
+    would be missing). SIGTERM unwinds like Ctrl-C, so run_ingest marks the run failed as interrupted."""
+    from explorer.service import run_ingest
+    from explorer.store.runs import RunStore
+
+    os.environ.clear()
+    os.environ.update(environ)
+    _die_with_parent()
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    store = RunStore.from_settings(settings)
+    try:
+        run_ingest(store, run_id, paths, keep_failed=True, max_bytes=max_bytes, limits=limits)
+    except ExplorerError as exc:  # recorded in the catalog by run_ingest; the parent reads it there
+        log.info("ingest of run %s failed: %s", run_id, exc.message)
+    except OSError:  # likewise recorded, and logged with its traceback by run_ingest
+        pass
+    finally:
+        store.catalog.close()
+
+
+def _die_with_parent() -> None:
+    """SIGTERM to this child when the server that asked for it is gone (multiprocessing's parent sentinel: a
+    pipe the server holds): a server killed outright (SIGKILL) leaves no ingest running on, and its run is
+    marked failed as interrupted, as the run of a killed CLI ingest is."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="ingest-parent-watch", daemon=True).start()
+
+
+class IngestProcesses:
+    """Starts one child per ingest and waits for it; `stop()` asks the running ones to stop (SIGTERM)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(PRELOAD)
+        self._running: set[multiprocessing.process.BaseProcess] = set()
+        self._stopping = False
+
+    def run(self, run_id: str, paths: list[Path], max_bytes: int, limits: IngestLimits | None) -> int:
+        """Ingest in a child and wait for it; the child's exit code (negative: the signal that killed it)."""
+        child = self._context.Process(target=_child, args=(self.settings, run_id, paths, max_bytes, limits, dict(os.environ)),
+                                      name=f"ingest-{run_id}", daemon=False)
+        child.start()
+        self._running.add(child)
+        try:
+            while child.exitcode is None:
+                child.join(JOIN_S)
+                if self._stopping and child.is_alive():
+                    child.terminate()
+                    child.join()
+        finally:
+            self._running.discard(child)
+        return int(child.exitcode or 0)
+
+    def stop(self) -> None:
+        """Ask every running child to stop: each marks its run failed ("interrupted") on its way out."""
+        self._stopping = True
+        for child in list(self._running):
+            if child.is_alive():
+                child.terminate()
+
+
+def killed_message(exitcode: int) -> str:
+    """The run's message when its ingest process died without saying why (it had no chance to)."""
+    if exitcode < 0:
+        name = signal.Signals(-exitcode).name if -exitcode in signal.Signals._value2member_map_ else str(-exitcode)
+        why = " (most likely out of memory)" if -exitcode == signal.SIGKILL else ""
+        return f"the ingest process was killed by {name}{why}; ingest it again, or with more memory"
+    return f"the ingest process ended with exit status {exitcode}; this is a bug: see the server's log"
