@@ -25,8 +25,10 @@ from synth import write_kineto_trace  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
+from explorer.ingest.memory import return_freed_memory
 from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
+return_freed_memory()  # as `trace-explorer ingest` does
 store = RunStore(Path(sys.argv[2]))
 t = time.perf_counter()
 rec = ingest_paths(store, [Path(sys.argv[1])], "bench")

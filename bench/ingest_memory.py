@@ -59,9 +59,12 @@ def main() -> None:
 
     from explorer.ingest import split as split_module
     from explorer.ingest.limits import IngestLimits
+    from explorer.ingest.memory import return_freed_memory
     from explorer.service import ingest_paths
     from explorer.store import runs as runs_module
     from explorer.store.runs import RunStore
+
+    return_freed_memory()  # as `trace-explorer ingest` does
 
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace.json"

@@ -28,6 +28,7 @@ from pathlib import Path
 from explorer.config import Settings
 from explorer.errors import ExplorerError
 from explorer.ingest.limits import IngestLimits
+from explorer.ingest.memory import return_freed_memory
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ def _child(settings: Settings, run_id: str, paths: list[Path], max_bytes: int, l
     os.environ.clear()
     os.environ.update(environ)
     _die_with_parent()
+    return_freed_memory()
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from explorer.errors import ExplorerError, IngestBug
 from explorer.ingest.limits import IngestLimits
-from explorer.ingest.memory import return_freed_memory
 from explorer.ingest.parts import Part
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import DEFAULT_MAX_BYTES, Inputs, collect_inputs, sha256_file
@@ -95,7 +94,6 @@ def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int,
     `hash` (waiting for it). A queue's jobs (explorer.jobs) pass `inputs` they collected already (removed
     here, as ours are) and `parts`: the members their parse jobs parsed, given the inputs."""
     report(0.0, "reading files")
-    return_freed_memory()
     started = time.perf_counter_ns()
     if inputs is None:
         inputs = collect_inputs(paths, max_bytes, scratch_root=store.tmp_dir)

@@ -31,8 +31,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("render", ("explorer.render",)),
     Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot", "explorer.gate",
                     "explorer.export", "explorer.rank_pages", "explorer.fleet")),
-    Layer("cli", ("explorer.service", "explorer.demo", "explorer.upload_client", "explorer.watch", "explorer.cli",
-                  "explorer.notebook", "explorer.jobs")),
+    Layer("cli", ("explorer.service", "explorer.ingest_apart", "explorer.demo", "explorer.upload_client",
+                  "explorer.watch", "explorer.cli", "explorer.notebook", "explorer.jobs")),
     Layer("api", ("api",)),
 )
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer.units}

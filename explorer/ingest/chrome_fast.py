@@ -115,6 +115,12 @@ def _read_all(reader: pa.RecordBatchReader, base_ns: int, spill: ArgsSpillWriter
         yield reduced
 
 
+# the check's process: explorer imported from where this one imports it (a checkout or an install), then
+# json_check's main, which imports msgspec and nothing of the explorer's
+_CHECK_MAIN = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
+               "from explorer.ingest.json_check import main; sys.exit(main(sys.argv[1:]))")
+
+
 class _Check:
     """explorer.ingest.json_check, in a process of its own started on entry, while DuckDB reads; waited for
     on exit, before the builder is touched: a file it refuses (or could not check) takes the general path."""
@@ -125,11 +131,8 @@ class _Check:
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> _Check:
-        here = str(Path(__file__).resolve().parents[2])  # where `explorer` is imported from, checkout or not
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
-        self.process = subprocess.Popen([sys.executable, "-m", "explorer.ingest.json_check", str(self.path)],
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env=env)
+        self.process = subprocess.Popen([sys.executable, "-c", _CHECK_MAIN, str(self.path)], stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         return self
 
     def __exit__(self, *exc: object) -> None:
