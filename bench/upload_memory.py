@@ -3,8 +3,9 @@ more than the setting"). A synthetic Kineto trace (bench/synth.py, ~2 GB by defa
 the real `trace-explorer serve` in a subprocess, started with EXPLORER_INGEST_MEMORY_MB; the server's RSS is
 read from /proc every 20 ms from before the upload until the run is ready and the server idles again.
 
-Printed: the server's RSS before, its peak while receiving and ingesting, what it holds after, and the
-rise (peak - before) against the memory setting.
+Printed: the server's RSS before; its peak while it received the upload and the run was queued or
+ingesting, and that rise against the memory setting; its peak once the run was ready (the server loads a
+new run for its first views: its cached columns and timeline index) and what it holds after.
 
     .venv/bin/python bench/upload_memory.py [--events 9500000] [--memory-mb 1500]
 """
@@ -92,16 +93,18 @@ def main() -> None:
             time.sleep(5.0)  # the server's own work after an ingest (its window index) settles
             sampler.stop()
             after = rss_mib(server.pid)
-            peak = sampler.peak()
+            during = max([r for t, r in sampler.samples if t < ready] or [0.0])
+            loaded = sampler.peak(since=ready)
             print(f"{args.events:,} events, {size / 1e6:,.0f} MB uploaded to `serve` with EXPLORER_INGEST_MEMORY_MB="
                   f"{args.memory_mb}: run {status['status']}"
                   + (f" ({status.get('message')})" if status["status"] != "ready" else ""))
             print(f"  upload {uploaded - started:.1f} s, ingest until ready {ready - uploaded:.1f} s; "
                   f"slowest answer to a status poll meanwhile {slowest * 1000:,.0f} ms")
-            print(f"  server RSS: before {before:,.0f} MiB, peak {peak:,.0f} MiB, after {after:,.0f} MiB")
-            rise = peak - before
-            print(f"  rise {rise:,.0f} MiB ({rise * 2**20 / 1e6:,.0f} MB) against the setting of {args.memory_mb:,} MB: "
+            rise = during - before
+            print(f"  server RSS before {before:,.0f} MiB; peak while receiving and ingesting {during:,.0f} MiB: "
+                  f"a rise of {rise:,.0f} MiB ({rise * 2**20 / 1e6:,.0f} MB) against the setting of {args.memory_mb:,} MB, "
                   + ("within it" if rise * 2**20 <= args.memory_mb * 1e6 else "OVER it"))
+            print(f"  once ready (the run loaded for its first views): peak {loaded:,.0f} MiB, {after:,.0f} MiB after")
         finally:
             server.terminate()
             server.wait(timeout=60)
