@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -83,14 +84,93 @@ def _pages_dropped(m: mmap.mmap) -> Iterator[None]:
         dropper.join()
 
 
+PIECE_BYTES = 8 * 2**20  # events decoded this many bytes at a time (see pieces())
+_BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
+
+
 def check_file(path: Path) -> str | None:
-    """refusal() of a file, read through a mapping of it."""
+    """refusal() of a file, read through a mapping of it: piece by piece where pieces() finds the events
+    array's pieces, else the whole file at once."""
     try:
         with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m, \
                 memoryview(m) as view, _pages_dropped(m):
+            cut = pieces(m) if len(m) > PIECE_BYTES else None
+            if cut is not None and _with_frames(CHECK_DEPTH_MARGIN, lambda: _pieces_refused(m, *cut)) is None:
+                return None
             return _with_frames(CHECK_DEPTH_MARGIN, lambda: refusal(view))
     except (OSError, ValueError) as exc:
         return f"not checked ({exc})"
+
+
+def pieces(m: mmap.mmap) -> tuple[bytes, list[tuple[int, int]]] | None:
+    """The file as a document with an empty events array (the array form: `[]`) and the events array's
+    contents cut into pieces of about PIECE_BYTES, each cut between two events (`}`, a comma, `{`, with
+    whitespace around the comma only); None where that cannot be seen cheaply.
+
+    Decoding the pieces one at a time holds one piece's events, not the file's (one small struct and its
+    times per event: ~300 MB for the 1M-event trace). It refuses exactly what the whole decode refuses:
+    the document decodes when the wrapper and every piece do, since it is the wrapper with the pieces joined
+    by commas in its array; and a cut that is not between two top-level events (inside a string, or inside
+    an event's args) leaves the piece before it with a string or a bracket not closed, so that piece does
+    not decode, and the whole file is decoded instead. The events sit one level less deep in a piece than in
+    an object document: within CHECK_DEPTH_MARGIN."""
+    start = 0
+    while start < len(m) and m[start:start + 1] in b" \t\r\n":
+        start += 1
+    end = len(m)
+    while end > start and m[end - 1:end] in b" \t\r\n":
+        end -= 1
+    if m[start:start + 1] == b"[":
+        if m[end - 1:end] != b"]":
+            return None
+        wrapper, open_at, close_at = b"[]", start, end - 1
+    elif m[start:start + 1] == b"{":
+        key = m.find(b'"traceEvents"')
+        open_at = m.find(b"[", key) if key >= 0 else -1
+        if key < 0 or open_at < 0 or m[key + 13:open_at].strip() != b":":
+            return None
+        closing = _array_close(m, open_at, end)
+        if closing is None:
+            return None
+        wrapper, close_at = closing
+    else:
+        return None
+    cuts, lo = [], open_at + 1
+    while close_at - lo > PIECE_BYTES:
+        found = _BETWEEN_EVENTS.search(m, lo + PIECE_BYTES, close_at)
+        if found is None:
+            break
+        cuts.append((lo, found.start() + 1))  # the piece ends with its last event's `}`
+        lo = found.end() - 1  # the next begins with its first event's `{`
+    cuts.append((lo, close_at))
+    return wrapper, cuts
+
+
+def _array_close(m: mmap.mmap, open_at: int, end: int, tries: int = 64) -> tuple[bytes, int] | None:
+    """Where the events array closes: the last `]` after an event object (or the `[`) such that the document
+    around the array is valid with the array emptied; the emptied document with it. Where a key after the
+    array holds an array of objects (not seen in Kineto's traces), that array's `]` can be taken instead:
+    the last piece then holds the keys between, does not decode, and the whole file is decoded."""
+    close_at = end
+    for _ in range(tries):
+        close_at = m.rfind(b"]", open_at + 1, close_at)
+        if close_at < 0:
+            return None
+        if m[max(open_at, close_at - 64):close_at].rstrip()[-1:] in (b"}", b"["):
+            wrapper = bytes(m[:open_at]) + b"[]" + bytes(m[close_at + 1:])
+            if refusal(wrapper) is None:
+                return wrapper, close_at
+    return None
+
+
+def _pieces_refused(m: mmap.mmap, wrapper: bytes, cuts: list[tuple[int, int]]) -> str | None:
+    """refusal() of the wrapper, then of each piece as an array of its own; the first refusal found."""
+    why = refusal(wrapper)
+    for lo, hi in cuts:
+        if why is not None:
+            break
+        why = refusal(b"[" + bytes(m[lo:hi]) + b"]")
+    return why
 
 
 def main(argv: list[str]) -> int:
