@@ -10,6 +10,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import threading
@@ -30,18 +31,40 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * PAGE
 
 
+def children_rss_bytes() -> int:
+    """The RSS of this process's children together (the check of explorer/ingest/json_check.py runs in one)."""
+    me, total = os.getpid(), 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != me:
+                    continue
+            with open(f"/proc/{entry}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 class Sampler:
     """The RSS every 10 ms; `peak_since(mark)` is the highest sample after a mark."""
 
     def __init__(self) -> None:
         self.samples: list[tuple[float, int]] = []
+        self.children_peak = 0  # the children's RSS together, at its highest
+        self.together_peak = 0  # this process's and its children's, sampled at the same moment
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(0.01):
-            self.samples.append((time.perf_counter(), rss_bytes()))
+            own, children = rss_bytes(), children_rss_bytes()
+            self.samples.append((time.perf_counter(), own))
+            self.children_peak = max(self.children_peak, children)
+            self.together_peak = max(self.together_peak, own + children)
 
     def peak_between(self, t0: float, t1: float) -> int:
         return max([r for t, r in self.samples if t0 <= t <= t1] or [rss_bytes()])
@@ -103,6 +126,8 @@ def main() -> None:
         print(f"{args.events:,} events, {size / 1e6:,.1f} MB file, memory setting {args.memory_mb} MB; "
               f"{wall:.1f} s; RSS before the ingest {start_rss / mb:,.0f} MiB, peak {peak / mb:,.0f} MiB "
               f"({peak / size:.2f}x the file)")
+        print(f"the check's process beside it (explorer/ingest/json_check.py): peak {sampler.children_peak / mb:,.0f} MiB; "
+              f"the two together at most {sampler.together_peak / mb:,.0f} MiB ({sampler.together_peak / size:.2f}x)")
         print(f"{'step':<20} {'RSS at start':>13} {'peak during':>12} {'RSS at end':>11}  (MiB)")
         for name, r0, rp, r1 in rows:
             mark = "  <- the peak" if rp == peak else ""

@@ -164,12 +164,18 @@ def _array_close(m: mmap.mmap, open_at: int, end: int, tries: int = 64) -> tuple
 
 
 def _pieces_refused(m: mmap.mmap, wrapper: bytes, cuts: list[tuple[int, int]]) -> str | None:
-    """refusal() of the wrapper, then of each piece as an array of its own; the first refusal found."""
+    """refusal() of the wrapper, then of each piece as an array of its own; the first refusal found. Each
+    piece is copied between brackets into one buffer, reused (a fresh one per piece cost page faults: ~0.2 s
+    per 210 MB)."""
     why = refusal(wrapper)
-    for lo, hi in cuts:
-        if why is not None:
-            break
-        why = refusal(b"[" + bytes(m[lo:hi]) + b"]")
+    buffer = bytearray(max((hi - lo for lo, hi in cuts), default=0) + 2)
+    with memoryview(m) as source, memoryview(buffer) as target:
+        for lo, hi in cuts:
+            if why is not None:
+                break
+            n = hi - lo
+            target[0:1], target[1:n + 1], target[n + 1:n + 2] = b"[", source[lo:hi], b"]"
+            why = refusal(target[:n + 2])
     return why
 
 
