@@ -11,8 +11,8 @@ measurable on that trace (page faults of fresh mappings against the cache misses
 
 This is process-wide state, set once, by the processes that exist to ingest: `trace-explorer ingest` and
 `worker`, a server's ingest process (explorer.ingest_apart), parse workers (explorer.ingest.parts). Not by a
-process that goes on to other work: the demo profiles with torch between its ingests, and torch's tensors
-of 128 KiB and more, each its own mapping, made its profiled steps ~20 % slower.
+process that goes on to other work: the demo profiles with torch between its ingests, and with torch's
+tensors of 128 KiB and more each its own mapping, its later profiled steps came out slower than its first.
 """
 
 from __future__ import annotations
