@@ -295,7 +295,8 @@ class IngestWorker:
         """The ingest in its own process; whether the run is ready. A child that died without a word (killed:
         out of memory) left its run unfinished: it is failed here, with a message saying so."""
         assert self.processes is not None
-        exitcode = self.processes.run(run_id, paths, self.max_bytes, self.limits)
+        opened = self.store.catalog.opened_on  # the child opens this very catalog (SQLite: the data folder's own)
+        exitcode = self.processes.run(run_id, paths, self.max_bytes, self.limits, opened if isinstance(opened, str) else "")
         try:
             status = self.store.catalog.get(run_id).status
         except RunNotFound:  # deleted meanwhile

@@ -89,9 +89,12 @@ class IngestProcesses:
         self._running: set[multiprocessing.process.BaseProcess] = set()
         self._stopping = False
 
-    def run(self, run_id: str, paths: list[Path], max_bytes: int, limits: IngestLimits | None) -> int:
-        """Ingest in a child and wait for it; the child's exit code (negative: the signal that killed it)."""
-        child = self._context.Process(target=_child, args=(self.settings, run_id, paths, max_bytes, limits, dict(os.environ)),
+    def run(self, run_id: str, paths: list[Path], max_bytes: int, limits: IngestLimits | None,
+            catalog_url: str) -> int:
+        """Ingest in a child and wait for it; the child's exit code (negative: the signal that killed it).
+        `catalog_url`: the catalog the server has open (its settings' URL, "" for the data folder's SQLite)."""
+        settings = self.settings.model_copy(update={"catalog_url": catalog_url})
+        child = self._context.Process(target=_child, args=(settings, run_id, paths, max_bytes, limits, dict(os.environ)),
                                       name=f"ingest-{run_id}", daemon=False)
         child.start()
         self._running.add(child)

@@ -99,6 +99,7 @@ class Catalog:
 
     def __init__(self, url: str | Path) -> None:
         """`url`: postgresql://user@host:port/db or sqlite:///path; a Path is that SQLite file."""
+        self.opened_on = url  # as given (`url` is for messages: password hidden)
         self._engine = make_engine(sqlite_url(url) if isinstance(url, Path) else url)
         self._closed = False
         # a connection a thread still holds when the catalog closes (an index warm-up, a lease beat) is
