@@ -281,7 +281,7 @@ class IngestWorker:
             if self.processes is None:
                 run_ingest(self.store, run_id, upload.ingest_paths(), keep_failed=True, max_bytes=self.max_bytes,
                            limits=self.limits)
-            elif not self._ingested_apart(run_id, upload.ingest_paths()):
+            elif not self._ingested_apart(run_id, upload.ingest_paths(), upload.folder):
                 return
             log.info("run %s ingested", run_id)
             if self.on_ready is not None:
@@ -291,12 +291,13 @@ class IngestWorker:
         finally:
             upload.discard()
 
-    def _ingested_apart(self, run_id: str, paths: list[Path]) -> bool:
+    def _ingested_apart(self, run_id: str, paths: list[Path], folder: Path) -> bool:
         """The ingest in its own process; whether the run is ready. A child that died without a word (killed:
         out of memory) left its run unfinished: it is failed here, with a message saying so."""
         assert self.processes is not None
         opened = self.store.catalog.opened_on  # the child opens this very catalog (SQLite: the data folder's own)
-        exitcode = self.processes.run(run_id, paths, self.max_bytes, self.limits, opened if isinstance(opened, str) else "")
+        exitcode = self.processes.run(run_id, paths, self.max_bytes, self.limits, opened if isinstance(opened, str) else "",
+                                      discard=folder)
         try:
             status = self.store.catalog.get(run_id).status
         except RunNotFound:  # deleted meanwhile

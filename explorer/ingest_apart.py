@@ -21,6 +21,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -37,7 +38,7 @@ JOIN_S = 1.0  # how often a waiting thread looks whether it was asked to stop
 
 
 def _child(settings: Settings, run_id: str, paths: list[Path], max_bytes: int, limits: IngestLimits | None,
-           environ: dict[str, str]) -> None:
+           environ: dict[str, str], discard: Path | None) -> None:
     """The ingest, in the child, with the server's environment as it was when the child was asked for (a
     forkserver's children get the forkserver's own, from when it started: storage credentials set since
     would be missing). SIGTERM unwinds like Ctrl-C, so run_ingest marks the run failed as interrupted."""
@@ -62,6 +63,8 @@ def _child(settings: Settings, run_id: str, paths: list[Path], max_bytes: int, l
         pass
     finally:
         store.catalog.close()
+        if discard is not None:  # the upload's folder, gone as soon as its run is ready or failed
+            shutil.rmtree(discard, ignore_errors=True)
 
 
 def _die_with_parent() -> None:
@@ -90,11 +93,13 @@ class IngestProcesses:
         self._stopping = False
 
     def run(self, run_id: str, paths: list[Path], max_bytes: int, limits: IngestLimits | None,
-            catalog_url: str) -> int:
+            catalog_url: str, discard: Path | None = None) -> int:
         """Ingest in a child and wait for it; the child's exit code (negative: the signal that killed it).
-        `catalog_url`: the catalog the server has open (its settings' URL, "" for the data folder's SQLite)."""
+        `catalog_url`: the catalog the server has open (its settings' URL, "" for the data folder's SQLite);
+        `discard`: a folder the child removes once the run is ready or failed (the upload's)."""
         settings = self.settings.model_copy(update={"catalog_url": catalog_url})
-        child = self._context.Process(target=_child, args=(settings, run_id, paths, max_bytes, limits, dict(os.environ)),
+        child = self._context.Process(target=_child, args=(settings, run_id, paths, max_bytes, limits, dict(os.environ),
+                                                           discard),
                                       name=f"ingest-{run_id}", daemon=False)
         child.start()
         self._running.add(child)
