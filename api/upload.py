@@ -30,7 +30,7 @@ from explorer.errors import BadRequest, RunNotFound, TooLarge
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest_apart import IngestProcesses, killed_message
 from explorer.jobs.queue import IngestQueue
-from explorer.service import combined_sha256, run_ingest
+from explorer.service import combined_sha256
 from explorer.store.runs import UNFINISHED, RunStore
 
 log = logging.getLogger(__name__)
@@ -258,12 +258,11 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
 
 
 class IngestWorker:
-    """Background ingests: a thread pool running explorer.service.run_ingest on uploaded folders, each in a
-    process of its own when `processes` is given (explorer.ingest_apart: what `serve` does), else on the
-    pool's thread."""
+    """Background ingests: a thread pool whose threads each wait for one upload's ingest in a process of its
+    own (explorer.ingest_apart)."""
 
     def __init__(self, store: RunStore, workers: int, max_uncompressed_bytes: int,
-                 limits: IngestLimits | None = None, processes: IngestProcesses | None = None) -> None:
+                 limits: IngestLimits | None, processes: IngestProcesses) -> None:
         self.store = store
         self.max_bytes = max_uncompressed_bytes
         self.limits = limits
@@ -278,10 +277,7 @@ class IngestWorker:
 
     def _ingest(self, run_id: str, upload: Upload) -> None:
         try:
-            if self.processes is None:
-                run_ingest(self.store, run_id, upload.ingest_paths(), keep_failed=True, max_bytes=self.max_bytes,
-                           limits=self.limits)
-            elif not self._ingested_apart(run_id, upload.ingest_paths(), upload.folder):
+            if not self._ingested_apart(run_id, upload.ingest_paths(), upload.folder):
                 return
             log.info("run %s ingested", run_id)
             if self.on_ready is not None:
@@ -294,7 +290,6 @@ class IngestWorker:
     def _ingested_apart(self, run_id: str, paths: list[Path], folder: Path) -> bool:
         """The ingest in its own process; whether the run is ready. A child that died without a word (killed:
         out of memory) left its run unfinished: it is failed here, with a message saying so."""
-        assert self.processes is not None
         opened = self.store.catalog.opened_on  # the child opens this very catalog (SQLite: the data folder's own)
         exitcode = self.processes.run(run_id, paths, self.max_bytes, self.limits, opened if isinstance(opened, str) else "",
                                       discard=folder)
@@ -309,8 +304,7 @@ class IngestWorker:
         return status == "ready"
 
     def shutdown(self) -> None:
-        if self.processes is not None:
-            self.processes.stop()
+        self.processes.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
