@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 from explorer.errors import DeviceProfileNotFound
 from explorer.model.device import DEVICE_PROFILES, DeviceProfile
 from explorer.model.neuron_schema import arrow_schema, table_names, with_published_columns
+from explorer.store.parquet import parquet_options
 
 DEVICE_DIR = "device"
 PROFILES_FILE = "device_profiles.parquet"
-ROW_GROUP_ROWS = 65536  # as the run's slices: a window of one track reads few row groups
 
 
 def save_device_profiles(work: Path, profiles: list[DeviceProfile]) -> None:
@@ -31,8 +31,7 @@ def save_device_profiles(work: Path, profiles: list[DeviceProfile]) -> None:
         folder = work / DEVICE_DIR / p.profile_id
         folder.mkdir(parents=True)
         for name, table in p.tables.items():
-            pq.write_table(table, folder / f"{name}.parquet", row_group_size=ROW_GROUP_ROWS,
-                           compression="zstd", compression_level=1)
+            pq.write_table(table, folder / f"{name}.parquet", **parquet_options(table.schema))
 
 
 def load_device_profiles(run_dir: Path) -> pa.Table:

@@ -16,7 +16,7 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -34,12 +34,12 @@ from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
 from explorer.store.catalog import LEASE_S, Catalog, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
+from explorer.store.parquet import ROW_GROUP_ROWS, ahead, parquet_options
 from explorer.store.run_copies import RunCopies
 from explorer.store.storage import FolderStorage, Storage, answering, new_attempt, open_storage
 
 log = logging.getLogger(__name__)
 
-ROW_GROUP_ROWS = 65536
 # columns the in-memory cache keeps; args (the bulk of the bytes) are read per event on demand
 CACHED_SLICE_COLUMNS = ["slice_id", "track_id", "ts_ns", "dur_ns", "depth", "parent_id", "name", "cat", "lane",
                         "op_id", "is_op", "device_time", "correlation", "external_id"]
@@ -221,7 +221,8 @@ class RunStore:
             if name == "slices" and trace.slice_args is not None:
                 _write_slices(work / "slices.parquet", table, trace.slice_args)
             else:
-                pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet", **PARQUET_OPTIONS)
+                pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
+                               **parquet_options(TABLE_SCHEMAS[name]))
         split = trace.meta.get("ingest_split_ns")  # explorer.ingest.split, when the ingest timed itself
         if isinstance(split, dict):
             split["write"] = time.perf_counter_ns() - started
@@ -326,22 +327,24 @@ def run_key(run_id: str, location: str) -> str:
     return location or f"runs/{run_id}"
 
 
-PARQUET_OPTIONS: dict[str, Any] = {"row_group_size": ROW_GROUP_ROWS, "compression": "zstd", "compression_level": 1}
-
-
 def _write_slices(path: Path, slices: pa.Table, args: OrderedText) -> None:
     """The slices table with its args column joined from outside memory, one row group at a time (so the
-    row groups are ROW_GROUP_ROWS long, as slice_rows expects, and only one group's args are held)."""
+    row groups are ROW_GROUP_ROWS long, as slice_rows expects, and only a group or two's args are held), the
+    next group made while the last is encoded."""
     schema = TABLE_SCHEMAS["slices"]
-    options = {k: v for k, v in PARQUET_OPTIONS.items() if k != "row_group_size"}
-    with pq.ParquetWriter(path, schema, **options) as writer:
+    options = {k: v for k, v in parquet_options(schema).items() if k != "row_group_size"}
+
+    def groups() -> Iterator[pa.Table]:
         lo = 0
         for part in args.batches(ROW_GROUP_ROWS):
-            group = slices.slice(lo, len(part)).append_column("args", part)
-            writer.write_table(group.cast(schema), row_group_size=ROW_GROUP_ROWS)
+            yield slices.slice(lo, len(part)).append_column("args", part).cast(schema)
             lo += len(part)
         if lo != slices.num_rows:
             raise ValueError(f"slice args: {lo} values for {slices.num_rows} slices")
+
+    with pq.ParquetWriter(path, schema, **options) as writer:
+        for group in ahead(groups()):
+            writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
         if not slices.num_rows:
             writer.write_table(schema.empty_table())
 
