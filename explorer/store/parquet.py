@@ -3,7 +3,7 @@ them; slice_rows reads one), and a dictionary only for the columns whose values 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
@@ -31,7 +31,7 @@ def parquet_options(schema: pa.Schema) -> dict[str, Any]:
 _END = object()
 
 
-def ahead(items: Iterator[T]) -> Iterator[T]:
+def ahead(items: Iterator[T]) -> Generator[T, None, None]:
     """`items`, each made in a thread of its own while the caller works on the one before: a writer's next
     row group (the args' takes, the cast) made while Parquet encodes the last, both outside the GIL. At most
     one item waits; an error raised making one is raised here, in its place."""
