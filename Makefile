@@ -29,7 +29,7 @@ lint: install
 
 test: install browser lint
 	mkdir -p $(ARTIFACTS)
-	REQUIRE_BROWSER=1 SCREENSHOT_DIR=$(ARTIFACTS)/screenshots $(VENV)/bin/pytest -q
+	REQUIRE_BROWSER=1 SCREENSHOT_DIR=$(ARTIFACTS)/screenshots $(VENV)/bin/pytest -q --durations=25
 	$(MAKE) --no-print-directory test-postgres
 
 # The suite again with every catalog on PostgreSQL (each data folder its own schema, tests/catalog_hook.py),
@@ -38,7 +38,7 @@ test: install browser lint
 test-postgres: install
 	@$(PY) -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=5).close()" '$(PG_TEST_URL)' \
 		|| (echo "PostgreSQL at $(PG_TEST_URL) is not answering: the PostgreSQL half of the tests needs it (PG_TEST_URL=... to point elsewhere)"; exit 1)
-	EXPLORER_TEST_CATALOG_URL=$(PG_TEST_URL) $(VENV)/bin/pytest -q -p no:cacheprovider \
+	EXPLORER_TEST_CATALOG_URL=$(PG_TEST_URL) $(VENV)/bin/pytest -q -p no:cacheprovider --durations=25 \
 		--ignore=tests/e2e --ignore=tests/fuzz --ignore=tests/ingest --ignore=tests/team --ignore=tests/jobs tests
 
 bench: install

@@ -5,7 +5,7 @@ Each size runs in a fresh subprocess so peak RSS is that ingest's alone. With --
 also loaded by HolisticTraceAnalysis and by the Perfetto UI in headless Chromium, alternating with the
 explorer for --rounds rounds, and the median ratios are printed (bench/peers.py; bench/PEERS.md has the
 peers' virtualenvs and the exact commands). Usage:
-    .venv/bin/python bench/ingest.py [--events 100000 1000000] [--peer hta] [--peer perfetto]
+    .venv/bin/python bench/ingest.py [--events 100000 1000000] [--peer hta] [--peer perfetto] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,7 +32,8 @@ from explorer.store.runs import RunStore
 return_freed_memory()  # as `trace-explorer ingest` does
 store = RunStore(Path(sys.argv[2]))
 t = time.perf_counter()
-rec = ingest_paths(store, [Path(sys.argv[1])], "bench")
+trace = Path(sys.argv[1])
+rec = ingest_paths(store, [trace], "bench", max_bytes=trace.stat().st_size + 1)  # any size: the bench decides
 dt = time.perf_counter() - t
 print(json.dumps({"seconds": dt, "slices": rec.summary.slices, "flows": rec.summary.flows,
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
@@ -40,15 +42,18 @@ print(json.dumps({"seconds": dt, "slices": rec.summary.slices, "flows": rec.summ
 
 def ingest_child(trace: Path, data_dir: Path) -> dict[str, float]:
     """The explorer's ingest of one file in a fresh interpreter (imports done before the clock starts)."""
-    out = subprocess.run([sys.executable, "-c", CHILD, str(trace), str(data_dir)],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", CHILD, str(trace), str(data_dir)], capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"the ingest of {trace.name} failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
 def run_one(n_events: int, workdir: Path) -> dict[str, float]:
+    """Write the trace (or reuse it: a --workdir kept from an earlier run) and ingest it into a new data folder."""
     trace = workdir / f"synthetic_{n_events}.json"
-    size = write_kineto_trace(trace, n_events)
+    size = trace.stat().st_size if trace.exists() else write_kineto_trace(trace, n_events)
+    shutil.rmtree(workdir / f"data_{n_events}", ignore_errors=True)
     result = ingest_child(trace, workdir / f"data_{n_events}")
     result.update({"events": n_events, "bytes": size, "trace": str(trace)})
     return result
@@ -80,11 +85,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--split", action="store_true", help="also print each ingest's time split")
+    parser.add_argument("--workdir", type=Path, help="keep the traces (and runs) here, reusing the traces already "
+                        "written (a 20 GB trace takes minutes to write); default: a temporary folder")
     peers.add_arguments(parser)
     args = parser.parse_args()
     print(f"{'events':>10} {'size MB':>8} {'seconds':>8} {'MB/s':>7} {'events/s':>10} {'peak RSS MB':>11} "
           f"{'RSS/size':>8}")
-    with tempfile.TemporaryDirectory() as tmp:
+    with nullcontext(str(args.workdir)) if args.workdir else tempfile.TemporaryDirectory() as tmp:
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         synthetic = []
         for n in args.events:
             r = run_one(n, Path(tmp))
