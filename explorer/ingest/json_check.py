@@ -85,7 +85,7 @@ def _pages_dropped(m: mmap.mmap) -> Iterator[None]:
 
 
 PIECE_BYTES = 8 * 2**20  # events decoded this many bytes at a time (see pieces())
-_BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
+BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 
 
 def check_file(path: Path) -> str | None:
@@ -137,7 +137,7 @@ def pieces(m: mmap.mmap) -> tuple[bytes, list[tuple[int, int]]] | None:
         return None
     cuts, lo = [], open_at + 1
     while close_at - lo > PIECE_BYTES:
-        found = _BETWEEN_EVENTS.search(m, lo + PIECE_BYTES, close_at)
+        found = BETWEEN_EVENTS.search(m, lo + PIECE_BYTES, close_at)
         if found is None:
             break
         cuts.append((lo, found.start() + 1))  # the piece ends with its last event's `}`

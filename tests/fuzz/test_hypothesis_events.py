@@ -134,13 +134,14 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("hypothesis")
 
 
-@pytest.mark.parametrize("path_mode", ["msgspec", "duckdb"])
+@pytest.mark.parametrize("path_mode", ["msgspec", "duckdb", "duckdb-pieces"])  # pieces: cut wherever events meet
 @settings(max_examples=200, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(events=st.lists(EVENT, max_size=25), wrapped=st.booleans(), broken=BREAK)
 def test_generated_documents(events: list[dict[str, Any]], wrapped: bool, broken: tuple[str, int, str] | None,
                              path_mode: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0 if path_mode == "duckdb" else 8 * 2**20)
+    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 8 * 2**20 if path_mode == "msgspec" else 0)
+    monkeypatch.setattr(chrome_fast, "PIECE_MIN_BYTES", 1 if path_mode == "duckdb-pieces" else 8 * 2**20)
     at = broken[1] % len(events) if broken and events else -1
     body = "[" + ", ".join(_event_json(ev, i, (broken[0], broken[2]) if broken and i == at else None)
                            for i, ev in enumerate(events)) + "]"

@@ -20,10 +20,12 @@ Ingest = Callable[[Any], IngestedTrace]
 BASE = 1_700_000_000_000_000_000
 
 
-@pytest.fixture(params=["msgspec", "duckdb"])
+@pytest.fixture(params=["msgspec", "duckdb", "duckdb-pieces"])
 def ingest(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ingest:
-    """Ingest a document (object, list, or raw text) through the small-file or the fast path."""
-    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0 if request.param == "duckdb" else 1 << 40)
+    """Ingest a document (object, list, or raw text) through the small-file or the fast path (the events
+    array read as one file, or cut into up to DUCKDB_PIECES files wherever two events meet)."""
+    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 1 << 40 if request.param == "msgspec" else 0)
+    monkeypatch.setattr(chrome_fast, "PIECE_MIN_BYTES", 1 if request.param == "duckdb-pieces" else 1 << 40)
     monkeypatch.setattr(chrome_fast, "BATCH_ROWS", 3)  # flows and B/E pairs must meet across batches
 
     def run(doc: Any) -> IngestedTrace:
