@@ -58,7 +58,8 @@ BATCH_ROW_BYTES = 2048  # budget per batch row (the row, its reductions, DuckDB'
 DUCKDB_PIECES = 8
 PIECE_MIN_BYTES = 8 * 2**20
 PIECE_MAX_BYTES = 32 * 2**20
-# Kineto writes each event from a line of its own: a cut there cannot be inside an args array of objects
+# Kineto writes each event from a line of its own: a cut at a line break cannot be inside a string (JSON strings
+# hold no raw line break), only inside args printed over several lines, which Kineto does not do with objects
 _EVENT_LINE = re.compile(rb"\}\s*,\s*\n\s*\{")
 LINE_SEARCH_BYTES = 2**20  # how far to look for such a line before taking any `},{`
 
