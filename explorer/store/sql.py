@@ -40,6 +40,7 @@ MAX_CONCURRENT_QUERIES = 2
 TOTAL_MEMORY_MB = 2048
 MAX_RESULT_BYTES = 16 * 2**20
 FETCH_BATCH = 256
+INTERRUPT_AGAIN_S = 0.2  # past the time limit, a query is interrupted this often until it stops
 _SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_QUERIES)
 
 SQL_TABLES = ("slices", "tracks", "flows", "counters", "instants", "op_stats", "op_stats_by_shape")
@@ -116,15 +117,22 @@ def _sandbox(store: RunStore, run_id: str, extra: Mapping[str, pa.Table] | None 
 
 
 def _execute(con: duckdb.DuckDBPyConnection, sql: str, timeout_s: float, max_rows: int) -> SqlResult:
-    timed_out = threading.Event()
+    timed_out, done = threading.Event(), threading.Event()
 
     def interrupt() -> None:
+        """At the time limit, interrupt the query, and again every INTERRUPT_AGAIN_S until it has stopped: an
+        interrupt that lands while DuckDB is not yet (or no longer) checking for one is lost, and a query left
+        running would hold its slot, and the server's shutdown, for ever."""
+        if done.wait(timeout_s):
+            return
         timed_out.set()
-        con.interrupt()
+        while not done.is_set():
+            con.interrupt()
+            done.wait(INTERRUPT_AGAIN_S)
 
-    timer = threading.Timer(timeout_s, interrupt)
+    watcher = threading.Thread(target=interrupt, name="sql-time-limit", daemon=True)
     started = time.perf_counter()
-    timer.start()
+    watcher.start()
     rows: list[list[Any]] = []
     truncated = False
     try:
@@ -146,7 +154,8 @@ def _execute(con: duckdb.DuckDBPyConnection, sql: str, timeout_s: float, max_row
             raise QueryRejected(f"query stopped at the time limit of {timeout_s:g} s") from None
         raise QueryRejected(f"query failed: {exc}") from None
     finally:
-        timer.cancel()
+        done.set()
+        watcher.join()  # before the connection closes: it must not be interrupted once closed
     elapsed_ms = (time.perf_counter() - started) * 1000
     return SqlResult(columns, rows, truncated, round(elapsed_ms, 3))
 
