@@ -24,6 +24,7 @@ import pytest
 
 from explorer.store.runs import RunStore
 from tests import catalog_hook
+from tests.fuzz import report as fuzz
 from tests.store.catalog_backends import pg_schema
 from tests.store.s3_server import moto_server
 from tests.support import cli
@@ -146,3 +147,23 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     bucket there (s3_server.new_bucket)."""
     with moto_server(tmp_path_factory.mktemp("moto")) as endpoint:
         yield endpoint
+
+
+# ---- the fuzz figures in the terminal summary (tests/fuzz/report.py), with or without xdist's workers ----
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    output = getattr(session.config, "workeroutput", None)  # set on an xdist worker only
+    if output is not None:
+        fuzz.hand_over(output)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    fuzz.take_over(getattr(node, "workeroutput", {}))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if fuzz.FUZZ_REPORT:
+        terminalreporter.section("fuzz figures")
+        for entry in fuzz.FUZZ_REPORT.values():
+            terminalreporter.write_line(entry["text"])
