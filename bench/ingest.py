@@ -74,11 +74,15 @@ def explorer_loader(workdir: Path) -> peers.Loader:
 
 
 def print_split(data_dir: Path) -> None:
-    """The ingest's own time split (explorer.ingest.split, in each run's meta), slowest step first."""
+    """The ingest's own time split (explorer.model.split, in each run's meta), slowest step first, with the
+    cores each step kept busy (its CPU time over its wall time)."""
     for run_json in sorted(data_dir.glob("runs/*/run.json")):
-        split: dict[str, int] = json.loads(run_json.read_text())["meta"].get("ingest_split_ns", {})
+        meta = json.loads(run_json.read_text())["meta"]
+        split: dict[str, int] = meta.get("ingest_split_ns", {})
+        cpu: dict[str, int] = meta.get("ingest_cpu_ns", {})
         steps = sorted(split.items(), key=lambda kv: -kv[1])
-        print("           split: " + ", ".join(f"{k} {v / 1e9:.2f} s" for k, v in steps), flush=True)
+        print("           split: " + ", ".join(f"{k} {v / 1e9:.2f} s" + (f" ({cpu[k] / v:.1f} cores)" if cpu.get(k)
+                                                and v else "") for k, v in steps), flush=True)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Where an ingest's memory goes (issue 15's peak RSS target): one synthetic Kineto trace (bench/synth.py)
 ingested in this process while a thread samples the RSS every 10 ms; each step of the ingest's time split
-(explorer/ingest/split.py: parse, feed, columns, links, nesting, sort, tracks, op_table) and the store's write
+(explorer/model/split.py: parse, feed, columns, links, nesting, sort, tracks, op_table) and the store's write
 are bracketed, and the table printed is the RSS when each step started, the highest RSS seen during it, and
 the RSS when it ended. The step whose peak is the run's peak is what bounds the memory.
 Usage:

@@ -19,7 +19,7 @@ from explorer.ingest.limits import IngestLimits
 from explorer.ingest.parts import Part
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import DEFAULT_MAX_BYTES, Inputs, collect_inputs, sha256_file
-from explorer.ingest.split import SPLIT_KEY
+from explorer.model.split import SPLIT_KEY
 from explorer.store.catalog import HEARTBEAT_S, RunRecord
 from explorer.store.runs import RunStore
 
@@ -90,7 +90,7 @@ def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int,
                 parts: Callable[[Inputs], dict[int, Part]] | None = None) -> None:
     """Collect, parse and save `paths` as run `run_id`; the catalog hears the progress and, at the end, `ready`
     (failure is the caller's to record). The files are hashed beside the parse (Inputs.hashes); the split of
-    the ingest's time goes to the run's meta (explorer.ingest.split): `inputs` (collecting, decompressing),
+    the ingest's time goes to the run's meta (explorer.model.split): `inputs` (collecting, decompressing),
     `hash` (waiting for it). A queue's jobs (explorer.jobs) pass `inputs` they collected already (removed
     here, as ours are) and `parts`: the members their parse jobs parsed, given the inputs."""
     report(0.0, "reading files")

@@ -31,7 +31,6 @@ from explorer.ingest.limits import IngestLimits
 from explorer.ingest.linked import Linked, LinkedParts, link_slices, track_order
 from explorer.ingest.links import flow_kind_index
 from explorer.ingest.spill import OrderedArgs, Segment, SpilledArgs, read_segments
-from explorer.ingest.split import SPLIT_KEY, TimeSplit
 from explorer.ingest.tracks import ThreadBook, counter_tables, instant_tables
 from explorer.model.lanes import (
     LANE_ORDER,
@@ -40,6 +39,7 @@ from explorer.model.lanes import (
     rule_for,
 )
 from explorer.model.op_stats import compute_op_stats
+from explorer.model.split import CPU_KEY, SPLIT_KEY, TimeSplit
 from explorer.model.tables import (
     FLOWS,
     SLICES,
@@ -374,7 +374,7 @@ class TraceBuilder:
         del depth, order, remap, raw_track, ts, dur, flows_from, flows_to, flows_kind
         with split.step("op_table"):
             op_stats, op_stats_by_shape = compute_op_stats(slices)
-        self.meta[SPLIT_KEY] = split.ns
+        self.meta[SPLIT_KEY], self.meta[CPU_KEY] = split.ns, split.cpu
         return IngestedTrace(
             tables={"tracks": tracks, "slices": slices, "flows": flows, "counters": counters, "instants": instants,
                     "op_stats": op_stats, "op_stats_by_shape": op_stats_by_shape},

@@ -16,9 +16,9 @@ import pyarrow as pa
 
 from explorer.ingest.columns import NONE, ROW_FLOW_CODES, SliceColumns
 from explorer.ingest.links import FlowLinks, attribute_ops, build_flows
-from explorer.ingest.split import TimeSplit
 from explorer.ingest.tracks import track_codes
 from explorer.model.nesting import compute_nesting, count_same_lane_ancestors
+from explorer.model.split import TimeSplit
 
 Arrays3 = tuple[np.ndarray, np.ndarray, np.ndarray]
 

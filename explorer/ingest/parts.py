@@ -84,6 +84,7 @@ def _state_books(b: TraceBuilder) -> dict[str, Any]:
         "flow_codes": [list(k) for k in b._flow_codes],
         "bulk_codes": b._bulk_codes,
         "split": dict(b.split.ns),
+        "cpu": dict(b.split.cpu),
     }
 
 
@@ -208,8 +209,9 @@ def _import_books(b: TraceBuilder, books: dict[str, Any], src0: int, thread0: in
     for code, message, count, source in books["warnings"]:
         b.warn(code, message, count, source)
     b.meta.update(books["meta"])
+    cpu = books.get("cpu", {})
     for step, ns in books["split"].items():  # a worker's parse adds to the run's, as the same parse here would
-        b.split.add(step, int(ns))
+        b.split.add(step, int(ns), int(cpu.get(step, 0)))
 
 
 def _import_slices(b: TraceBuilder, slices: pa.Table, thread0: int, spilled: list[list[Any]] | None) -> None:

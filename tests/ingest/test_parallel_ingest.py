@@ -44,8 +44,8 @@ from explorer.ingest.parts import (
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import Inputs, Member, collect_inputs
 from explorer.ingest.spill import SpilledArgs
-from explorer.ingest.split import SPLIT_KEY
 from explorer.model.lanes import FlowKind
+from explorer.model.split import CPU_KEY, SPLIT_KEY
 from explorer.model.tables import IngestedTrace
 from explorer.store.runs import build_summary
 from tests.ranks.conftest import gloo_capture, straggler_traces  # noqa: F401 - session fixtures used here
@@ -78,7 +78,8 @@ def assert_same_run(got: IngestedTrace, want: IngestedTrace) -> None:
     assert ordered_args(got) == ordered_args(want)
     assert got.warnings == want.warnings
     got_meta, want_meta = dict(got.meta), dict(want.meta)
-    assert sorted(got_meta.pop(SPLIT_KEY)) == sorted(want_meta.pop(SPLIT_KEY))
+    for key in (SPLIT_KEY, CPU_KEY):
+        assert sorted(got_meta.pop(key)) == sorted(want_meta.pop(key))
     assert json.dumps(got_meta, sort_keys=True, default=str) == json.dumps(want_meta, sort_keys=True, default=str)
     assert build_summary(got, []) == build_summary(want, [])
     assert got.device_profiles == want.device_profiles
@@ -301,15 +302,16 @@ def test_every_field_of_the_builder_travels_in_a_part() -> None:
 
 
 def test_a_parts_time_split_adds_to_the_runs(tmp_path: Path) -> None:
-    """The split travels (the field list above names it): a part's steps are added to the run's."""
+    """The split travels (the field list above names it): a part's steps (wall and CPU) are added to the run's."""
     merged, alone = TraceBuilder(), TraceBuilder()
-    merged.split.add("parse", 5)
-    alone.split.add("parse", 7)
-    alone.split.add("feed", 11)
+    merged.split.add("parse", 5, 3)
+    alone.split.add("parse", 7, 13)
+    alone.split.add("feed", 11, 2)
     feed(alone, "b", 0)
     write_part(alone, tmp_path / "b", {}, None)
     merge(merged, load_part(tmp_path / "b"))
     assert merged.split.ns == {"parse": 12, "feed": 11}
+    assert merged.split.cpu == {"parse": 16, "feed": 2}
 
 
 def big_trace(folder: Path) -> Path:
@@ -459,7 +461,8 @@ def test_a_worker_writes_the_part_the_ingests_process_would_hold(which: str, tmp
     for name in TABLES:
         assert getattr(from_worker.state, name).equals(getattr(here.state, name)), name
     worker_books, books = dict(from_worker.state.books), dict(here.state.books)
-    assert sorted(worker_books.pop("split")) == sorted(books.pop("split"))  # the same steps; times measured
+    for key in ("split", "cpu"):  # the same steps; times measured
+        assert sorted(worker_books.pop(key)) == sorted(books.pop(key))
     assert worker_books == books
     assert from_worker.meta == here.meta
     assert str(from_worker.error) == str(here.error)

@@ -1,0 +1,44 @@
+"""Where an ingest's time goes: wall-clock ns per step (parse, sort, nesting, links, op table, write, hash), and
+the CPU ns each step used (all of this process's threads, and the child processes it waited for in the step:
+the parse's check), so `cpu / wall` says how many cores a step kept busy.
+
+Recorded in the run's meta (`ingest_split_ns`, `ingest_cpu_ns`) so a benchmark (bench/ingest.py --split) can
+show the next bottleneck; nothing reads it back to decide anything. The CPU figures come from the kernel's
+counters in microseconds (getrusage's floats): a diagnostic, not a trace time.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+SPLIT_KEY = "ingest_split_ns"  # the meta key of a run's split
+CPU_KEY = "ingest_cpu_ns"  # the meta key of its CPU time per step
+
+
+def cpu_ns() -> int:
+    """CPU time so far: this process's threads, and its children that were waited for."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time_ns() + round((children.ru_utime + children.ru_stime) * 1e6) * 1000
+
+
+class TimeSplit:
+    """Named wall-clock and CPU totals in integer ns; a step timed twice adds up."""
+
+    def __init__(self) -> None:
+        self.ns: dict[str, int] = {}
+        self.cpu: dict[str, int] = {}
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        start, start_cpu = time.perf_counter_ns(), cpu_ns()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter_ns() - start, cpu_ns() - start_cpu)
+
+    def add(self, name: str, ns: int, cpu: int = 0) -> None:
+        self.ns[name] = self.ns.get(name, 0) + ns
+        self.cpu[name] = self.cpu.get(name, 0) + cpu
