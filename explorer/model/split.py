@@ -18,7 +18,7 @@ SPLIT_KEY = "ingest_split_ns"  # the meta key of a run's split
 CPU_KEY = "ingest_cpu_ns"  # the meta key of its CPU time per step
 
 
-def cpu_ns() -> int:
+def _cpu_ns() -> int:
     """CPU time so far: this process's threads, and its children that were waited for."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time_ns() + round((children.ru_utime + children.ru_stime) * 1e6) * 1000
@@ -33,11 +33,11 @@ class TimeSplit:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        start, start_cpu = time.perf_counter_ns(), cpu_ns()
+        start, start_cpu = time.perf_counter_ns(), _cpu_ns()
         try:
             yield
         finally:
-            self.add(name, time.perf_counter_ns() - start, cpu_ns() - start_cpu)
+            self.add(name, time.perf_counter_ns() - start, _cpu_ns() - start_cpu)
 
     def add(self, name: str, ns: int, cpu: int = 0) -> None:
         self.ns[name] = self.ns.get(name, 0) + ns

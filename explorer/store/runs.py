@@ -29,7 +29,7 @@ from explorer.config import Settings
 from explorer.errors import RunNotFound, RunNotReady, StorageUnavailable
 from explorer.model.artifacts import Artifact
 from explorer.model.op_stats import device_time_summary
-from explorer.model.split import CPU_KEY, SPLIT_KEY, cpu_ns
+from explorer.model.split import CPU_KEY, SPLIT_KEY, TimeSplit
 from explorer.model.summary import RunSummary
 from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
 from explorer.store.catalog import LEASE_S, Catalog, RunRecord
@@ -217,18 +217,17 @@ class RunStore:
         return summary
 
     def _write(self, work: Path, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool) -> RunSummary:
-        started, started_cpu = time.perf_counter_ns(), cpu_ns()
-        for name, table in trace.tables.items():
-            if name == "slices" and trace.slice_args is not None:
-                _write_slices(work / "slices.parquet", table, trace.slice_args)
-            else:
-                pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
-                               **parquet_options(TABLE_SCHEMAS[name]))
-        split, cpu = trace.meta.get(SPLIT_KEY), trace.meta.get(CPU_KEY)  # explorer.model.split, when timed
-        if isinstance(split, dict):
-            split["write"] = time.perf_counter_ns() - started
-        if isinstance(cpu, dict):
-            cpu["write"] = cpu_ns() - started_cpu
+        timed = TimeSplit()
+        with timed.step("write"):
+            for name, table in trace.tables.items():
+                if name == "slices" and trace.slice_args is not None:
+                    _write_slices(work / "slices.parquet", table, trace.slice_args)
+                else:
+                    pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
+                                   **parquet_options(TABLE_SCHEMAS[name]))
+        for key, step in ((SPLIT_KEY, timed.ns), (CPU_KEY, timed.cpu)):  # when the ingest timed itself
+            if isinstance(recorded := trace.meta.get(key), dict):
+                recorded.update(step)
         save_device_profiles(work, trace.device_profiles)
         art_rows = []
         if artifacts:
