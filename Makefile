@@ -18,7 +18,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
+# the events reader (hatch_build.py compiles it at install; again here when its C file changes)
+explorer/ingest/_kscan.so: explorer/ingest/_kscan.c $(VENV)/.installed
+	$(PY) hatch_build.py
+
+install: $(VENV)/.installed explorer/ingest/_kscan.so
 
 run: install
 	$(VENV)/bin/trace-explorer serve
@@ -28,7 +32,7 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
 lint: install
-	$(VENV)/bin/ruff check explorer api tests bench
+	$(VENV)/bin/ruff check explorer api tests bench hatch_build.py
 	$(VENV)/bin/mypy
 
 test: install browser lint

@@ -122,11 +122,13 @@ def test_dockerfile_builds_a_wheel_and_installs_it(dockerfile: list[tuple[str, s
     build, final = _stages(dockerfile)
     base, _, name = build[0][1].partition(" AS ")
     assert base == "python:3.11-slim" and name.strip(), build[0]
-    copied = {rest.split()[0] for word, rest in build if word == "COPY"}
-    for needed in ("pyproject.toml", "explorer", "api", "templates", "static"):
+    copied = {source for word, rest in build if word == "COPY" for source in rest.split()[:-1]}
+    for needed in ("pyproject.toml", "hatch_build.py", "explorer", "api", "templates", "static"):
         assert needed in copied, f"the wheel is built from {needed}"
     build_run = " ".join(rest for word, rest in build if word == "RUN")
     assert "pip wheel" in build_run and "-w /dist" in build_run
+    # the compiled events reader (hatch_build.py) needs a C compiler where the wheel is built
+    assert build_run.index("gcc") < build_run.index("pip wheel")
     # the image itself: only the wheel comes in (no checkout, no editable install)
     assert final[0] == ("FROM", "python:3.11-slim")
     assert [rest for word, rest in final if word == "COPY"] == [f"--from={name.strip()} /dist /dist"]

@@ -91,6 +91,9 @@ def test_project_comes_from_the_wheel(installed: Installed) -> None:
     assert [Path(a).relative_to(installed.venv).parts[-3:] for a in assets] == [
         ("explorer", "_assets", "templates"), ("explorer", "_assets", "static")]
     assert installed.run("--version").strip().endswith(__version__)
+    # the compiled events reader is in the wheel (built by hatch_build.py), and loads from there
+    reader = installed.python("from explorer.ingest import kscan; print(kscan.LIBRARY); print(kscan.available())")
+    assert Path(reader.splitlines()[0]).is_relative_to(installed.venv) and reader.splitlines()[1] == "True", reader
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ read as DECIMAL(38,3) µs, whose unscaled integers are the ns counts (explorer.i
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import mmap
@@ -17,8 +18,9 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +33,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.errors import BadTrace
+from explorer.ingest import kscan
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, with_format
 from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, BulkCounts, Event, Feeder
+from explorer.ingest.columns import NONE
 from explorer.ingest.json_check import BETWEEN_EVENTS
 from explorer.ingest.links import flow_kind_index
 from explorer.ingest.spill import ArgsSpillWriter, SpilledArgs
@@ -61,6 +65,7 @@ PIECE_MAX_BYTES = 32 * 2**20
 # Kineto writes each event from a line of its own: a cut at a line break cannot be inside a string (JSON strings
 # hold no raw line break), only inside args printed over several lines, which Kineto does not do with objects
 _EVENT_LINE = re.compile(rb"\}\s*,\s*\n\s*\{")
+_WHITESPACE = re.compile(rb"[ \t\r\n]*")
 LINE_SEARCH_BYTES = 2**20  # how far to look for such a line before taking any `},{`
 
 _COLUMNS = ("{ph: 'VARCHAR', name: 'VARCHAR', cat: 'VARCHAR', ts: 'DECIMAL(38,3)', dur: 'DECIMAL(38,3)', pid: 'JSON', "
@@ -100,10 +105,18 @@ def parse_chrome_file(path: Path, name: str, builder: TraceBuilder, instance: st
     size = path.stat().st_size
     if size < FAST_MIN_BYTES:
         return parse_chrome(path.read_bytes(), name, builder, instance)
-    check = _Check(path)
     memory_mb = builder.limits.memory_mb
     spill_to = scratch if scratch is not None and size >= SPILL_MIN_BYTES else None
     threads = builder.limits.parse_threads or max(1, os.cpu_count() or 1)
+    if kscan.available():
+        try:
+            with builder.split.step("parse"):
+                batches, meta, spill = _read_native(path, memory_mb, threads, spill_to)
+        except _Unsupported as exc:  # the check below and DuckDB's reader decide
+            log.info("compiled reader not used for %s: %s", name, exc)
+        else:
+            return _fed(batches, meta, spill, name, builder, instance)
+    check = _Check(path)
     pieces = DUCKDB_PIECES if threads > 1 else 1
     try:
         with builder.split.step("parse"), check:
@@ -118,10 +131,104 @@ def parse_chrome_file(path: Path, name: str, builder: TraceBuilder, instance: st
     except (_Unsupported, duckdb.Error, OSError) as exc:
         log.info("fast path not used for %s: %s", name, exc)
         return parse_chrome(path.read_bytes(), name, builder, instance)
+    return _fed(batches, meta, spill, name, builder, instance)
+
+
+def _fed(batches: list[_Batch], meta: dict[str, Any], spill: ArgsSpillWriter | None, name: str,
+         builder: TraceBuilder, instance: str) -> dict[str, Any]:
     if spill is not None:
         spill.close()
     with builder.split.step("feed"):
         return _feed(batches, meta, name, builder, instance)
+
+
+def _read_native(path: Path, memory_mb: int, threads: int,
+                 spill_to: Path | None) -> tuple[list[_Batch], dict[str, Any], ArgsSpillWriter | None]:
+    """The file read by the compiled reader (explorer.ingest.kscan): the events array cut into pieces between
+    events, read on `threads` threads, reduced as the DuckDB path's batches are. _Unsupported when the reader
+    refuses the file (nothing of it kept). A cut inside an event (an object list printed over several lines)
+    fails its piece: the array is then read again as one piece."""
+    rows = _batch_rows(memory_mb)
+    spill = ArgsSpillWriter(spill_to) if spill_to is not None else None
+    try:
+        with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            open_at, close_at, meta = _events_span(m)
+            base_ns = int(meta.get("base_ns", 0))
+            lo, hi = _WHITESPACE.match(m, open_at + 1, close_at).end(), close_at  # type: ignore[union-attr]
+            if lo == hi:
+                return [], meta, spill
+            ranges = _event_ranges(m, lo, hi, NATIVE_PIECE_BYTES if threads > 1 else hi - lo)
+            try:
+                reduced = _native_pieces(m, ranges, rows, base_ns, threads, spill)
+            except kscan.Refused as exc:
+                if len(ranges) == 1:
+                    raise _Unsupported(str(exc)) from None
+                log.info("%s read again as one piece: %s", path.name, exc)
+                try:
+                    reduced = _native_pieces(m, [(lo, hi)], rows, base_ns, 1, spill)
+                except kscan.Refused as again:
+                    raise _Unsupported(str(again)) from None
+            return reduced, meta, spill
+    except BaseException:
+        if spill is not None:
+            spill.discard()
+        raise
+
+
+NATIVE_PIECE_BYTES = 8 * 2**20  # a thread's unit of work: pieces are read in parallel and fed in file order
+
+
+def _native_pieces(m: mmap.mmap, ranges: list[tuple[int, int]], rows: int, base_ns: int, threads: int,
+                   spill: ArgsSpillWriter | None) -> list[_Batch]:
+    """Each range read and reduced on a thread of its own, at most `threads` + 1 ahead of the one fed; the
+    args spilled in file order; each range's pages dropped once read (a mapped file's pages count in RSS)."""
+    base = kscan.address(m)  # the pool is shut down before this returns: the mapping outlives every read
+
+    def piece(lo: int, hi: int) -> list[_Batch]:
+        done = [_Batch.of(batch, base_ns) for batch in kscan.read(base, lo, hi, rows)]
+        page = mmap.PAGESIZE
+        start = lo // page * page
+        m.madvise(mmap.MADV_DONTNEED, start, (hi - start) // page * page)
+        return done
+
+    out: list[_Batch] = []
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kscan") as pool:
+        pending: deque[Future[list[_Batch]]] = deque()
+        todo = iter(ranges)
+        try:
+            for lo, hi in itertools.islice(todo, threads + 1):
+                pending.append(pool.submit(piece, lo, hi))
+            while pending:
+                for reduced in pending.popleft().result():
+                    _spill(reduced, spill)
+                    out.append(reduced)
+                for lo, hi in itertools.islice(todo, 1):
+                    pending.append(pool.submit(piece, lo, hi))
+        finally:
+            for future in pending:
+                future.cancel()
+    return out
+
+
+def _spill(reduced: _Batch, spill: ArgsSpillWriter | None) -> None:
+    if spill is not None:
+        reduced.args = spill.write(reduced.x.column("args"))
+        reduced.x = reduced.x.drop_columns(["args"])
+
+
+def _event_ranges(m: mmap.mmap, lo: int, hi: int, piece_bytes: int) -> list[tuple[int, int]]:
+    """m[lo:hi] (events and the commas between them) as ranges of about piece_bytes, each cut after an event's
+    `}` and before the next one's `{` (the comma between them in neither)."""
+    ranges = []
+    while hi - lo > piece_bytes + piece_bytes // 2:
+        at = lo + piece_bytes
+        found = _EVENT_LINE.search(m, at, min(hi, at + LINE_SEARCH_BYTES)) or BETWEEN_EVENTS.search(m, at, hi)
+        if found is None:
+            break
+        ranges.append((lo, found.start() + 1))
+        lo = found.end() - 1
+    ranges.append((lo, hi))
+    return ranges
 
 
 def _read_events(path: Path, scratch: Path | None, memory_mb: int, threads: int, pieces: int,
@@ -143,9 +250,7 @@ def _read_all(reader: pa.RecordBatchReader, base_ns: int, spill: ArgsSpillWriter
     spill, the complete events' args go to disk here and the batch keeps only where they are."""
     for batch in reader:
         reduced = _Batch.of(batch, base_ns)
-        if spill is not None:
-            reduced.args = spill.write(reduced.x.column("args"))
-            reduced.x = reduced.x.drop_columns(["args"])
+        _spill(reduced, spill)
         yield reduced
 
 
@@ -192,36 +297,39 @@ def _open_events(path: Path, scratch: Path | None, memory_mb: int, threads: int 
     """DuckDB's reader over the file's events (in `pieces` files cut between events when the array is big
     enough), and the document's metadata."""
     with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        start = 0
-        while start < len(m) and m[start:start + 1] in b" \t\r\n":
-            start += 1
-        first = m[start:start + 1]
-        if first == b"[":
-            if m[max(0, len(m) - 4096):].rstrip()[-1:] != b"]":
-                raise _Unsupported("array without its closing bracket")
-            ranges = _piece_ranges(m, start, m.rfind(b"]"), pieces)
-            if len(ranges) == 1:  # read in place
-                with _query([path], scratch, memory_mb, threads) as reader:
-                    yield reader, {"base_ns": 0}
-                return
-            with _carved(f.fileno(), ranges, scratch) as files, _query(files, scratch, memory_mb, threads) as reader:
-                yield reader, {"base_ns": 0}
-            return
-        if first != b"{":
-            raise _Unsupported("not a JSON object or array")
-        key = m.find(b'"traceEvents"')
-        open_at = m.find(b"[", key) if key >= 0 else -1
-        if key < 0 or open_at < 0 or m[key + 13:open_at].strip() != b":":
-            raise _Unsupported("no traceEvents array")
-        close_at, doc = _array_end(m, key, open_at)
-        try:
-            meta = doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties, doc.distributedInfo,
-                            doc.displayTimeUnit, doc.host_name)
-        except (msgspec.DecodeError, RecursionError) as exc:  # the general path words the error
-            raise _Unsupported(f"document metadata unreadable ({exc})") from None
+        open_at, close_at, meta = _events_span(m)
         ranges = _piece_ranges(m, open_at, close_at, pieces)
+        if len(ranges) == 1 and not m[:open_at].strip():  # a bare array: read in place
+            with _query([path], scratch, memory_mb, threads) as reader:
+                yield reader, meta
+            return
         with _carved(f.fileno(), ranges, scratch) as files, _query(files, scratch, memory_mb, threads) as reader:
             yield reader, meta
+
+
+def _events_span(m: mmap.mmap) -> tuple[int, int, dict[str, Any]]:
+    """Where the events array opens (`[`) and closes (`]`), and the document's metadata."""
+    start = 0
+    while start < len(m) and m[start:start + 1] in b" \t\r\n":
+        start += 1
+    first = m[start:start + 1]
+    if first == b"[":
+        if m[max(0, len(m) - 4096):].rstrip()[-1:] != b"]":
+            raise _Unsupported("array without its closing bracket")
+        return start, m.rfind(b"]"), {"base_ns": 0}
+    if first != b"{":
+        raise _Unsupported("not a JSON object or array")
+    key = m.find(b'"traceEvents"')
+    open_at = m.find(b"[", key) if key >= 0 else -1
+    if key < 0 or open_at < 0 or m[key + 13:open_at].strip() != b":":
+        raise _Unsupported("no traceEvents array")
+    close_at, doc = _array_end(m, key, open_at)
+    try:
+        meta = doc_meta(to_ns(doc.baseTimeNanoseconds), doc.deviceProperties, doc.distributedInfo,
+                        doc.displayTimeUnit, doc.host_name)
+    except (msgspec.DecodeError, RecursionError) as exc:  # the general path words the error
+        raise _Unsupported(f"document metadata unreadable ({exc})") from None
+    return open_at, close_at, meta
 
 
 def _piece_ranges(m: mmap.mmap, open_at: int, close_at: int, pieces: int) -> list[tuple[int, int]]:
@@ -311,13 +419,17 @@ def _query(paths: list[Path], scratch: Path | None, memory_mb: int,
         if scratch is not None:
             con.execute("SET temp_directory = ?", [str(scratch)])
         literal = "[" + ", ".join("'" + str(path).replace("'", "''") + "'" for path in paths) + "]"
-        rows = max(1, min(BATCH_ROWS, memory_mb * 2**20 // BATCH_ROW_BYTES))
-        yield con.sql(_SELECT.format(path=literal, columns=_COLUMNS, object_bytes=object_bytes, **_arg_sql())).to_arrow_reader(rows)
+        yield con.sql(_SELECT.format(path=literal, columns=_COLUMNS, object_bytes=object_bytes, **_arg_sql())).to_arrow_reader(_batch_rows(memory_mb))
     finally:
         con.close()
 
 
 BATCH_ROWS = 65_536  # as many as the memory budget allows, up to this (more made the reader's peak higher, not faster)
+
+
+def _batch_rows(memory_mb: int) -> int:
+    return max(1, min(BATCH_ROWS, memory_mb * 2**20 // BATCH_ROW_BYTES))
+
 _ZERO_US = pa.scalar(0, US_DECIMAL)  # a missing dur is 0, as on the per-event path
 
 
@@ -407,11 +519,11 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
         b = batches.pop()
         threads = _thread_index(b.thread_key, builder, src)
         x = b.x
-        ext = x.column("ext").to_numpy()
+        ext, corr = x.column("ext").to_numpy(), x.column("corr").to_numpy()
         kineto = kineto or bool((ext >= 0).any())
         builder.add_slice_columns(threads[b.x_mask], x.column("cat"), x.column("name"), b.ts[b.x_mask],
                                   b.dur[b.x_mask], b.args if b.args is not None else x.column("args"),
-                                  x.column("corr").to_numpy(), ext, x.column("dims"))
+                                  np.where(corr >= 0, corr, NONE), np.where(ext >= 0, ext, NONE), x.column("dims"))
         stored += x.num_rows
         if b.flows.num_rows:
             _feed_flows(b.flows, threads[b.flow_mask], b.ts[b.flow_mask], builder, src, flow_codes)

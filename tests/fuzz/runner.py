@@ -1,8 +1,8 @@
 """Run a fuzz corpus through the real ingest (explorer.service.run_ingest, as the CLI and the API do) in a
 pool of worker processes, and classify every outcome.
 
-Each input is ingested into a RunStore in the worker's own data folder, JSON documents twice: once on the
-msgspec path and once on the DuckDB path (chrome_fast.FAST_MIN_BYTES forced to 0). An outcome is `ok`, or
+Each input is ingested into a RunStore in the worker's own data folder, JSON documents three times: on the
+msgspec path, on the compiled reader and on DuckDB's (chrome_fast.FAST_MIN_BYTES forced to 0; FAST_PATHS). An outcome is `ok`, or
 `error:<code>` for a typed ExplorerError whose message is one line and names the file, the failed run stores
 that message, and nothing of the run is left in runs/ or tmp/. Anything else is a finding: `traceback:<type>`
 (an exception that is not an ExplorerError), `guard` (the ingest_bug guard fired: a parser bug), `timeout`
@@ -37,13 +37,14 @@ from tests.fuzz.corpus import FuzzInput
 TIME_BOUND_S = 10.0  # per ingest
 RSS_BOUND_MB = 2048  # peak resident memory of a worker process
 BATCH = 40
+FAST_PATHS = ("native", "duckdb")  # the compiled reader, DuckDB's (explorer.ingest.kscan.DISABLE_ENV picks)
 
 
 @dataclass
 class Outcome:
     name: str
     kind: str
-    path: str  # "msgspec", "duckdb" (JSON inputs) or "default"
+    path: str  # "msgspec", "native", "duckdb" (JSON inputs) or "default"
     outcome: str  # ok | error:<code> | a finding (see the module doc)
     seconds: float
     rss_mb: float  # the worker's peak RSS after this input
@@ -103,10 +104,11 @@ def _leftovers(store: Any, run_id: str, ok: bool) -> list[str]:
 
 def _ingest_one(store: Any, item: FuzzInput, target: Path, path_mode: str) -> tuple[str, str]:
     from explorer.errors import ExplorerError, IngestBug
-    from explorer.ingest import chrome_fast
+    from explorer.ingest import chrome_fast, kscan
     from explorer.service import run_ingest
 
-    chrome_fast.FAST_MIN_BYTES = 0 if path_mode == "duckdb" else (_FAST_DEFAULT or chrome_fast.FAST_MIN_BYTES)
+    chrome_fast.FAST_MIN_BYTES = 0 if path_mode in FAST_PATHS else (_FAST_DEFAULT or chrome_fast.FAST_MIN_BYTES)
+    os.environ[kscan.DISABLE_ENV] = "1" if path_mode == "native" else "0"
     rec = store.catalog.create(item.name[:100], source=target.name)
     bugs_before = len(_BUGS.records)
     try:
@@ -185,7 +187,7 @@ def run_batch(items: list[FuzzInput], work: str, progress: Path | None = None) -
             folder = root / "in" / str(i)
             folder.mkdir(parents=True)
             target = item.write(folder)
-            for mode in ("msgspec", "duckdb") if item.json else ("default",):
+            for mode in ("msgspec", *FAST_PATHS) if item.json else ("default",):
                 if log:
                     log.write(json.dumps({"start": item.name, "path": mode}) + "\n")
                     log.flush()
@@ -298,7 +300,7 @@ def figures(outcomes: list[Outcome]) -> dict[str, Any]:
         "inputs": len({o.name for o in outcomes}),
         "ingests": len(outcomes),
         "classes": dict(Counter(o.outcome for o in outcomes).most_common()),
-        "kinds": dict(Counter(o.kind for o in outcomes if o.path != "duckdb").most_common()),
+        "kinds": dict(Counter(o.kind for o in outcomes if o.path not in FAST_PATHS).most_common()),
         "total_s": round(sum(o.seconds for o in outcomes), 1),
         "slowest": {"input": slowest.name, "path": slowest.path, "seconds": slowest.seconds, "bytes": slowest.size},
         "largest_rss_mb": {"input": largest.name, "path": largest.path, "rss_mb": largest.rss_mb},
@@ -308,7 +310,7 @@ def figures(outcomes: list[Outcome]) -> dict[str, Any]:
 
 
 def disagreements(outcomes: list[Outcome]) -> list[str]:
-    """JSON inputs whose two parser paths ended differently: ok on one and an error on the other, two
+    """JSON inputs whose parser paths ended differently (a fast path unlike the msgspec path): ok on one and an error on the other, two
     different errors, or the same error worded differently (the user reads the message). An input with a
     finding on either path is left to the findings (a timeout is not a disagreement about the input)."""
     by_name: dict[str, dict[str, tuple[str, str]]] = {}
@@ -316,11 +318,11 @@ def disagreements(outcomes: list[Outcome]) -> list[str]:
     for o in outcomes:
         by_name.setdefault(o.name, {})[o.path] = (o.outcome, o.message)
     return [f"{n}: {p}" for n, p in by_name.items()
-            if "duckdb" in p and p["duckdb"] != p.get("msgspec") and n not in findings]
+            if any(m in p and p[m] != p.get("msgspec") for m in FAST_PATHS) and n not in findings]
 
 
 def format_figures(fig: dict[str, Any]) -> str:
-    lines = [f"fuzz corpus: {fig['inputs']} inputs, {fig['ingests']} ingests (JSON on both parser paths), "
+    lines = [f"fuzz corpus: {fig['inputs']} inputs, {fig['ingests']} ingests (JSON on every parser path), "
              f"{fig['total_s']} s of ingest",
              "  classes: " + ", ".join(f"{k} {v}" for k, v in fig["classes"].items()),
              "  kinds: " + ", ".join(f"{k} {v}" for k, v in fig["kinds"].items()),

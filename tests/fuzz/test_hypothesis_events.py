@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from explorer.errors import ExplorerError
-from explorer.ingest import chrome_fast
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
+from tests.parsers import PATHS, WITH_PIECES, use_parser
 
 LIMIT_NS = 2**62
 FILE = "gen.json"
@@ -134,14 +134,13 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("hypothesis")
 
 
-@pytest.mark.parametrize("path_mode", ["msgspec", "duckdb", "duckdb-pieces"])  # pieces: cut wherever events meet
+@pytest.mark.parametrize("path_mode", WITH_PIECES)  # pieces: cut wherever events meet (tests/parsers.py)
 @settings(max_examples=200, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(events=st.lists(EVENT, max_size=25), wrapped=st.booleans(), broken=BREAK)
 def test_generated_documents(events: list[dict[str, Any]], wrapped: bool, broken: tuple[str, int, str] | None,
                              path_mode: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 8 * 2**20 if path_mode == "msgspec" else 0)
-    monkeypatch.setattr(chrome_fast, "PIECE_MIN_BYTES", 1 if path_mode == "duckdb-pieces" else 8 * 2**20)
+    use_parser(monkeypatch, path_mode)
     at = broken[1] % len(events) if broken and events else -1
     body = "[" + ", ".join(_event_json(ev, i, (broken[0], broken[2]) if broken and i == at else None)
                            for i, ev in enumerate(events)) + "]"
@@ -163,9 +162,9 @@ def test_generated_documents(events: list[dict[str, Any]], wrapped: bool, broken
     assert list(workdir.glob("ingest-*")) == []  # the scratch folder is gone
 
 
-@pytest.mark.parametrize("path_mode", ["msgspec", "duckdb"])  # DuckDB's read_json alone would read true as 1
+@pytest.mark.parametrize("path_mode", PATHS)  # DuckDB's read_json alone would read true as 1
 def test_a_boolean_time_is_no_number(path_mode: str, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0 if path_mode == "duckdb" else 8 * 2**20)
+    use_parser(monkeypatch, path_mode)
     path = workdir / FILE
     path.write_text('[{"ph": "X", "name": "a", "pid": 1, "tid": 0, "ts": 0, "dur": 0},'
                     ' {"ph": "X", "name": "b", "pid": 1, "tid": 0, "ts": 0, "dur": true}]')

@@ -221,17 +221,17 @@ def test_system_export_repeating_the_framework_trace_is_not_counted_twice(store:
 
 
 def test_a_capture_reads_the_same_on_both_parser_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A capture folder whose framework trace is big enough for the DuckDB path (forced here) comes after
+    """A capture folder whose framework trace is big enough for a fast path (forced here) comes after
     its Neuron system profile was read event by event: the two kinds of slices join, and the run's tables
-    equal those of the msgspec path (this used to fail as an ingest bug)."""
-    from explorer.ingest import chrome_fast
+    equal those of the msgspec path on the compiled reader and on DuckDB's (this used to fail as an ingest bug)."""
+    from tests.parsers import PATHS, use_parser
 
     tables = {}
-    for parser, threshold in (("msgspec", 1 << 40), ("duckdb", 0)):
-        monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", threshold)
+    for parser in PATHS:
+        use_parser(monkeypatch, parser)
         store = RunStore(tmp_path / parser)
         rec = ingest_paths(store, [TWO])
         assert rec.status == "ready"
         slices = store.table(rec.id, "slices").drop_columns(["slice_id", "parent_id", "op_id"]).to_pylist()
         tables[parser] = sorted(slices, key=lambda r: (r["ts_ns"], r["track_id"], r["name"], r["dur_ns"]))
-    assert tables["duckdb"] == tables["msgspec"] and len(tables["duckdb"]) > 10
+    assert tables["duckdb"] == tables["msgspec"] == tables["native"] and len(tables["duckdb"]) > 10

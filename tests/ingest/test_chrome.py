@@ -1,4 +1,4 @@
-"""Chrome Trace Event Format and Kineto ingest on tiny named fixtures, through both parser paths."""
+"""Chrome Trace Event Format and Kineto ingest on tiny named fixtures, through every parser path."""
 
 from __future__ import annotations
 
@@ -15,17 +15,18 @@ from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, PHASE_RULES, Feeder
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from explorer.model.tables import IngestedTrace
+from tests.parsers import WITH_PIECES, use_parser
 
 Ingest = Callable[[Any], IngestedTrace]
 BASE = 1_700_000_000_000_000_000
 
 
-@pytest.fixture(params=["msgspec", "duckdb", "duckdb-pieces"])
+@pytest.fixture(params=WITH_PIECES)
 def ingest(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ingest:
-    """Ingest a document (object, list, or raw text) through the small-file or the fast path (the events
-    array read as one file, or cut into up to DUCKDB_PIECES files wherever two events meet)."""
-    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 1 << 40 if request.param == "msgspec" else 0)
-    monkeypatch.setattr(chrome_fast, "PIECE_MIN_BYTES", 1 if request.param == "duckdb-pieces" else 1 << 40)
+    """Ingest a document (object, list, or raw text) through the small-file path, the compiled reader or
+    DuckDB's (the events array read whole, or cut wherever two events meet: tests/parsers.py)."""
+    monkeypatch.setattr(chrome_fast, "PIECE_MIN_BYTES", 1 << 40)
+    use_parser(monkeypatch, request.param)
     monkeypatch.setattr(chrome_fast, "BATCH_ROWS", 3)  # flows and B/E pairs must meet across batches
 
     def run(doc: Any) -> IngestedTrace:

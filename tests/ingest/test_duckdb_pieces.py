@@ -14,10 +14,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from explorer.ingest import chrome_fast
+from explorer.ingest import chrome_fast, kscan
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from tests.fuzz.corpus import SHARED_TRACES
+
+
+@pytest.fixture(autouse=True)
+def duckdb_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big files here are DuckDB's: the compiled reader (tests/ingest/test_kscan.py) switched off."""
+    monkeypatch.setenv(kscan.DISABLE_ENV, "0")
 
 
 def _events(n: int, nested: bool = True) -> list[dict[str, Any]]:

@@ -23,9 +23,10 @@ from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns, us_to_ns
 from explorer.model.tables import IngestedTrace
+from tests.parsers import PATHS, use_parser
 
 HTA = "HolisticTraceAnalysis/tests/data"
-PATHS = ("msgspec", "duckdb")
+CHECK = chrome_fast._Check
 
 
 def exact_ns(us: int | Decimal | str, base_ns: int = 0) -> int:
@@ -40,13 +41,18 @@ def float_ns(us: int | Decimal | str, base_ns: int = 0) -> int:
     return round(float(us) * 1000.0) + base_ns
 
 
-def ingest_file(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str) -> IngestedTrace:
-    """Ingest one file through the msgspec path or (with no fallback allowed) the DuckDB path."""
-    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0 if parser == "duckdb" else 1 << 40)
-    if parser == "duckdb":
+def ingest_file(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str,
+                to_duckdb: bool = False) -> IngestedTrace:
+    """Ingest one file through one parser path (tests/parsers.py), with no fallback allowed from the compiled
+    reader or DuckDB's (`to_duckdb`: the compiled reader may refuse the file, which then takes DuckDB's)."""
+    use_parser(monkeypatch, parser)
+    if parser != "msgspec":
         def no_fallback(*_args: Any, **_kwargs: Any) -> dict[str, Any]:
-            raise AssertionError("the DuckDB path fell back to the msgspec path")
+            raise AssertionError(f"the {parser} path fell back to the msgspec path")
         monkeypatch.setattr(chrome_fast, "parse_chrome", no_fallback)
+    def no_duckdb(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("the compiled reader refused the file")
+    monkeypatch.setattr(chrome_fast, "_Check", no_duckdb if parser == "native" and not to_duckdb else CHECK)
     return ingest_path(path, tmp_path)
 
 
@@ -61,10 +67,11 @@ def ingest_path(path: Path, tmp_path: Path, text: str | None = None) -> Ingested
         inputs.cleanup()
 
 
-def ingest_text(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str) -> IngestedTrace:
+def ingest_text(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str,
+                to_duckdb: bool = False) -> IngestedTrace:
     path = tmp_path / f"{parser}.json"
     path.write_text(text)
-    return ingest_file(path, tmp_path, monkeypatch, parser)
+    return ingest_file(path, tmp_path, monkeypatch, parser, to_duckdb)
 
 
 def warnings_of(trace: IngestedTrace) -> dict[str, int]:
@@ -121,7 +128,8 @@ FORMS = {
 def test_every_time_form_is_exact(form: Form, parser: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ts = form.value()
     assert float_ns(ts, form.base_ns) != exact_ns(ts, form.base_ns)  # a float reading would fail here
-    trace = ingest_text(form.doc(), tmp_path, monkeypatch, parser)
+    # a time written as text: the compiled reader leaves the file to DuckDB's
+    trace = ingest_text(form.doc(), tmp_path, monkeypatch, parser, to_duckdb=form is FORMS["numeric_string"])
     s = {r["name"]: r for r in trace.tables["slices"].to_pylist()}
     assert (s["parent"]["ts_ns"], s["parent"]["dur_ns"]) == (exact_ns(ts, form.base_ns), 5_000)
     assert (s["child"]["ts_ns"], s["child"]["dur_ns"]) == (exact_ns(ts + 2, form.base_ns), 3_000)
@@ -230,8 +238,8 @@ def test_both_paths_give_identical_integer_tables(tmp_path: Path, monkeypatch: p
     text, written = generated_trace()
     monkeypatch.setattr(chrome_fast, "BATCH_ROWS", 37)  # nesting, pairs and flows across batch borders
     runs = {p: ingest_text(text, tmp_path, monkeypatch, p) for p in PATHS}
-    assert comparable(runs["msgspec"]) == comparable(runs["duckdb"])
-    assert warnings_of(runs["msgspec"]) == warnings_of(runs["duckdb"])
+    assert comparable(runs["msgspec"]) == comparable(runs["duckdb"]) == comparable(runs["native"])
+    assert warnings_of(runs["msgspec"]) == warnings_of(runs["duckdb"]) == warnings_of(runs["native"])
     stored = {(r["name"], r["ts_ns"], r["dur_ns"]) for r in runs["duckdb"].tables["slices"].to_pylist()}
     expected = {(name, exact_ns(ts), exact_ns(dur)) for name, ts, dur in written}
     assert expected <= stored
@@ -255,7 +263,7 @@ def test_both_paths_give_the_same_warning_words_for_events_they_drop(tmp_path: P
     monkeypatch.setattr(chrome_fast, "BATCH_ROWS", 2)
     words = {p: sorted((w.code, w.message, w.count) for w in ingest_text(text, tmp_path, monkeypatch, p).warnings)
              for p in PATHS}
-    assert words["msgspec"] == words["duckdb"]
+    assert words["msgspec"] == words["duckdb"] == words["native"]
     assert [(code, count) for code, _m, count in words["duckdb"]] == [
         ("bad_time", 2), ("unknown_event", 2), ("unknown_event", 1), ("unknown_event", 1)]
     assert [m for code, m, _c in words["duckdb"] if code == "unknown_event"] == [
@@ -349,7 +357,7 @@ def test_real_trace_overlaps_and_times_are_exact(rel: str, shared_traces: Path, 
     events = x_events(path)
     pairs, moved = overlaps(events)
     assert moved <= pairs and (moved == 0) == (pairs == 0)  # only true partial overlaps move slices
-    trace = ingest_file(path, tmp_path, monkeypatch, "duckdb")  # each is over 8 MB raw
+    trace = ingest_file(path, tmp_path, monkeypatch, "native")  # each is over 8 MB raw
     assert warnings_of(trace).get("overlap", 0) == moved
     tracks = trace.tables["tracks"].to_pylist()
     assert sum(t["count"] for t in tracks if "(overlap" in t["label"]) == moved
@@ -365,7 +373,7 @@ def test_real_ns_resolution_trace_same_on_both_paths(shared_traces: Path, tmp_pa
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     path = shared_traces / REAL["ns_resolution"]
     runs = {p: comparable(ingest_file(path, tmp_path, monkeypatch, p)) for p in PATHS}
-    assert runs["msgspec"] == runs["duckdb"]
+    assert runs["msgspec"] == runs["duckdb"] == runs["native"]
 
 
 # ---- Neuron ----------------------------------------------------------------------------------------------

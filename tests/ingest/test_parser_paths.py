@@ -1,7 +1,8 @@
-"""The two Chrome/Kineto parser paths (msgspec: explorer.ingest.chrome; DuckDB: chrome_fast) agree on input
-DuckDB's reader takes and msgspec does not: NaN and Infinity literals, trailing commas, values nested past
-msgspec's depth limit, and event fields of the wrong JSON type (`true` as a ts reads as 1 in DuckDB). Each
-row says what the user gets, written out here from the input, and both paths must give exactly that.
+"""The Chrome/Kineto parser paths (msgspec: explorer.ingest.chrome; the compiled reader and DuckDB's:
+chrome_fast) agree on input DuckDB's reader takes and msgspec does not: NaN and Infinity literals, trailing
+commas, values nested past msgspec's depth limit, and event fields of the wrong JSON type (`true` as a ts
+reads as 1 in DuckDB). Each row says what the user gets, written out here from the input, and every path
+must give exactly that (the compiled reader refuses each of these files, which then take DuckDB's path).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from explorer.ingest.limits import IngestLimits
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from tests.fuzz.corpus import SHARED_TRACES
+from tests.parsers import PATHS, use_parser
 
 FILE = "trace.json"
 GOOD = '{"ph": "X", "name": "good", "pid": 1, "tid": 1, "ts": 2, "dur": 3}'  # 2 µs, 3 µs
@@ -76,7 +78,7 @@ CASES: list[Any] = [
 
 def _ingest(path: Path, path_mode: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """What the user gets from one ingest on one path: an error message, or (slices, warning counts)."""
-    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0 if path_mode == "duckdb" else 1 << 40)
+    use_parser(monkeypatch, path_mode)
     inputs = collect_inputs([path], scratch_root=path.parent)
     try:
         trace = ingest_inputs(inputs)
@@ -97,8 +99,8 @@ def test_both_paths_give_the_same_answer(case: str, doc: str, expected: Any, tmp
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / FILE
     path.write_text(doc)
-    got = {mode: _ingest(path, mode, monkeypatch) for mode in ("msgspec", "duckdb")}
-    assert got["msgspec"] == got["duckdb"], case
+    got = {mode: _ingest(path, mode, monkeypatch) for mode in PATHS}
+    assert got["msgspec"] == got["duckdb"] == got["native"], case
     if isinstance(expected, str):
         assert isinstance(got["duckdb"], str) and got["duckdb"].startswith(expected), got
     else:
@@ -119,14 +121,16 @@ def test_duckdb_alone_would_read_these(case: str, doc: str, tmp_path: Path) -> N
     assert refusal(path.read_bytes()) is not None
 
 
-def test_a_well_formed_file_stays_on_the_duckdb_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("path_mode", ["native", "duckdb"])
+def test_a_well_formed_file_stays_on_its_fast_path(path_mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / FILE
     path.write_text(_doc(GOOD, _x('"args": {"v": [1.5, "NaN", {"w": null}], "Input Dims": [[1]]}'),
                          _x('"ts": "7.5"'), _x('"extra": {"a": [true, false]}')))
     with caplog.at_level(logging.INFO, logger=chrome_fast.__name__):
-        slices, warnings = _ingest(path, "duckdb", monkeypatch)
-    assert [r.message for r in caplog.records if "fast path not used" in r.message] == []
+        slices, warnings = _ingest(path, path_mode, monkeypatch)
+    left = [r.message for r in caplog.records if "not used" in r.message]
+    assert left == [], left
     assert slices == {("good", 2000, 3000), ("odd", 5000, 1000), ("odd", 7500, 1000)} and warnings == {}
 
 

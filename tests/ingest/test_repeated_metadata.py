@@ -14,6 +14,7 @@ import pytest
 from explorer.ingest import chrome_fast
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
+from tests.parsers import PATHS, use_parser
 
 
 def metadata(name: str, pid: int, tid: int, value: object, key: str = "name") -> dict[str, object]:
@@ -46,9 +47,9 @@ def expected_names(events: list[dict[str, object]]) -> dict[tuple[str, str], str
     return {(process[pid], str(tid)): name for (pid, tid), name in thread.items()}
 
 
-def names_seen(path: Path, duckdb: bool, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, str], str]:
+def names_seen(path: Path, parser: str, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, str], str]:
     """(process, tid) -> the track's label (its thread's name), of the slice tracks."""
-    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0 if duckdb else 1 << 40)
+    use_parser(monkeypatch, parser)
     monkeypatch.setattr(chrome_fast, "BATCH_ROWS", 64)  # the repeats span many batches
     inputs = collect_inputs([path], scratch_root=path.parent)
     try:
@@ -60,14 +61,14 @@ def names_seen(path: Path, duckdb: bool, monkeypatch: pytest.MonkeyPatch) -> dic
     return {(t["process"], t["thread"]): t["label"] for t in tracks if t["kind"] == "slice"}
 
 
-def test_both_paths_show_the_last_names_the_file_sets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_path_shows_the_last_names_the_file_sets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events = trace_events()
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
     want = expected_names(events)
     assert want == {("last", "1"): "A", ("last", "2"): "x\u0000y"}
-    assert names_seen(path, True, monkeypatch) == want
-    assert names_seen(path, False, monkeypatch) == want
+    for parser in PATHS:
+        assert names_seen(path, parser, monkeypatch) == want, parser
 
 
 def test_the_last_of_each_repeated_metadata_event_stays_with_every_other_row() -> None:

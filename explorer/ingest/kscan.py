@@ -1,0 +1,144 @@
+"""The compiled events-array reader (`_kscan.c`, built at install by hatch_build.py) as Arrow record batches.
+
+One call reads events from a byte range of the mapped file into the columns the DuckDB path's SELECT gives
+(explorer.ingest.chrome_fast), so everything after the read is shared. The reader is strict: what it does not
+read exactly as the msgspec path does, it refuses (`Refused`), and the file takes the other paths. Absent
+library (an install without a C compiler): `available()` is False and nothing changes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import mmap
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from explorer.ingest.times import US_DECIMAL
+
+log = logging.getLogger(__name__)
+
+LIBRARY = Path(__file__).with_name("_kscan.so")
+DISABLE_ENV = "EXPLORER_NATIVE_READER"  # "0": the DuckDB path as before (bench/ingest.py compares the two)
+# the C enums, in order
+TEXT = ("ph", "name", "cat", "pid", "tid", "id", "bp", "s", "scope", "dims", "args")
+F_TS, F_DUR, F_ID = 1, 2, 4
+DONE, FULL, BAD = 0, 1, -1
+ABI = 1  # KSCAN_ABI in the C file: bumped with any change of kscan()'s arguments or columns
+BATCH_BYTES = 32 * 2**20  # most text a batch's column holds: a range longer than this is read in several batches
+
+_ID = TEXT.index("id")
+_I64P = ctypes.POINTER(ctypes.c_int64)
+
+
+class Refused(Exception):
+    """The reader does not take this input (its reason and where)."""
+
+
+def _load() -> ctypes.CDLL | None:
+    if not LIBRARY.is_file():
+        return None
+    try:
+        lib = ctypes.CDLL(str(LIBRARY))
+    except OSError as exc:
+        log.warning("the compiled events reader did not load (%s): the DuckDB path reads big files", exc)
+        return None
+    lib.kscan_abi.restype = ctypes.c_int64
+    if lib.kscan_abi() != ABI:
+        log.warning("%s is a build of another version (interface %d, not %d): the DuckDB path reads big files; "
+                    "`make install` or `python hatch_build.py` builds it again", LIBRARY, lib.kscan_abi(), ABI)
+        return None
+    lib.kscan.restype = ctypes.c_int64
+    lib.kscan.argtypes = (ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                          ctypes.POINTER(ctypes.c_char_p))
+    return lib
+
+
+_LIB = _load()
+
+
+def available() -> bool:
+    """Whether the compiled reader is installed and not switched off (EXPLORER_NATIVE_READER=0)."""
+    return _LIB is not None and os.environ.get(DISABLE_ENV, "1") != "0"
+
+
+def address(m: mmap.mmap) -> int:
+    """Where a mapping's bytes are (valid while it stays open: the caller keeps it open while reading; no
+    buffer export is kept, so closing it is never refused)."""
+    view = np.frombuffer(m, dtype=np.uint8)
+    try:
+        return int(view.ctypes.data)
+    finally:
+        del view
+
+
+def read(base: int, lo: int, hi: int, rows: int) -> Iterator[pa.RecordBatch]:
+    """The events in the bytes [lo, hi) from `base` (`ws event (, event)* ws`: no bracket, at least one event)
+    as batches of at most `rows` rows, in file order; Refused at the first thing the reader does not take."""
+    assert _LIB is not None and 0 <= lo < hi
+    while True:
+        status, batch, lo = _one(base, lo, hi, rows)
+        yield batch
+        if status == DONE:
+            return
+
+
+def _one(base: int, lo: int, hi: int, rows: int) -> tuple[int, pa.RecordBatch, int]:
+    assert _LIB is not None
+    # text never grows when decoded, and a default ("0", "{}") is shorter than the event it fills in for
+    cap = min(hi - lo + 16, BATCH_BYTES)
+    rows = max(1, min(rows, hi - lo))
+    num = np.empty((4, rows), np.int64)
+    flags = np.empty(rows, np.uint8)
+    off = np.empty((len(TEXT), rows + 1), np.int32)
+    data = [np.empty(cap, np.uint8) for _ in TEXT]
+    pointers = (ctypes.c_void_p * len(TEXT))(*[d.ctypes.data for d in data])
+    caps = np.full(len(TEXT), cap, np.int64)
+    out = np.zeros(3, np.int64)
+    why = ctypes.c_char_p()
+    status = _LIB.kscan(base, lo, hi, rows, num.ctypes.data, flags.ctypes.data, off.ctypes.data, pointers,
+                        caps.ctypes.data, out.ctypes.data, ctypes.byref(why))
+    n, nxt = int(out[0]), int(out[1])
+    if status == BAD:
+        raise Refused(f"{(why.value or b'unreadable').decode()} (at byte {int(out[2])})")
+    columns = {name: _text(off[i, :n + 1], data[i], n, (flags[:n] & F_ID) != 0 if i == _ID else None)
+               for i, name in enumerate(TEXT)}
+    return int(status), pa.record_batch({
+        "ph": columns["ph"], "name": columns["name"], "cat": columns["cat"],
+        "ts": _us(num[0, :n], (flags[:n] & F_TS) != 0), "dur": _us(num[1, :n], (flags[:n] & F_DUR) != 0),
+        "pid": columns["pid"], "tid": columns["tid"], "id": columns["id"],
+        "id2": _empty_text(n),
+        "bp": columns["bp"], "s": columns["s"], "scope": columns["scope"],
+        "ext": pa.array(num[2, :n]), "corr": pa.array(num[3, :n]), "dims": columns["dims"], "args": columns["args"],
+    }), nxt
+
+
+def _validity(present: np.ndarray | None) -> pa.Buffer | None:
+    if present is None or present.all():
+        return None
+    return pa.py_buffer(np.packbits(present, bitorder="little"))
+
+
+def _text(offsets: np.ndarray, data: np.ndarray, n: int, present: np.ndarray | None) -> pa.Array:
+    """A string column over the reader's buffers (no copy: the arrays keep them alive)."""
+    used = int(offsets[-1])
+    return pa.Array.from_buffers(pa.string(), n, [_validity(present), pa.py_buffer(offsets),
+                                                  pa.py_buffer(data[:used])])
+
+
+def _empty_text(n: int) -> pa.Array:
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b"")])
+
+
+def _us(ns: np.ndarray, present: np.ndarray) -> pa.Array:
+    """Signed ns as the DECIMAL(38,3) µs column DuckDB gives (the unscaled integer is the ns count), null where
+    the event has no such field."""
+    words = np.empty((len(ns), 2), np.int64)
+    words[:, 0] = ns
+    words[:, 1] = ns >> 63
+    return pa.Array.from_buffers(US_DECIMAL, len(ns), [_validity(present), pa.py_buffer(words)])

@@ -1,0 +1,27 @@
+"""Which Chrome/Kineto parser path an ingest in a test takes: the msgspec path (small files), the compiled
+reader (explorer.ingest.kscan, big files when installed) or DuckDB's reader (big files without it, and any
+file the compiled reader refuses). `-pieces`: the events array cut wherever two events meet, read in parallel."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.ingest import chrome_fast, kscan
+
+PATHS = ("msgspec", "native", "duckdb")
+WITH_PIECES = (*PATHS, "native-pieces", "duckdb-pieces")
+
+
+def use_parser(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """Route every Chrome/Kineto file of the test through `mode` (one of WITH_PIECES)."""
+    assert mode in WITH_PIECES, mode
+    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 1 << 40 if mode == "msgspec" else 0)
+    if mode.startswith("native"):
+        assert kscan.LIBRARY.is_file(), f"{kscan.LIBRARY} is not built (the install builds it: hatch_build.py)"
+        monkeypatch.setenv(kscan.DISABLE_ENV, "1")
+    else:
+        monkeypatch.setenv(kscan.DISABLE_ENV, "0")
+    if mode == "native-pieces":
+        monkeypatch.setattr(chrome_fast, "NATIVE_PIECE_BYTES", 1)
+    if mode == "duckdb-pieces":
+        monkeypatch.setattr(chrome_fast, "PIECE_MIN_BYTES", 1)
