@@ -176,4 +176,28 @@ def test_sdist_carries_templates_and_static(tmp_path: Path) -> None:
     wanted = {p.relative_to(ROOT).as_posix() for folder in ("templates", "static") for p in (ROOT / folder).rglob("*")
               if p.is_file()}
     assert wanted and wanted <= members, sorted(wanted - members)
-    assert {"pyproject.toml", "README.md", "explorer/__init__.py", "api/cli.py"} <= members
+    assert {"pyproject.toml", "README.md", "explorer/__init__.py", "api/cli.py", "hatch_build.py",
+            "explorer/ingest/_kscan.c"} <= members
+    assert "explorer/ingest/_kscan.so" not in members  # built where installed
+
+
+def test_a_wheel_built_without_a_c_compiler_reads_big_traces_with_duckdb(tmp_path: Path) -> None:
+    """No compiler where the wheel is built: the build says so and succeeds, the wheel is pure Python (any
+    platform), and big traces are read by DuckDB's reader (kscan.available() False)."""
+    dist, venv = tmp_path / "dist", tmp_path / "venv"
+    env = {**os.environ, "CC": str(tmp_path / "no-such-cc")}
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "-w",
+                            str(dist), str(ROOT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert "the compiled events reader is not built" in built.stdout + built.stderr
+    (wheel,) = dist.glob("trace_explorer-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "_deps.pth").write_text(str(Path(fastapi.__file__).resolve().parent.parent) + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps",
+                    str(wheel)], check=True, cwd=tmp_path, capture_output=True, timeout=120)
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "from explorer.ingest import kscan; "
+                            "print(kscan.LIBRARY.is_file(), kscan.available())"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert probe.stdout.split() == ["False", "False"], probe.stderr

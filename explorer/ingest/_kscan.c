@@ -66,6 +66,18 @@ static inline int utf8_len(const uint8_t *c, int64_t n) {
     return 0;
 }
 
+/* bytes that stand for themselves inside a JSON string: not a quote, a backslash, a control or non-ASCII */
+static const uint8_t PLAIN[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 static inline int hex4(const uint8_t *c, uint32_t *out) {
     uint32_t v = 0;
     for (int i = 0; i < 4; i++) {
@@ -90,11 +102,8 @@ static int string(S *s, int col) {
     for (;;) {
         /* the plain run up to a quote, a backslash, a control or a non-ASCII byte */
         int64_t q = p;
-        while (q < end) {
-            uint8_t c = b[q];
-            if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
-            q++;
-        }
+        while (q + 4 <= end && PLAIN[b[q]] && PLAIN[b[q + 1]] && PLAIN[b[q + 2]] && PLAIN[b[q + 3]]) q += 4;
+        while (q < end && PLAIN[b[q]]) q++;
         if (out) {
             if (u + (q - p) > cap) return E_FULL;
             memcpy(out + u, b + p, (size_t)(q - p));
@@ -353,19 +362,25 @@ static int dims(S *s, int depth) {
     return OK;
 }
 
-static inline int key_is(const uint8_t *k, int64_t len, const char *name) {
-    return (int64_t)strlen(name) == len && !memcmp(k, name, (size_t)len);
-}
-
 /* A key at s->p: its raw text (unescaped keys only: a key spelled with escapes is refused). */
 static int key(S *s, const uint8_t **k, int64_t *len) {
-    if (s->p >= s->end || s->b[s->p] != '"') return bad(s, "an object key that is not a string");
-    int64_t lo = s->p + 1;
-    int r = string(s, -1);
-    if (r) return r;
-    *k = s->b + lo;
-    *len = s->p - 1 - lo;
-    if (memchr(*k, '\\', (size_t)*len)) return bad(s, "a key spelled with escapes");
+    const uint8_t *b = s->b;
+    int64_t p = s->p, end = s->end;
+    if (p >= end || b[p] != '"') return bad(s, "an object key that is not a string");
+    int64_t lo = ++p;
+    for (;;) {
+        while (p < end && PLAIN[b[p]]) p++;
+        if (p >= end) return bad(s, "a string without its closing quote");
+        if (b[p] == '"') break;
+        if (b[p] == '\\') return bad(s, "a key spelled with escapes");
+        if (b[p] < 0x20) return bad(s, "a control character inside a string");
+        int n = utf8_len(b + p, end - p);
+        if (!n) return bad(s, "a string that is not valid UTF-8");
+        p += n;
+    }
+    *k = b + lo;
+    *len = p - lo;
+    s->p = p + 1;
     ws(s);
     if (s->p >= s->end || s->b[s->p] != ':') return bad(s, "an object key without its colon");
     s->p++;
@@ -388,8 +403,10 @@ static int args(S *s, int64_t *ext, int64_t *corr) {
         const uint8_t *k;
         int64_t len;
         if ((r = key(s, &k, &len))) return r;
-        int which = key_is(k, len, "External id") ? A_EXT : key_is(k, len, "external id") ? A_EXT2021 :
-                    key_is(k, len, "correlation") ? A_CORR : key_is(k, len, "Input Dims") ? A_DIMS : -1;
+        int which = -1;
+        if (len == 11) which = !memcmp(k, "External id", 11) ? A_EXT : !memcmp(k, "external id", 11) ? A_EXT2021 :
+                               !memcmp(k, "correlation", 11) ? A_CORR : -1;
+        else if (len == 10 && !memcmp(k, "Input Dims", 10)) which = A_DIMS;
         if (which >= 0) {
             if (seen & (1 << which)) return bad(s, "a Kineto arg given twice");
             seen |= 1 << which;

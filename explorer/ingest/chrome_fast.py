@@ -181,15 +181,16 @@ NATIVE_PIECE_BYTES = 8 * 2**20  # a thread's unit of work: pieces are read in pa
 def _native_pieces(m: mmap.mmap, ranges: list[tuple[int, int]], rows: int, base_ns: int, threads: int,
                    spill: ArgsSpillWriter | None) -> list[_Batch]:
     """Each range read and reduced on a thread of its own, at most `threads` + 1 ahead of the one fed; the
-    args spilled in file order; each range's pages dropped once read (a mapped file's pages count in RSS)."""
+    args spilled in file order; the file's pages dropped as they are read."""
     base = kscan.address(m)  # the pool is shut down before this returns: the mapping outlives every read
 
+    def drop(lo: int, hi: int) -> None:  # the pages read: a mapped file's pages count in the RSS
+        start = lo // mmap.PAGESIZE * mmap.PAGESIZE
+        if (length := (hi - start) // mmap.PAGESIZE * mmap.PAGESIZE) > 0:
+            m.madvise(mmap.MADV_DONTNEED, start, length)
+
     def piece(lo: int, hi: int) -> list[_Batch]:
-        done = [_Batch.of(batch, base_ns) for batch in kscan.read(base, lo, hi, rows)]
-        page = mmap.PAGESIZE
-        start = lo // page * page
-        m.madvise(mmap.MADV_DONTNEED, start, (hi - start) // page * page)
-        return done
+        return [_Batch.of(batch, base_ns) for batch in kscan.read(base, lo, hi, rows, drop)]
 
     out: list[_Batch] = []
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kscan") as pool:
@@ -513,7 +514,7 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
     bad_flows: Counter[str] = Counter()
     rest: list[Event] = []
     kineto = False
-    flow_codes: dict[str, int] = {}
+    flow_parts: list[tuple[pa.RecordBatch, np.ndarray, np.ndarray]] = []
     batches.reverse()
     while batches:  # each batch dropped once fed: its raw and its fed form are never all held at once
         b = batches.pop()
@@ -526,11 +527,13 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
                                   np.where(corr >= 0, corr, NONE), np.where(ext >= 0, ext, NONE), x.column("dims"))
         stored += x.num_rows
         if b.flows.num_rows:
-            _feed_flows(b.flows, threads[b.flow_mask], b.ts[b.flow_mask], builder, src, flow_codes)
+            flow_parts.append((b.flows, threads[b.flow_mask], b.ts[b.flow_mask]))
         rest.extend(_event(r) for r in b.rest)
         bad_x += b.bad_x
         bad_flows.update(b.bad_flows)
         del b, x, threads
+    if flow_parts:
+        _feed_flows(flow_parts, builder)
     bulk = BulkCounts(stored=stored, bad_time=bad_x, kineto=kineto, bad_flows=bad_flows)
     fed = Feeder(builder, src, name, int(meta.get("base_ns", 0))).feed(rest, bulk)
     return with_format(meta, fed, builder, name)
@@ -543,25 +546,21 @@ def _thread_index(encoded: pa.DictionaryArray, builder: TraceBuilder, src: int) 
     return index
 
 
-def _feed_flows(flows: pa.RecordBatch, threads: np.ndarray, ts_ns: np.ndarray, builder: TraceBuilder,
-                src: int, codes_of: dict[str, int]) -> None:
-    """Flow steps as columns. A flow is (category, id) within this file: `codes_of` carries the code
-    of each one seen in earlier batches, so the steps of one flow meet across batch borders."""
-    cat = flows.column("cat")
-    encoded = pc.dictionary_encode(pc.binary_join_element_wise(cat, flows.column("id"), "\x00"))
-    # looked up key by key: the batch's keys against every flow seen so far (a set that grows with the file,
-    # so a per-batch Arrow lookup against all of it made the feed quadratic: 47 s of a 10M-event ingest)
-    keys = encoded.dictionary.to_pylist()
-    codes = np.fromiter((codes_of.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
-    new = np.nonzero(codes < 0)[0]
-    codes[new] = builder.reserve_flow_codes(len(new)) + np.arange(len(new))
-    codes_of.update(zip([keys[i] for i in new.tolist()], codes[new].tolist(), strict=True))
+def _feed_flows(parts: list[tuple[pa.RecordBatch, np.ndarray, np.ndarray]], builder: TraceBuilder) -> None:
+    """The file's flow steps as columns, all batches at once. A flow is (category, id) within this file: one
+    dictionary encoding of the file's keys numbers its flows in order of first appearance, as one per batch
+    with the codes carried over did (and a per-batch lookup against every flow seen so far made the feed
+    quadratic: 47 s of a 10M-event ingest)."""
+    flows = pa.Table.from_batches([p[0] for p in parts]).combine_chunks()  # one chunk: one dictionary below
+    cat = flows.column("cat").chunk(0)
+    encoded = pc.dictionary_encode(pc.binary_join_element_wise(cat, flows.column("id").chunk(0), "\x00"))
+    codes = builder.reserve_flow_codes(len(encoded.dictionary)) + encoded.indices.to_numpy(zero_copy_only=False)
     cats = pc.dictionary_encode(cat)
     kinds = np.asarray([flow_kind_index(c) for c in cats.dictionary.to_pylist()] or [0], dtype=np.int8)
-    idx = encoded.indices.to_numpy(zero_copy_only=False)
     enclosing = pc.or_(pc.equal(flows.column("bp"), "e"), pc.not_equal(flows.column("ph"), "f"))
-    builder.add_flow_points_columns(codes[idx], kinds[cats.indices.to_numpy(zero_copy_only=False)], threads,
-                                    ts_ns, enclosing.to_numpy(zero_copy_only=False))
+    builder.add_flow_points_columns(codes.astype(np.int64), kinds[cats.indices.to_numpy(zero_copy_only=False)],
+                                    np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
+                                    enclosing.to_numpy())
 
 
 def _event(r: dict[str, Any]) -> Event:

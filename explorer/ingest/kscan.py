@@ -12,7 +12,7 @@ import ctypes
 import logging
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -77,15 +77,20 @@ def address(m: mmap.mmap) -> int:
         del view
 
 
-def read(base: int, lo: int, hi: int, rows: int) -> Iterator[pa.RecordBatch]:
+def read(base: int, lo: int, hi: int, rows: int,
+         read_to: Callable[[int, int], None] | None = None) -> Iterator[pa.RecordBatch]:
     """The events in the bytes [lo, hi) from `base` (`ws event (, event)* ws`: no bracket, at least one event)
-    as batches of at most `rows` rows, in file order; Refused at the first thing the reader does not take."""
+    as batches of at most `rows` rows, in file order; Refused at the first thing the reader does not take.
+    `read_to(start, end)` is told each span of bytes read, once its batch is made."""
     assert _LIB is not None and 0 <= lo < hi
     while True:
-        status, batch, lo = _one(base, lo, hi, rows)
+        status, batch, nxt = _one(base, lo, hi, rows)
+        if read_to is not None:
+            read_to(lo, hi if status == DONE else nxt)
         yield batch
         if status == DONE:
             return
+        lo = nxt
 
 
 def _one(base: int, lo: int, hi: int, rows: int) -> tuple[int, pa.RecordBatch, int]:

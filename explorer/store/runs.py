@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -218,25 +220,23 @@ class RunStore:
 
     def _write(self, work: Path, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool) -> RunSummary:
         timed = TimeSplit()
-        with timed.step("write"):
-            for name, table in trace.tables.items():
-                if name == "slices" and trace.slice_args is not None:
-                    _write_slices(work / "slices.parquet", table, trace.slice_args)
-                else:
-                    pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
-                                   **parquet_options(TABLE_SCHEMAS[name]))
+        # the artifacts are copied (and made durable, for a folder store) beside the tables' write: kernel
+        # copies and disk waits, outside the GIL (the 1M-event trace: ~0.35 s of fsync at publish before)
+        with ThreadPoolExecutor(1, thread_name_prefix="artifacts") as pool:
+            copied = pool.submit(_copy_artifacts, work, artifacts, copy_artifacts,
+                                 isinstance(self.storage, FolderStorage))
+            with timed.step("write"):
+                for name, table in trace.tables.items():
+                    if name == "slices" and trace.slice_args is not None:
+                        _write_slices(work / "slices.parquet", table, trace.slice_args)
+                    else:
+                        pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
+                                       **parquet_options(TABLE_SCHEMAS[name]))
+            art_rows = copied.result()
         for key, step in ((SPLIT_KEY, timed.ns), (CPU_KEY, timed.cpu)):  # when the ingest timed itself
             if isinstance(recorded := trace.meta.get(key), dict):
                 recorded.update(step)
         save_device_profiles(work, trace.device_profiles)
-        art_rows = []
-        if artifacts:
-            (work / "artifacts").mkdir()
-        for i, art in enumerate(artifacts):
-            stored = f"{i:03d}_{_safe_filename(art.name)}"
-            if copy_artifacts:
-                shutil.copyfile(art.path, work / "artifacts" / stored)
-            art_rows.append({"name": art.name, "stored_as": stored, "size": art.size, "sha256": art.sha256})
         summary = build_summary(trace, art_rows)
         (work / "run.json").write_text(json.dumps({"summary": summary.stored(), "meta": _jsonable(trace.meta)}))
         return summary
@@ -349,6 +349,22 @@ def _write_slices(path: Path, slices: pa.Table, args: OrderedText) -> None:
             writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
         if not slices.num_rows:
             writer.write_table(schema.empty_table())
+
+
+def _copy_artifacts(work: Path, artifacts: list[Artifact], copy: bool, durable: bool) -> list[dict[str, Any]]:
+    """The run's artifacts into work/artifacts (when `copy`; fsynced when `durable`), as their summary rows."""
+    rows = []
+    if artifacts:
+        (work / "artifacts").mkdir()
+    for i, art in enumerate(artifacts):
+        stored = f"{i:03d}_{_safe_filename(art.name)}"
+        if copy:
+            shutil.copyfile(art.path, work / "artifacts" / stored)
+            if durable:
+                with (work / "artifacts" / stored).open("rb") as fh:
+                    os.fsync(fh.fileno())
+        rows.append({"name": art.name, "stored_as": stored, "size": art.size, "sha256": art.sha256})
+    return rows
 
 
 def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> RunSummary:
