@@ -18,11 +18,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-# the events reader (hatch_build.py compiles it at install; again here when its C file changes)
-explorer/ingest/_kscan.so: explorer/ingest/_kscan.c $(VENV)/.installed
+# the C helpers (hatch_build.py compiles them at install; again here when a C file changes)
+NATIVE := explorer/ingest/_kscan.so explorer/model/_nest.so
+$(NATIVE) &: explorer/ingest/_kscan.c explorer/model/_nest.c $(VENV)/.installed
 	$(PY) hatch_build.py
 
-install: $(VENV)/.installed explorer/ingest/_kscan.so
+install: $(VENV)/.installed $(NATIVE)
 
 run: install
 	$(VENV)/bin/trace-explorer serve

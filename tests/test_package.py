@@ -91,9 +91,11 @@ def test_project_comes_from_the_wheel(installed: Installed) -> None:
     assert [Path(a).relative_to(installed.venv).parts[-3:] for a in assets] == [
         ("explorer", "_assets", "templates"), ("explorer", "_assets", "static")]
     assert installed.run("--version").strip().endswith(__version__)
-    # the compiled events reader is in the wheel (built by hatch_build.py), and loads from there
-    reader = installed.python("from explorer.ingest import kscan; print(kscan.LIBRARY); print(kscan.available())")
-    assert Path(reader.splitlines()[0]).is_relative_to(installed.venv) and reader.splitlines()[1] == "True", reader
+    # the compiled helpers are in the wheel (built by hatch_build.py), and load from there
+    reader = installed.python("from explorer.ingest import kscan; print(kscan.LIBRARY); print(kscan.available());"
+                              "from explorer.model import nesting; print(nesting._LIB is not None)")
+    assert Path(reader.splitlines()[0]).is_relative_to(installed.venv), reader
+    assert reader.splitlines()[1:] == ["True", "True"], reader
 
 
 @pytest.fixture(scope="module")
@@ -177,8 +179,8 @@ def test_sdist_carries_templates_and_static(tmp_path: Path) -> None:
               if p.is_file()}
     assert wanted and wanted <= members, sorted(wanted - members)
     assert {"pyproject.toml", "README.md", "explorer/__init__.py", "api/cli.py", "hatch_build.py",
-            "explorer/ingest/_kscan.c"} <= members
-    assert "explorer/ingest/_kscan.so" not in members  # built where installed
+            "explorer/ingest/_kscan.c", "explorer/model/_nest.c"} <= members
+    assert not [m for m in members if m.endswith(".so")]  # built where installed
 
 
 def test_a_wheel_built_without_a_c_compiler_reads_big_traces_with_duckdb(tmp_path: Path) -> None:
@@ -189,7 +191,7 @@ def test_a_wheel_built_without_a_c_compiler_reads_big_traces_with_duckdb(tmp_pat
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "-w",
                             str(dist), str(ROOT)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert built.returncode == 0, built.stderr[-2000:]
-    assert "the compiled events reader is not built" in built.stdout + built.stderr
+    assert "the compiled helpers are not built" in built.stdout + built.stderr
     (wheel,) = dist.glob("trace_explorer-*.whl")
     assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
@@ -198,6 +200,7 @@ def test_a_wheel_built_without_a_c_compiler_reads_big_traces_with_duckdb(tmp_pat
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps",
                     str(wheel)], check=True, cwd=tmp_path, capture_output=True, timeout=120)
     probe = subprocess.run([str(venv / "bin" / "python"), "-c", "from explorer.ingest import kscan; "
-                            "print(kscan.LIBRARY.is_file(), kscan.available())"], cwd=tmp_path, capture_output=True,
+                            "print(kscan.LIBRARY.is_file(), kscan.available());"
+                            "from explorer.model import nesting; print(nesting._LIB is not None)"], cwd=tmp_path, capture_output=True,
                            text=True, timeout=60, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
-    assert probe.stdout.split() == ["False", "False"], probe.stderr
+    assert probe.stdout.split() == ["False", "False", "False"], probe.stderr

@@ -18,7 +18,7 @@ enum { N_TS, N_DUR, N_EXT, N_CORR, NNUM };
 enum { F_TS = 1, F_DUR = 2, F_ID = 4 };
 enum { KS_DONE = 0, KS_FULL = 1, KS_BAD = -1 };
 enum { OK = 0, E_FULL = 1, E_BAD = 2 };
-#define KSCAN_ABI 1
+#define KSCAN_ABI 2
 #define MAX_DEPTH 64
 
 typedef struct {
@@ -286,7 +286,13 @@ static int put(S *s, int col, const uint8_t *text, int64_t len) {
 
 /* pid, tid, id: an integer's text or a string's (json_extract_string) */
 static int id_text(S *s, int col) {
-    if (s->p < s->end && s->b[s->p] == '"') return string(s, col);
+    if (s->p < s->end && s->b[s->p] == '"') {
+        int64_t from = s->used[col];
+        int r = string(s, col);
+        /* the columnar feed keys a thread by pid NUL tid (chrome_fast._thread_index) */
+        if (!r && memchr(s->data[col] + from, 0, (size_t)(s->used[col] - from))) return bad(s, "an id holding a NUL");
+        return r;
+    }
     Num n;
     int64_t v;
     int r = integer(s, &v, &n);
@@ -340,26 +346,12 @@ static int skip(S *s, int depth) {
     return number(s, &n);
 }
 
-/* "Input Dims": the value as DuckDB's json_extract gives it, without whitespace; refused where its rendering
- * could differ (escapes, fractions, exponents). */
+/* "Input Dims": the value's raw text (chrome_feed.shapes_text writes it as every path does) */
 static int dims(S *s, int depth) {
     int64_t lo = s->p;
     int r = skip(s, depth);
     if (r) return r;
-    const uint8_t *b = s->b;
-    int in_str = 0;
-    for (int64_t i = lo; i < s->p; i++) {
-        uint8_t c = b[i];
-        if (in_str) {
-            if (c == '\\') return bad(s, "Input Dims with an escape");
-            if (c == '"') in_str = 0;
-        } else if (c == '"') in_str = 1;
-        else if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-        else if (c == '.' || c == 'E' || (c == 'e' && i > lo && digit(b[i - 1]))) return bad(s, "Input Dims with a non-integer");
-        if (s->used[C_DIMS] >= s->cap[C_DIMS]) return E_FULL;
-        s->data[C_DIMS][s->used[C_DIMS]++] = c;
-    }
-    return OK;
+    return put(s, C_DIMS, s->b + lo, s->p - lo);
 }
 
 /* A key at s->p: its raw text (unescaped keys only: a key spelled with escapes is refused). */

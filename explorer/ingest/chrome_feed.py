@@ -6,6 +6,7 @@ the file is not here (explorer.ingest.chrome); times become ns only through expl
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -14,6 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.columns import NONE
@@ -122,6 +125,7 @@ class Feeder:
         self._be_events: dict[int, list[tuple[int, int, Event]]] = defaultdict(list)
         self._async_open: dict[tuple[str, str, str], list[tuple[int, Event]]] = defaultdict(list)
         self._add_slice = builder.add_slice  # bound once: the complete-event step runs per event
+        self._shapes: dict[bytes, str] = {}  # raw "Input Dims" -> shapes_text: few distinct values a file
         self._thread = builder.thread
         self._steps: dict[str, Callable[[int, Event], None]] = {
             ph: getattr(self, rule.step) for rule in PHASE_RULES for ph in rule.phases}
@@ -175,7 +179,8 @@ class Feeder:
             if ka.correlation is not None:
                 corr = _id(ka.correlation)
             if ka.input_dims:
-                shapes = compact_json(ka.input_dims)
+                raw_dims = bytes(ka.input_dims)
+                shapes = self._shapes.get(raw_dims) or self._shapes.setdefault(raw_dims, shapes_text(raw_dims))
         self._add_slice(self._thread(self.src, ev.pid, ev.tid), ev.cat, ev.name, ts_ns, dur_ns,
                         bytes(args).decode(), corr, ext, shapes)
         self._stored += 1
@@ -331,13 +336,18 @@ _UNREADABLE_ARGS = (msgspec.ValidationError, msgspec.DecodeError, RecursionError
 _ANY = msgspec.json.Decoder()
 
 
-def compact_json(raw: msgspec.Raw) -> str:
-    """JSON text without its whitespace: Kineto's "Input Dims" as the fast paths give them (DuckDB's
-    json_extract and the compiled reader), so the op table's shape keys do not depend on a file's size."""
-    text = bytes(raw)
-    if not any(c in text for c in b" \t\r\n"):
-        return text.decode()
-    return msgspec.json.encode(_ANY.decode(text)).decode()
+def shapes_text(raw: bytes) -> str:
+    """Kineto's "Input Dims" as one text whichever parser path read the file and however its writer spaced
+    it: as Python's json.dumps writes the value (`[[64, 512], [512]]`, non-ASCII kept), which is also how
+    torch's key_averages shows input shapes. DuckDB's json_extract gives it compact, the others as written."""
+    return json.dumps(_ANY.decode(raw), ensure_ascii=False)
+
+
+def shapes_column(dims: pa.Array) -> pa.Array:
+    """A column of "Input Dims" texts ("" where absent) through shapes_text, once per distinct value."""
+    encoded = pc.dictionary_encode(dims)
+    texts = [shapes_text(v.encode()) if v else "" for v in encoded.dictionary.to_pylist()]
+    return pa.array(texts, pa.string()).take(encoded.indices)
 
 
 def decode_args(raw: msgspec.Raw | bytes | str) -> Any:

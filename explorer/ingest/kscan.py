@@ -1,4 +1,4 @@
-"""The compiled events-array reader (`_kscan.c`, built at install by hatch_build.py) as Arrow record batches.
+"""The compiled events-array reader (`_kscan.c`; explorer.model.native) as Arrow record batches.
 
 One call reads events from a byte range of the mapped file into the columns the DuckDB path's SELECT gives
 (explorer.ingest.chrome_fast), so everything after the read is shared. The reader is strict: what it does not
@@ -9,7 +9,6 @@ library (an install without a C compiler): `available()` is False and nothing ch
 from __future__ import annotations
 
 import ctypes
-import logging
 import mmap
 import os
 from collections.abc import Callable, Iterator
@@ -19,8 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from explorer.ingest.times import US_DECIMAL
-
-log = logging.getLogger(__name__)
+from explorer.model import native
 
 LIBRARY = Path(__file__).with_name("_kscan.so")
 DISABLE_ENV = "EXPLORER_NATIVE_READER"  # "0": the DuckDB path as before (bench/ingest.py compares the two)
@@ -28,11 +26,10 @@ DISABLE_ENV = "EXPLORER_NATIVE_READER"  # "0": the DuckDB path as before (bench/
 TEXT = ("ph", "name", "cat", "pid", "tid", "id", "bp", "s", "scope", "dims", "args")
 F_TS, F_DUR, F_ID = 1, 2, 4
 DONE, FULL, BAD = 0, 1, -1
-ABI = 1  # KSCAN_ABI in the C file: bumped with any change of kscan()'s arguments or columns
+ABI = 2  # KSCAN_ABI in the C file: bumped with any change of kscan()'s arguments or columns
 BATCH_BYTES = 32 * 2**20  # most text a batch's column holds: a range longer than this is read in several batches
 
 _ID = TEXT.index("id")
-_I64P = ctypes.POINTER(ctypes.c_int64)
 
 
 class Refused(Exception):
@@ -40,17 +37,8 @@ class Refused(Exception):
 
 
 def _load() -> ctypes.CDLL | None:
-    if not LIBRARY.is_file():
-        return None
-    try:
-        lib = ctypes.CDLL(str(LIBRARY))
-    except OSError as exc:
-        log.warning("the compiled events reader did not load (%s): the DuckDB path reads big files", exc)
-        return None
-    lib.kscan_abi.restype = ctypes.c_int64
-    if lib.kscan_abi() != ABI:
-        log.warning("%s is a build of another version (interface %d, not %d): the DuckDB path reads big files; "
-                    "`make install` or `python hatch_build.py` builds it again", LIBRARY, lib.kscan_abi(), ABI)
+    lib = native.load(LIBRARY, "kscan_abi", ABI)
+    if lib is None:
         return None
     lib.kscan.restype = ctypes.c_int64
     lib.kscan.argtypes = (ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,

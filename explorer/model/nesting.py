@@ -1,15 +1,20 @@
 """Slice nesting per thread: parents, sub-rows for partial overlaps, ancestor queries.
 
-Works on numpy columns. Properly nested threads (the common case) are nested with array
-operations; only threads with partial overlaps take the sequential stack pass. It sits in model because
+Works on numpy columns. The sequential stack pass runs compiled (_nest.c) where it is built; without it,
+properly nested threads (the common case) are nested with array operations and only threads with partial
+overlaps take the stack pass in Python. It sits in model because
 ingest builds the tree and the store and analysis walk it; none of those layers may import another.
 """
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+
+from explorer.model import native
 
 MAX_SUB_ROWS = 64
 
@@ -35,8 +40,11 @@ def compute_nesting(thread: np.ndarray, lane: np.ndarray, ts: np.ndarray, dur: n
     while len(pending):
         # longer first on equal start; framework before runtime before hardware on equal spans
         order = pending[np.lexsort((lane[pending], -dur[pending], ts[pending], thread[pending]))]
-        rest = _vector_pass(order, thread, ts, dur, parent)
-        displaced = _stack_pass(rest, thread, ts, dur, parent, last_row=row >= MAX_SUB_ROWS)
+        if _LIB is not None:  # the stack pass over every thread, compiled (the two ways agree: tests)
+            displaced = _native_stack_pass(order, thread, ts, dur, parent, last_row=row >= MAX_SUB_ROWS)
+        else:
+            rest = _vector_pass(order, thread, ts, dur, parent)
+            displaced = _stack_pass(rest, thread, ts, dur, parent, last_row=row >= MAX_SUB_ROWS)
         sub_row[order] = row
         pending = displaced
         row += 1
@@ -128,6 +136,31 @@ def _stack_pass(order: np.ndarray, thread: np.ndarray, ts: np.ndarray, dur: np.n
     for d in displaced:
         parent[d] = -1
     return np.asarray(displaced, dtype=np.int64)
+
+
+def _load() -> ctypes.CDLL | None:
+    lib = native.load(Path(__file__).with_name("_nest.so"), "nest_abi", NEST_ABI)
+    if lib is not None:
+        lib.nest_stack.restype = ctypes.c_int64
+        lib.nest_stack.argtypes = (ctypes.c_int64, *[ctypes.c_void_p] * 6, ctypes.c_int64, *[ctypes.c_void_p] * 2)
+    return lib
+
+
+NEST_ABI = 1  # NEST_ABI in _nest.c
+_LIB = _load()
+
+
+def _native_stack_pass(order: np.ndarray, thread: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+                       parent: np.ndarray, last_row: bool) -> np.ndarray:
+    """_stack_pass in C (_nest.c), over every thread: what it returns and writes to `parent` is the same."""
+    assert _LIB is not None and parent.dtype == np.int64 and parent.flags.c_contiguous
+    cols = [np.ascontiguousarray(a, dtype=np.int64) for a in (order, thread, ts, dur)]
+    n = len(order)
+    displaced = np.empty(n, np.int64)
+    stack_end, stack_idx = np.empty(n, np.int64), np.empty(n, np.int64)
+    moved = _LIB.nest_stack(n, *[a.ctypes.data for a in cols], parent.ctypes.data, displaced.ctypes.data,
+                            int(last_row), stack_end.ctypes.data, stack_idx.ctypes.data)
+    return displaced[:moved].copy()
 
 
 def nearest_ancestor_where(parent: np.ndarray, mask: np.ndarray) -> np.ndarray:

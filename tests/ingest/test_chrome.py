@@ -95,8 +95,7 @@ def test_kineto_three_lanes_linked_and_attributed(ingest: Ingest) -> None:
     assert ops["aten::addmm"]["self_device_ns"] == 5_500
     assert ops["aten::linear"]["self_cpu_ns"] == 5_000
     assert ops["aten::addmm"]["self_cpu_ns"] == 15_000 - 4_000  # runtime calls are children, as in torch
-    assert s["aten::linear"]["shapes"] == "[[4,8],[8,8]]" or s["aten::linear"]["shapes"].replace(" ", "") == \
-        "[[4,8],[8,8]]"
+    assert s["aten::linear"]["shapes"] == "[[4, 8], [8, 8]]"  # as torch shows input shapes, on every path
     counters = {r["label"] for r in trace.tables["tracks"].to_pylist() if r["kind"] == "counter"}
     assert "memory allocated (CPU) [bytes]" in counters
 
