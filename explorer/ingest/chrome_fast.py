@@ -497,10 +497,11 @@ def _last_of_each_metadata(batch: pa.RecordBatch, rest: np.ndarray) -> np.ndarra
         return rest
     m = rest[is_m]
     taken = pa.array(m)
-    codes = np.stack([pc.dictionary_encode(batch.column(c).take(taken)).indices.to_numpy(zero_copy_only=False)
-                      for c in METADATA_KEY], axis=1)
-    _, first_from_end = np.unique(codes[::-1], axis=0, return_index=True)
-    kept: np.ndarray = np.sort(np.concatenate([rest[~is_m], m[len(m) - 1 - first_from_end]]))
+    # a hash grouping of the four columns' codes (np.unique over rows sorted them: 0.65 s on mtia_rank_0)
+    codes = pa.table({c: pc.dictionary_encode(batch.column(c).take(taken)).indices for c in METADATA_KEY} |
+                     {"at": np.arange(len(m))})
+    last = codes.group_by(list(METADATA_KEY), use_threads=False).aggregate([("at", "max")]).column("at_max")
+    kept: np.ndarray = np.sort(np.concatenate([rest[~is_m], m[last.to_numpy()]]))
     return kept
 
 
