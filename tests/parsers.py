@@ -4,6 +4,8 @@ file the compiled reader refuses). `-pieces`: the events array cut wherever two 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from explorer.ingest import chrome_fast, kscan
@@ -12,9 +14,19 @@ PATHS = ("msgspec", "native", "duckdb")
 WITH_PIECES = (*PATHS, "native-pieces", "duckdb-pieces")
 
 
-def use_parser(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    """Route every Chrome/Kineto file of the test through `mode` (one of WITH_PIECES)."""
+CHECK, PARSE_CHROME = chrome_fast._Check, chrome_fast.parse_chrome  # what strict use_parser puts back
+
+
+def use_parser(monkeypatch: pytest.MonkeyPatch, mode: str, strict: bool = False) -> None:
+    """Route every Chrome/Kineto file of the test through `mode` (one of WITH_PIECES). `strict`: a file may
+    not leave it (the compiled reader refusing it, or a fast path handing it to msgspec fails the test)."""
     assert mode in WITH_PIECES, mode
+
+    def no_fallback(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError(f"the file left the {mode} path")
+
+    monkeypatch.setattr(chrome_fast, "parse_chrome", no_fallback if strict and mode != "msgspec" else PARSE_CHROME)
+    monkeypatch.setattr(chrome_fast, "_Check", no_fallback if strict and mode.startswith("native") else CHECK)
     monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 1 << 40 if mode == "msgspec" else 0)
     if mode.startswith("native"):
         assert kscan.LIBRARY.is_file(), f"{kscan.LIBRARY} is not built (the install builds it: hatch_build.py)"

@@ -23,10 +23,9 @@ from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns, us_to_ns
 from explorer.model.tables import IngestedTrace
-from tests.parsers import PATHS, use_parser
+from tests.parsers import CHECK, PATHS, use_parser
 
 HTA = "HolisticTraceAnalysis/tests/data"
-CHECK = chrome_fast._Check
 
 
 def exact_ns(us: int | Decimal | str, base_ns: int = 0) -> int:
@@ -45,14 +44,9 @@ def ingest_file(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, par
                 to_duckdb: bool = False) -> IngestedTrace:
     """Ingest one file through one parser path (tests/parsers.py), with no fallback allowed from the compiled
     reader or DuckDB's (`to_duckdb`: the compiled reader may refuse the file, which then takes DuckDB's)."""
-    use_parser(monkeypatch, parser)
-    if parser != "msgspec":
-        def no_fallback(*_args: Any, **_kwargs: Any) -> dict[str, Any]:
-            raise AssertionError(f"the {parser} path fell back to the msgspec path")
-        monkeypatch.setattr(chrome_fast, "parse_chrome", no_fallback)
-    def no_duckdb(*_args: Any, **_kwargs: Any) -> Any:
-        raise AssertionError("the compiled reader refused the file")
-    monkeypatch.setattr(chrome_fast, "_Check", no_duckdb if parser == "native" and not to_duckdb else CHECK)
+    use_parser(monkeypatch, parser, strict=True)
+    if to_duckdb:  # the compiled reader may refuse it; DuckDB's path may not
+        monkeypatch.setattr(chrome_fast, "_Check", CHECK)
     return ingest_path(path, tmp_path)
 
 

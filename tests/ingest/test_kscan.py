@@ -35,7 +35,6 @@ from tests.parsers import PATHS, use_parser
 
 COLUMNS = ("ph", "name", "cat", "ts", "dur", "pid", "tid", "id", "id2", "bp", "s", "scope", "ext", "corr", "dims",
            "args")
-CHECK = chrome_fast._Check
 
 
 @pytest.fixture(autouse=True)
@@ -435,16 +434,7 @@ def test_an_event_bigger_than_the_capacity_is_refused(tmp_path: Path, monkeypatc
 def ingest(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str) -> IngestedTrace:
     """The file through one parser path (tests/parsers.py), with no fallback from it: the compiled reader
     may not refuse it (DuckDB's path is not reached), neither fast path may hand it to msgspec."""
-    use_parser(monkeypatch, parser)
-    if parser != "msgspec":
-        def no_fallback(*_args: Any, **_kwargs: Any) -> dict[str, Any]:
-            raise AssertionError(f"the {parser} path fell back to the msgspec path")
-        monkeypatch.setattr(chrome_fast, "parse_chrome", no_fallback)
-
-    def no_duckdb(*_args: Any, **_kwargs: Any) -> Any:
-        raise AssertionError("the compiled reader refused the file")
-
-    monkeypatch.setattr(chrome_fast, "_Check", no_duckdb if parser == "native" else CHECK)
+    use_parser(monkeypatch, parser, strict=True)
     inputs = collect_inputs([path], scratch_root=tmp_path)
     try:
         return ingest_inputs(inputs, limits=IngestLimits(parse_threads=2))
