@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # the C helpers (hatch_build.py compiles them at install; again here when a C file changes)
-NATIVE := explorer/ingest/_kscan.so explorer/model/_nest.so
+NATIVE := explorer/ingest/_kscan.so.1 explorer/model/_nest.so.1
 $(NATIVE) &: explorer/ingest/_kscan.c explorer/model/_nest.c $(VENV)/.installed
 	$(PY) hatch_build.py
 

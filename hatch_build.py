@@ -19,6 +19,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 SOURCES = ("explorer/ingest/_kscan.c", "explorer/model/_nest.c")
+LIBRARY_SUFFIX = ".so.1"  # explorer.model.native.LIBRARY_SUFFIX
 FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
 
 
@@ -43,7 +44,9 @@ def compile_library(source: Path, target: Path) -> str | None:
 
 
 def library_of(source: str) -> str:
-    return source[:-2] + ".so"
+    """`x/_kscan.c` -> `x/_kscan.so.1`: a shared library's versioned name, which the import system does not
+    take for an extension module (`_kscan.so` it would: pkgutil.walk_packages tried to import it)."""
+    return source[:-2] + LIBRARY_SUFFIX
 
 
 NOT_BUILT = ("trace-explorer: the compiled helpers are not built ({}); big Chrome/Kineto files will be read by "

@@ -26,14 +26,18 @@ from synth import write_kineto_trace  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
+from explorer.config import Settings
+from explorer.ingest.limits import IngestLimits
 from explorer.ingest.memory import return_freed_memory
 from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
-return_freed_memory()  # as `trace-explorer ingest` does
+return_freed_memory()  # as `trace-explorer ingest` does, and with its settings (EXPLORER_NATIVE_READER=false:
+limits = IngestLimits.from_settings(Settings())  # DuckDB's reader, as before the compiled one)
 store = RunStore(Path(sys.argv[2]))
 t = time.perf_counter()
 trace = Path(sys.argv[1])
-rec = ingest_paths(store, [trace], "bench", max_bytes=trace.stat().st_size + 1)  # any size: the bench decides
+rec = ingest_paths(store, [trace], "bench", max_bytes=trace.stat().st_size + 1,  # any size: the bench decides
+                   limits=limits)
 dt = time.perf_counter() - t
 print(json.dumps({"seconds": dt, "slices": rec.summary.slices, "flows": rec.summary.flows,
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))

@@ -73,6 +73,9 @@ class Settings(BaseSettings):
         "scratch folder past it), the batch size and what slice args are held at once (big files keep them on disk); "
         "split between the processes parsing a multi-file run's files at once")
     ingest_workers: int = Field(2, ge=1, description="Concurrent background ingests (a slow upload does not hold back the next)")
+    native_reader: bool = Field(
+        True, description="Read big Chrome/Kineto files with the compiled events reader where it is built "
+        "(explorer/ingest/_kscan.c); false: DuckDB's reader, as before it")
     ingest_processes: int = Field(
         2, ge=1, description="Worker processes parsing the files (ranks) of one multi-file Chrome/Kineto run in "
         "parallel (1: every file in the ingest's own process)")

@@ -15,6 +15,7 @@ WITH_PIECES = (*PATHS, "native-pieces", "duckdb-pieces")
 
 
 CHECK, PARSE_CHROME = chrome_fast._Check, chrome_fast.parse_chrome  # what strict use_parser puts back
+LIBRARY = kscan._LIB  # the compiled reader as loaded
 
 
 def use_parser(monkeypatch: pytest.MonkeyPatch, mode: str, strict: bool = False) -> None:
@@ -29,10 +30,9 @@ def use_parser(monkeypatch: pytest.MonkeyPatch, mode: str, strict: bool = False)
     monkeypatch.setattr(chrome_fast, "_Check", no_fallback if strict and mode.startswith("native") else CHECK)
     monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 1 << 40 if mode == "msgspec" else 0)
     if mode.startswith("native"):
-        assert kscan.LIBRARY.is_file(), f"{kscan.LIBRARY} is not built (the install builds it: hatch_build.py)"
-        monkeypatch.setenv(kscan.DISABLE_ENV, "1")
-    else:
-        monkeypatch.setenv(kscan.DISABLE_ENV, "0")
+        assert LIBRARY is not None, f"{kscan.LIBRARY} is not built (the install builds it: hatch_build.py)"
+    # DuckDB's path: as an install without the library reads (a test may take several paths in turn)
+    monkeypatch.setattr(kscan, "_LIB", None if mode.startswith("duckdb") else LIBRARY)
     if mode == "native-pieces":
         monkeypatch.setattr(chrome_fast, "NATIVE_PIECE_BYTES", 1)
     if mode == "duckdb-pieces":

@@ -180,7 +180,7 @@ def test_sdist_carries_templates_and_static(tmp_path: Path) -> None:
     assert wanted and wanted <= members, sorted(wanted - members)
     assert {"pyproject.toml", "README.md", "explorer/__init__.py", "api/cli.py", "hatch_build.py",
             "explorer/ingest/_kscan.c", "explorer/model/_nest.c"} <= members
-    assert not [m for m in members if m.endswith(".so")]  # built where installed
+    assert not [m for m in members if ".so" in m]  # built where installed
 
 
 def test_a_wheel_built_without_a_c_compiler_reads_big_traces_with_duckdb(tmp_path: Path) -> None:

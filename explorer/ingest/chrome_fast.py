@@ -108,7 +108,7 @@ def parse_chrome_file(path: Path, name: str, builder: TraceBuilder, instance: st
     memory_mb = builder.limits.memory_mb
     spill_to = scratch if scratch is not None and size >= SPILL_MIN_BYTES else None
     threads = builder.limits.parse_threads or max(1, os.cpu_count() or 1)
-    if kscan.available():
+    if builder.limits.native_reader and kscan.available():
         try:
             with builder.split.step("parse"):
                 batches, meta, spill = _read_native(path, memory_mb, threads, spill_to)

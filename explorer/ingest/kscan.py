@@ -3,16 +3,14 @@
 One call reads events from a byte range of the mapped file into the columns the DuckDB path's SELECT gives
 (explorer.ingest.chrome_fast), so everything after the read is shared. The reader is strict: what it does not
 read exactly as the msgspec path does, it refuses (`Refused`), and the file takes the other paths. Absent
-library (an install without a C compiler): `available()` is False and nothing changes.
+library (an install without a C compiler): `available()` is False and DuckDB's reader takes big files.
 """
 
 from __future__ import annotations
 
 import ctypes
 import mmap
-import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -20,8 +18,7 @@ import pyarrow as pa
 from explorer.ingest.times import US_DECIMAL
 from explorer.model import native
 
-LIBRARY = Path(__file__).with_name("_kscan.so")
-DISABLE_ENV = "EXPLORER_NATIVE_READER"  # "0": the DuckDB path as before (bench/ingest.py compares the two)
+LIBRARY = native.beside(__file__, "_kscan")
 # the C enums, in order
 TEXT = ("ph", "name", "cat", "pid", "tid", "id", "bp", "s", "scope", "dims", "args")
 F_TS, F_DUR, F_ID = 1, 2, 4
@@ -51,8 +48,9 @@ _LIB = _load()
 
 
 def available() -> bool:
-    """Whether the compiled reader is installed and not switched off (EXPLORER_NATIVE_READER=0)."""
-    return _LIB is not None and os.environ.get(DISABLE_ENV, "1") != "0"
+    """Whether the compiled reader is installed (built, of this version). Settings.native_reader (through
+    IngestLimits) decides whether an ingest uses it."""
+    return _LIB is not None
 
 
 def address(m: mmap.mmap) -> int:

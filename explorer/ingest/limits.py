@@ -23,12 +23,13 @@ class IngestLimits:
     max_name_chars: int = _DEFAULTS["max_name_chars"].default
     processes: int = _DEFAULTS["ingest_processes"].default  # not a count limit: how many files parse at once
     memory_mb: int = _DEFAULTS["ingest_memory_mb"].default  # a budget the ingest keeps to, not a count it checks
-    parse_threads: int = 0  # not a limit: DuckDB's threads for one file's parse, 0 one per core (parts share them)
+    parse_threads: int = 0  # not a limit: a file's reader threads, 0 one per core (parts share them)
+    native_reader: bool = _DEFAULTS["native_reader"].default  # the compiled reader where built (Settings)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestLimits:
         return cls(settings.max_events, settings.max_tracks, settings.max_depth, settings.max_name_chars,
-                   settings.ingest_processes, settings.ingest_memory_mb)
+                   settings.ingest_processes, settings.ingest_memory_mb, native_reader=settings.native_reader)
 
     def check(self, what: str, count: int, limit: int, setting: str, source: str) -> None:
         if count > limit:

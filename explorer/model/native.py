@@ -12,6 +12,15 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+# the libraries' names: `_kscan.so.1` beside `_kscan.c` (hatch_build.LIBRARY_SUFFIX); not `.so`, which the import
+# system would take for a Python extension module
+LIBRARY_SUFFIX = ".so.1"
+
+
+def beside(module_file: str, stem: str) -> Path:
+    """Where the library built from `stem`.c, next to that module, is."""
+    return Path(module_file).with_name(stem + LIBRARY_SUFFIX)
+
 
 def load(path: Path, abi_symbol: str, abi: int) -> ctypes.CDLL | None:
     """The library at `path` if it loads and its `abi_symbol()` answers `abi` (the interface version its

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -139,7 +138,7 @@ def _stack_pass(order: np.ndarray, thread: np.ndarray, ts: np.ndarray, dur: np.n
 
 
 def _load() -> ctypes.CDLL | None:
-    lib = native.load(Path(__file__).with_name("_nest.so"), "nest_abi", NEST_ABI)
+    lib = native.load(native.beside(__file__, "_nest"), "nest_abi", NEST_ABI)
     if lib is not None:
         lib.nest_stack.restype = ctypes.c_int64
         lib.nest_stack.argtypes = (ctypes.c_int64, *[ctypes.c_void_p] * 6, ctypes.c_int64, *[ctypes.c_void_p] * 2)

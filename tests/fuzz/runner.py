@@ -37,7 +37,8 @@ from tests.fuzz.corpus import FuzzInput
 TIME_BOUND_S = 10.0  # per ingest
 RSS_BOUND_MB = 2048  # peak resident memory of a worker process
 BATCH = 40
-FAST_PATHS = ("native", "duckdb")  # the compiled reader, DuckDB's (explorer.ingest.kscan.DISABLE_ENV picks)
+FAST_PATHS = ("native", "duckdb")  # the compiled reader, DuckDB's (read as where the library is not built)
+_NATIVE: Any = None  # the compiled reader's library, kept while a DuckDB-path ingest runs without it
 
 
 @dataclass
@@ -107,8 +108,10 @@ def _ingest_one(store: Any, item: FuzzInput, target: Path, path_mode: str) -> tu
     from explorer.ingest import chrome_fast, kscan
     from explorer.service import run_ingest
 
+    global _NATIVE
     chrome_fast.FAST_MIN_BYTES = 0 if path_mode in FAST_PATHS else (_FAST_DEFAULT or chrome_fast.FAST_MIN_BYTES)
-    os.environ[kscan.DISABLE_ENV] = "1" if path_mode == "native" else "0"
+    _NATIVE = _NATIVE or kscan._LIB
+    kscan._LIB = _NATIVE if path_mode == "native" else None  # DuckDB's path: as an install without the library
     rec = store.catalog.create(item.name[:100], source=target.name)
     bugs_before = len(_BUGS.records)
     try:

@@ -102,7 +102,7 @@ def test_a_guard_hit_is_a_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     from explorer.ingest import chrome_fast, kscan
 
     monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", chrome_fast.FAST_MIN_BYTES)  # undone after the test
-    monkeypatch.setenv(kscan.DISABLE_ENV, "1")  # _ingest_one sets it: undone after the test too
+    monkeypatch.setattr(kscan, "_LIB", kscan._LIB)  # _ingest_one sets it: undone after the test too
     item = FuzzInput("guard/probe/0", "probe", {"trace.json": b'{"traceEvents": []}'}, True)
     target = item.write(tmp_path / "in")
     service_log = logging.getLogger("explorer.service")

@@ -57,7 +57,7 @@ def both_ways(monkeypatch: pytest.MonkeyPatch, *cols: np.ndarray) -> tuple[nesti
 
 @pytest.fixture(autouse=True)
 def built() -> None:
-    assert nesting._LIB is not None, "explorer/model/_nest.so is not built (hatch_build.py builds it at install)"
+    assert nesting._LIB is not None, "explorer/model/_nest.so.1 is not built (hatch_build.py builds it at install)"
 
 
 @pytest.mark.parametrize("overlaps", [False, True], ids=["proper trees", "partial overlaps"])
