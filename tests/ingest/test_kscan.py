@@ -557,3 +557,36 @@ def test_negative_kineto_ids_link_nothing_on_every_path(tmp_path: Path, monkeypa
         assert linked == {(slices["launch_pos"]["slice_id"], slices["kernel_pos"]["slice_id"])}, parser
     for parser in PATHS:
         assert flows[parser].equals(flows["msgspec"]), parser
+
+
+@pytest.mark.parametrize("native_reader", [True, False])
+def test_the_setting_decides_whether_the_compiled_reader_reads(native_reader: bool, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """EXPLORER_NATIVE_READER (Settings.native_reader, carried by IngestLimits): false reads big files with
+    DuckDB's reader, as before the compiled one; the run is the same either way."""
+    path = tmp_path / "trace.json"
+    path.write_text(doc(*VARIED))
+    monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0)
+    calls: list[int] = []
+    read = kscan.read
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(kscan, "read", counted)
+    inputs = collect_inputs([path], scratch_root=tmp_path)
+    try:
+        trace = ingest_inputs(inputs, limits=IngestLimits(native_reader=native_reader))
+    finally:
+        inputs.cleanup()
+    assert bool(calls) is native_reader
+    assert trace.tables["slices"].num_rows > 0
+
+
+def test_the_setting_is_read_from_explorer_native_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    from explorer.config import Settings
+
+    assert IngestLimits.from_settings(Settings()).native_reader is True
+    monkeypatch.setenv("EXPLORER_NATIVE_READER", "false")
+    assert IngestLimits.from_settings(Settings()).native_reader is False
