@@ -5,6 +5,7 @@ Printing happens here and nowhere else in the core.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import signal
@@ -99,6 +100,8 @@ def store_options(command: Any) -> Any:
 @click.version_option(__version__)
 def main() -> None:
     """Trace Explorer: ingest, analyse and serve ML profiler traces."""
+    if not faulthandler.is_enabled() and sys.__stderr__ is not None:
+        faulthandler.enable(sys.__stderr__)  # a crash in compiled code (a reader, a library): every thread's stack
 
 
 @main.command()

@@ -151,7 +151,7 @@ def _read_native(path: Path, memory_mb: int, threads: int,
     rows = _batch_rows(memory_mb)
     spill = ArgsSpillWriter(spill_to) if spill_to is not None else None
     try:
-        with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        with _mapped(path) as m:
             open_at, close_at, meta = _events_span(m)
             base_ns = int(meta.get("base_ns", 0))
             lo, hi = _WHITESPACE.match(m, open_at + 1, close_at).end(), close_at  # type: ignore[union-attr]
@@ -175,6 +175,17 @@ def _read_native(path: Path, memory_mb: int, threads: int,
         raise
 
 
+@contextmanager
+def _mapped(path: Path) -> Iterator[mmap.mmap]:
+    """The file mapped read-only, unmapped at a normal exit. An exception leaves the mapping to its references:
+    an interrupt that lands while the pool starts a thread leaves a reader the pool does not wait for, and
+    each read holds the mapping (kscan.read), so it is unmapped after the last read of it, never under one."""
+    with path.open("rb") as f:
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    yield m
+    m.close()
+
+
 NATIVE_PIECE_BYTES = 8 * 2**20  # a thread's unit of work: pieces are read in parallel and fed in file order
 
 
@@ -182,7 +193,6 @@ def _native_pieces(m: mmap.mmap, ranges: list[tuple[int, int]], rows: int, base_
                    spill: ArgsSpillWriter | None) -> list[_Batch]:
     """Each range read and reduced on a thread of its own, at most `threads` + 1 ahead of the one fed; the
     args spilled in file order; the file's pages dropped as they are read."""
-    base = kscan.address(m)  # the pool is shut down before this returns: the mapping outlives every read
 
     def drop(lo: int, hi: int) -> None:  # the pages read: a mapped file's pages count in the RSS
         start = lo // mmap.PAGESIZE * mmap.PAGESIZE
@@ -190,7 +200,7 @@ def _native_pieces(m: mmap.mmap, ranges: list[tuple[int, int]], rows: int, base_
             m.madvise(mmap.MADV_DONTNEED, start, length)
 
     def piece(lo: int, hi: int) -> list[_Batch]:
-        return [_Batch.of(batch, base_ns) for batch in kscan.read(base, lo, hi, rows, drop)]
+        return [_Batch.of(batch, base_ns) for batch in kscan.read(m, lo, hi, rows, drop)]
 
     out: list[_Batch] = []
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kscan") as pool:

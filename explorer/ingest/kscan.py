@@ -53,30 +53,28 @@ def available() -> bool:
     return _LIB is not None
 
 
-def address(m: mmap.mmap) -> int:
-    """Where a mapping's bytes are (valid while it stays open: the caller keeps it open while reading; no
-    buffer export is kept, so closing it is never refused)."""
-    view = np.frombuffer(m, dtype=np.uint8)
-    try:
-        return int(view.ctypes.data)
-    finally:
-        del view
-
-
-def read(base: int, lo: int, hi: int, rows: int,
+def read(m: mmap.mmap, lo: int, hi: int, rows: int,
          read_to: Callable[[int, int], None] | None = None) -> Iterator[pa.RecordBatch]:
-    """The events in the bytes [lo, hi) from `base` (`ws event (, event)* ws`: no bracket, at least one event)
-    as batches of at most `rows` rows, in file order; Refused at the first thing the reader does not take.
-    `read_to(start, end)` is told each span of bytes read, once its batch is made."""
-    assert _LIB is not None and 0 <= lo < hi
-    while True:
-        status, batch, nxt = _one(base, lo, hi, rows)
-        if read_to is not None:
-            read_to(lo, hi if status == DONE else nxt)
-        yield batch
-        if status == DONE:
-            return
-        lo = nxt
+    """The events in the bytes [lo, hi) of the mapping (`ws event (, event)* ws`: no bracket, at least one
+    event) as batches of at most `rows` rows, in file order; Refused at the first thing the reader does not take.
+    `read_to(start, end)` is told each span of bytes read, once its batch is made.
+
+    The reader holds the mapping's buffer while it reads: closing the mapping under a read is refused
+    (BufferError), and a mapping its owner has dropped stays mapped until the last read of it is over."""
+    assert _LIB is not None and 0 <= lo < hi <= len(m)
+    held = np.frombuffer(m, dtype=np.uint8)  # an export of the mapping until the read ends, however it ends
+    try:
+        base = int(held.ctypes.data)
+        while True:
+            status, batch, nxt = _one(base, lo, hi, rows)
+            if read_to is not None:
+                read_to(lo, hi if status == DONE else nxt)
+            yield batch
+            if status == DONE:
+                return
+            lo = nxt
+    finally:
+        del held
 
 
 def _one(base: int, lo: int, hi: int, rows: int) -> tuple[int, pa.RecordBatch, int]:

@@ -56,7 +56,7 @@ def read_batches(path: Path, rows: int = 3) -> list[pa.RecordBatch]:
         open_at, close_at, _meta = chrome_fast._events_span(m)
         found = chrome_fast._WHITESPACE.match(m, open_at + 1, close_at)
         assert found is not None
-        return list(kscan.read(kscan.address(m), found.end(), close_at, rows))
+        return list(kscan.read(m, found.end(), close_at, rows))
 
 
 def read_doc(tmp_path: Path, text: str | bytes, rows: int = 3) -> pa.Table:
@@ -590,3 +590,62 @@ def test_the_setting_is_read_from_explorer_native_reader(monkeypatch: pytest.Mon
     assert IngestLimits.from_settings(Settings()).native_reader is True
     monkeypatch.setenv("EXPLORER_NATIVE_READER", "false")
     assert IngestLimits.from_settings(Settings()).native_reader is False
+
+
+# ---- an interrupt while pieces are read ------------------------------------------------------------------
+
+UNWIND_CHILD = r"""
+import json, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from explorer.ingest import chrome_fast, kscan
+
+class Unwaited(ThreadPoolExecutor):
+    # a pool that does not wait for its readers: what an interrupt landing while the pool starts a thread
+    # leaves (the thread runs, the pool never learns of it)
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        super().shutdown(wait=False, cancel_futures=cancel_futures)
+
+def interrupt(reduced, spill):  # Ctrl-C as the first piece is fed
+    raise KeyboardInterrupt
+
+unwound, after = threading.Event(), []
+one = kscan._one
+
+def slow(base, lo, hi, rows):
+    if lo > first:
+        time.sleep(0.5)  # the later pieces are still being read when the read unwinds
+    status, batch, nxt = one(base, lo, hi, rows)
+    after.append([unwound.is_set(), batch.num_rows])
+    return status, batch, nxt
+
+chrome_fast.ThreadPoolExecutor, chrome_fast._spill, kscan._one = Unwaited, interrupt, slow
+chrome_fast.NATIVE_PIECE_BYTES = 4096
+path = Path(sys.argv[1])
+first = path.read_bytes().index(b"[") + 1
+try:
+    chrome_fast._read_native(path, 1500, 2, None)
+except KeyboardInterrupt:
+    unwound.set()
+for t in threading.enumerate():
+    if t is not threading.current_thread():
+        t.join()
+print(json.dumps(after))
+"""
+
+
+def test_an_interrupt_never_unmaps_the_file_under_a_read(tmp_path: Path) -> None:
+    """An interrupt (Ctrl-C, SIGTERM) that lands while the read pool starts a thread leaves a reader running
+    that the pool does not wait for (CI saw the CLI ingest die of SIGSEGV on SIGTERM): the file's mapping
+    stays valid until that read is over, and the read finishes. In a child process: a crash fails the test."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "trace.json"
+    path.write_text(doc(*(f'{{"ph": "X", "name": "op{i}", "pid": 1, "tid": 1, "ts": {i}, "dur": 1}}'
+                          for i in range(3000))))
+    proc = subprocess.run([sys.executable, "-c", UNWIND_CHILD, str(path)], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).parents[2])
+    assert proc.returncode == 0, proc.stderr
+    reads = json.loads(proc.stdout)
+    assert any(unwound and rows > 0 for unwound, rows in reads), reads  # a read ran on after the unwind
