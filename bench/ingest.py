@@ -26,13 +26,13 @@ from synth import write_kineto_trace  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
+from explorer.ingest.memory import as_ingest_process
+as_ingest_process()  # as `trace-explorer ingest` does (before the ingest's imports), and with its settings
 from explorer.config import Settings
 from explorer.ingest.limits import IngestLimits
-from explorer.ingest.memory import return_freed_memory
 from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
-return_freed_memory()  # as `trace-explorer ingest` does, and with its settings (EXPLORER_NATIVE_READER=false:
-limits = IngestLimits.from_settings(Settings())  # DuckDB's reader, as before the compiled one)
+limits = IngestLimits.from_settings(Settings())  # (EXPLORER_NATIVE_READER=false: DuckDB's reader, as before)
 store = RunStore(Path(sys.argv[2]))
 t = time.perf_counter()
 trace = Path(sys.argv[1])

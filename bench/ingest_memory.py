@@ -80,14 +80,14 @@ def main() -> None:
     ap.add_argument("--memory-mb", type=int, default=1500)
     args = ap.parse_args()
 
+    from explorer.ingest.memory import as_ingest_process
+
+    as_ingest_process()  # as `trace-explorer ingest` does, before the ingest's imports
     from explorer.ingest.limits import IngestLimits
-    from explorer.ingest.memory import return_freed_memory
     from explorer.model import split as split_module
     from explorer.service import ingest_paths
     from explorer.store import runs as runs_module
     from explorer.store.runs import RunStore
-
-    return_freed_memory()  # as `trace-explorer ingest` does
 
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace.json"

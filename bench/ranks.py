@@ -26,10 +26,10 @@ STEPS = 10
 INGEST = r"""
 import json, resource, sys, time
 from pathlib import Path
-from explorer.ingest.memory import return_freed_memory
+from explorer.ingest.memory import as_ingest_process
+as_ingest_process()  # as `trace-explorer ingest` does, before the ingest's imports
 from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
-return_freed_memory()  # as `trace-explorer ingest` does
 paths = sorted(Path(sys.argv[1]).glob("rank-*.pt.trace.json"))
 t = time.perf_counter()
 rec = ingest_paths(RunStore(Path(sys.argv[2])), paths, "ranks bench")

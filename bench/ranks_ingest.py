@@ -55,12 +55,12 @@ def sample():
     while not stop.wait(0.1):
         tree_cpu(seen)
 threading.Thread(target=sample, daemon=True).start()
+from explorer.ingest.memory import as_ingest_process
+as_ingest_process()  # as `trace-explorer ingest` does, before the ingest's imports
 import explorer.ingest.builder as builder
 import explorer.service as service
 from explorer.ingest.limits import IngestLimits
-from explorer.ingest.memory import return_freed_memory
 from explorer.store.runs import RunStore
-return_freed_memory()  # as `trace-explorer ingest` does
 spent = {"ingest_inputs": 0.0, "finish": 0.0, "finish_cpu": 0.0}
 def timed(key, fn):
     def run(*a, **k):

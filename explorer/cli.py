@@ -111,10 +111,10 @@ def main() -> None:
 @store_options
 def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], data_dir: Path | None) -> None:
     """Ingest trace files, folders or archives as one run; prints the run id."""
-    from explorer.ingest.memory import return_freed_memory
-    from explorer.service import ingest_paths
+    from explorer.ingest.memory import as_ingest_process
 
-    return_freed_memory()  # this process exists to ingest (explorer.ingest.memory)
+    as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
+    from explorer.service import ingest_paths
 
     # an ingest bug's traceback goes to bugs/<run>.txt (its error line says so), not to the terminal
     logging.getLogger("explorer.service").addHandler(logging.NullHandler())
@@ -451,10 +451,11 @@ def worker(concurrency: int | None, data_dir: Path | None) -> None:
     """Run ingest jobs from the job queue in the catalog's PostgreSQL database (serve --ingest-queue postgres)
     until stopped (SIGTERM or Ctrl-C: running jobs finish first). Any number, on any machines that share the
     data folder; each logs the jobs it takes."""
-    from explorer.ingest.memory import return_freed_memory
+    from explorer.ingest.memory import as_ingest_process
+
+    as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
     from explorer.jobs.worker import run_worker
 
-    return_freed_memory()  # this process exists to ingest (explorer.ingest.memory)
     settings = _settings(data_dir)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

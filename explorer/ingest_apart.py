@@ -29,11 +29,11 @@ from pathlib import Path
 from explorer.config import Settings
 from explorer.errors import ExplorerError
 from explorer.ingest.limits import IngestLimits
-from explorer.ingest.memory import return_freed_memory
+from explorer.ingest.memory import as_ingest_process
 
 log = logging.getLogger(__name__)
 
-PRELOAD = ["explorer.service"]
+PRELOAD = ["explorer.ingest.forkserver", "explorer.service"]
 JOIN_S = 1.0  # how often a waiting thread looks whether it was asked to stop
 
 
@@ -48,7 +48,7 @@ def _child(settings: Settings, run_id: str, paths: list[Path], max_bytes: int, l
     os.environ.clear()
     os.environ.update(environ)
     _die_with_parent()
-    return_freed_memory()
+    as_ingest_process()
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")

@@ -9,6 +9,10 @@ more than its live arrays (~70 MiB) when the finish began. So an ingest process 
 the system when freed; smaller ones are trimmed from the heap's top past 128 KiB. The speed cost is not
 measurable on that trace (page faults of fresh mappings against the cache misses of reused ones).
 
+Nor does such a process load pandas, which it never uses: pyarrow imports it (~0.17 s, ~35 MB of RSS) the
+first time `pa.array` is given a Python list, only to ask whether the list is a pandas object. The import is
+refused (pyarrow takes that as pandas being absent); a process that has already loaded pandas keeps it.
+
 This is process-wide state, set once, by the processes that exist to ingest: `trace-explorer ingest` and
 `worker`, a server's ingest process (explorer.ingest_apart), parse workers (explorer.ingest.parts). Not by a
 process that goes on to other work: the demo profiles with torch between its ingests, and with torch's
@@ -18,7 +22,9 @@ tensors of 128 KiB and more each its own mapping, its later profiled steps came 
 from __future__ import annotations
 
 import ctypes
+import importlib.abc
 import logging
+import sys
 
 import pyarrow as pa
 
@@ -32,12 +38,24 @@ _M_MMAP_THRESHOLD = -3
 _done = False
 
 
-def return_freed_memory() -> None:
-    """Make this process give freed memory back to the system (idempotent; a no-op where glibc is absent)."""
+class _NoPandas(importlib.abc.MetaPathFinder):
+    """Refuses `import pandas` (see the module's docstring)."""
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> None:
+        if fullname == "pandas" or fullname.startswith("pandas."):
+            raise ModuleNotFoundError(f"{fullname} is not loaded by an ingest process (explorer.ingest.memory)",
+                                      name=fullname)
+
+
+def as_ingest_process() -> None:
+    """Make this process give freed memory back to the system (a no-op where glibc is absent) and never load
+    pandas (idempotent). Call it before the ingest's modules are imported."""
     global _done
     if _done:
         return
     _done = True
+    if "pandas" not in sys.modules:
+        sys.meta_path.insert(0, _NoPandas())
     pa.set_memory_pool(pa.system_memory_pool())
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library this interpreter runs on

@@ -32,7 +32,7 @@ from explorer.ingest.chrome_fast import parse_chrome_file
 from explorer.ingest.columns import ROW_FLOW_CODES, SliceChunk, SliceColumns
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.linked import linked_tables
-from explorer.ingest.memory import return_freed_memory
+from explorer.ingest.memory import as_ingest_process
 from explorer.ingest.spill import Segment, SpilledArgs
 
 
@@ -340,7 +340,7 @@ def parse_part(job: PartJob) -> Path:
     run's spill threshold may be set in it)."""
     if job.spill_min_bytes is not None:
         chrome_fast.SPILL_MIN_BYTES = job.spill_min_bytes
-    return_freed_memory()
+    as_ingest_process()
     builder, meta, error = _parse(job)
     write_part(builder, job.out, meta, error, link=error is None)
     return job.out

@@ -82,7 +82,7 @@ def compute_op_events(slices: pa.Table) -> OpEvents:
     name = _name_codes(slices.column("name"))
     lane = _on_runtime_lane(slices.column("lane"))
     is_op = slices.column("is_op").to_numpy(zero_copy_only=False)
-    hidden = pc.is_in(slices.column("name"), value_set=_HIDDEN).to_numpy(zero_copy_only=False)
+    hidden = pc.is_in(slices.column("name"), value_set=pa.array(sorted(HIDDEN_OP_NAMES), pa.string())).to_numpy(zero_copy_only=False)
     is_op = is_op & ~hidden
     node = is_op | (lane & ~hidden)
     tparent = nearest_ancestor_where(slices.column("parent_id").to_numpy(), node)
@@ -112,9 +112,6 @@ def compute_op_events(slices: pa.Table) -> OpEvents:
     python = pc.equal(slices.column("cat").take(taken), PYTHON_CATEGORY).to_numpy(zero_copy_only=False)
     return OpEvents(ops, _flat(keys), _flat(shapes), python, dur[ops], self_cpu[ops], self_dev, tparent,
                     int(dur[devtime].sum()))
-
-
-_HIDDEN = pa.array(sorted(HIDDEN_OP_NAMES), pa.string())
 
 
 def _name_codes(names: pa.Array | pa.ChunkedArray) -> np.ndarray:

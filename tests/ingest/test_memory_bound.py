@@ -44,8 +44,8 @@ def status_kb(field):  # VmHWM, not getrusage's ru_maxrss: that one keeps the fo
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
-from explorer.ingest.memory import return_freed_memory
-return_freed_memory()  # as `trace-explorer ingest` does
+from explorer.ingest.memory import as_ingest_process
+as_ingest_process()  # as `trace-explorer ingest` does
 trace, data, memory_mb, hold = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "hold"
 if hold:  # the unconstrained reference: every arg held in memory, DuckDB at the default budget
     chrome_fast.SPILL_MIN_BYTES = 1 << 62

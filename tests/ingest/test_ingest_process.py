@@ -1,0 +1,83 @@
+"""A process that exists to ingest (explorer.ingest.memory.as_ingest_process) loads only what the ingest uses:
+neither pandas (pyarrow would import it at the first Arrow array made of a Python list) nor, when the compiled
+reader reads the file, DuckDB; and pyarrow works as before without them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from explorer.ingest import chrome_fast, kscan
+from explorer.store.runs import RunStore
+
+ROOT = Path(__file__).parents[2]
+
+
+INGEST = r"""
+import json, sys
+from api.cli import main  # the console script's entry point
+try:
+    main(["ingest", *sys.argv[1:]])
+finally:
+    print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("pandas", "duckdb", "explorer"))))
+"""
+
+
+def test_the_cli_ingest_loads_neither_pandas_nor_duckdb(tmp_path: Path) -> None:
+    assert kscan.available()
+    trace = tmp_path / "trace.json"
+    with trace.open("w") as f:  # past FAST_MIN_BYTES: the compiled reader's size
+        f.write('{"traceEvents": [')
+        f.write(",".join(f'{{"ph":"X","cat":"cpu_op","name":"aten::op{i % 40}","pid":1,"tid":{i % 2},'
+                         f'"ts":{i * 3},"dur":2,"args":{{"External id":{i}}}}}' for i in range(110_000)))
+        f.write("]}")
+    assert trace.stat().st_size > chrome_fast.FAST_MIN_BYTES
+    proc = subprocess.run([sys.executable, "-c", INGEST, str(trace), "--data-dir", str(tmp_path / "data")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    *printed, modules_line = proc.stdout.strip().splitlines()
+    modules = set(json.loads(modules_line))
+    assert {"explorer.ingest.kscan", "explorer.service"} <= modules, proc.stderr[-3000:]  # it did ingest
+    assert not {m for m in modules if m.split(".")[0] in ("pandas", "duckdb")}
+    assert RunStore(tmp_path / "data").table(printed[-1], "slices").num_rows == 110_000
+
+
+CHILD = r"""
+import sys
+from explorer.ingest.memory import as_ingest_process
+as_ingest_process()
+import pyarrow as pa
+table = pa.table({"name": ["a", "b", None], "n": [1, 2, 3]})  # lists: pyarrow asks whether they are pandas'
+assert table.column("n").to_pylist() == [1, 2, 3] and pa.array(["x"]).to_pylist() == ["x"]
+assert "pandas" not in sys.modules
+try:
+    import pandas  # noqa: F401
+except ModuleNotFoundError as exc:
+    print(exc)
+"""
+
+
+def test_an_ingest_process_refuses_pandas_and_pyarrow_works_without_it() -> None:
+    proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "pandas is not loaded by an ingest process" in proc.stdout
+
+
+def test_a_process_that_has_pandas_keeps_it() -> None:
+    code = ("import pandas, sys\nfrom explorer.ingest.memory import as_ingest_process\nas_ingest_process()\n"
+            "import pandas.api\nprint(pandas.DataFrame({'a': [1]}).shape)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip() == "(1, 1)", proc.stderr
+
+
+def test_the_forkservers_preload_the_ingest_without_pandas() -> None:
+    """What explorer.ingest_apart's and explorer.ingest.parallel's forkservers import, in order: their
+    children (a server's ingests, parse workers) start without pandas."""
+    from explorer import ingest_apart
+    from explorer.ingest import parallel
+
+    for preload in (ingest_apart.PRELOAD, parallel.PRELOAD):
+        code = "import sys\n" + "".join(f"import {m}\n" for m in preload) + "print('pandas' in sys.modules)"
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert proc.returncode == 0 and proc.stdout.strip() == "False", (preload, proc.stderr)
