@@ -7,7 +7,9 @@ the op table are computed here once, columnar, for every format alike.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import defaultdict
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -372,9 +374,8 @@ class TraceBuilder:
             self._span_meta(ts, dur, counters, instants)
         # the op table's own columns are big (Python strings): the per-slice arrays above go first
         del depth, order, remap, raw_track, ts, dur, flows_from, flows_to, flows_kind
-        with split.step("op_table"):
-            op_stats, op_stats_by_shape = compute_op_stats(slices)
-        self.meta[SPLIT_KEY], self.meta[CPU_KEY] = split.ns, split.cpu
+        op_stats, op_stats_by_shape = _op_tables_beside(slices, split)
+        self.meta[SPLIT_KEY], self.meta[CPU_KEY] = split.ns, split.cpu  # (the op table's step is added when done)
         return IngestedTrace(
             tables={"tracks": tracks, "slices": slices, "flows": flows, "counters": counters, "instants": instants,
                     "op_stats": op_stats, "op_stats_by_shape": op_stats_by_shape},
@@ -523,3 +524,25 @@ def _dictionary(texts: pa.ChunkedArray, take: pa.Array) -> pa.DictionaryArray:
     recode = np.zeros(len(values), dtype=np.int32)
     recode[by_value] = np.arange(len(by_value), dtype=np.int32)
     return pa.DictionaryArray.from_arrays(pa.array(recode[codes]), values.take(pa.array(by_value)))
+
+
+def _op_tables_beside(slices: pa.Table, split: TimeSplit) -> tuple[Future[pa.Table], Future[pa.Table]]:
+    """The op tables (by name, by name and shape), made on a thread of their own: the store writes the slices
+    table meanwhile (Parquet encodes outside the GIL), and reading either table waits for it (Tables)."""
+    by_name: Future[pa.Table] = Future()
+    by_shape: Future[pa.Table] = Future()
+
+    def make() -> None:
+        try:
+            with split.step("op_table"):
+                tables = compute_op_stats(slices)
+        except BaseException as exc:
+            by_name.set_exception(exc)
+            by_shape.set_exception(exc)
+        else:
+            by_name.set_result(tables[0])
+            by_shape.set_result(tables[1])
+
+    threading.Thread(target=make, name="op-tables").start()
+    return by_name, by_shape
+

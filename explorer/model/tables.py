@@ -5,7 +5,8 @@ Times are integer nanoseconds (absolute where the input allows). No computation 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, MutableMapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -118,17 +119,50 @@ class OrderedText(Protocol):
         ...
 
 
+class Tables(MutableMapping[str, pa.Table]):
+    """A run's tables by name. A table may still be in the making on a thread (a Future): reading it waits
+    for it, and raises what its making raised; the others are read at once. Iteration is in insertion order."""
+
+    def __init__(self, tables: Mapping[str, pa.Table | Future[pa.Table]] | None = None) -> None:
+        self._tables: dict[str, pa.Table | Future[pa.Table]] = dict(tables or {})
+
+    def __getitem__(self, name: str) -> pa.Table:
+        value = self._tables[name]
+        if isinstance(value, Future):
+            value = self._tables[name] = value.result()
+        return value
+
+    def __setitem__(self, name: str, value: pa.Table | Future[pa.Table]) -> None:
+        self._tables[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        del self._tables[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tables)
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    def __repr__(self) -> str:
+        return f"Tables({', '.join(self._tables)})"
+
+
 @dataclass
 class IngestedTrace:
     """Everything an ingest produced for one run, ready for the store. `slice_args`, when set, is the
     slices table's `args` column, absent from `tables["slices"]` (see OrderedText); `slice_args_of` reads
     args either way."""
 
-    tables: dict[str, pa.Table]
+    tables: Tables | dict[str, pa.Table]  # a Tables after construction
     warnings: list[Warning_] = field(default_factory=list)
     meta: dict[str, object] = field(default_factory=dict)  # span, devices, distributed info, formats
     device_profiles: list[DeviceProfile] = field(default_factory=list)  # Neuron device profiles (model/device.py)
     slice_args: OrderedText | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tables, Tables):
+            self.tables = Tables(self.tables)
 
     def slice_args_of(self, ids: np.ndarray) -> pa.Array:
         """The args text of these slices (by slice id), wherever the column is held."""

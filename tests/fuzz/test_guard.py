@@ -61,3 +61,24 @@ def test_cli_prints_the_line_not_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in out
     [report] = (tmp_path / "d" / "bugs").iterdir()
     assert "ZeroDivisionError: probe" in report.read_text()
+
+
+def test_a_bug_in_the_op_tables_thread_is_the_ingests_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The op tables are made on a thread beside the store's write (explorer.ingest.builder): what that thread
+    raises is raised where the store reads them, and the run fails as any other bug leaves it."""
+    from explorer.ingest import builder
+
+    def broken(slices: object) -> object:
+        raise ValueError("op table probe")
+
+    trace = tmp_path / "trace.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}')
+    store = RunStore(tmp_path / "data")
+    rec = store.catalog.create("t", source=trace.name)
+    monkeypatch.setattr(builder, "compute_op_stats", broken)
+    with caplog.at_level(logging.ERROR, logger="explorer.service"), pytest.raises(IngestBug) as info:
+        run_ingest(store, rec.id, [trace], keep_failed=True)
+    assert "(ValueError: op table probe)" in info.value.message
+    assert store.get(rec.id).status == "failed"
+    assert not store.run_dir(rec.id).exists() and list(store.tmp_dir.iterdir()) == []
