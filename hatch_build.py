@@ -1,5 +1,5 @@
-"""Build hook: compiles the C helpers (SOURCES: the events reader, nesting's stack pass) into shared libraries
-beside them (explorer.model.native loads them).
+"""Build hook: compiles the C helpers (SOURCES: the events reader, the text gather, nesting's stack pass) into
+shared libraries beside them (explorer.model.native loads them).
 
 hatchling runs this for a wheel and for an editable install (`make install`); `python hatch_build.py` compiles
 them alone (the Makefile does, when a C file changes). The libraries are plain C loaded through ctypes (no
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
-SOURCES = ("explorer/ingest/_kscan.c", "explorer/model/_nest.c")
+SOURCES = ("explorer/ingest/_kscan.c", "explorer/ingest/_gather.c", "explorer/model/_nest.c")
 LIBRARY_SUFFIX = ".so.1"  # explorer.model.native.LIBRARY_SUFFIX
 FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
 

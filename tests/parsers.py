@@ -1,6 +1,8 @@
 """Which Chrome/Kineto parser path an ingest in a test takes: the msgspec path (small files), the compiled
 reader (explorer.ingest.kscan, big files when installed) or DuckDB's reader (big files without it, and any
-file the compiled reader refuses). `-pieces`: the events array cut wherever two events meet, read in parallel."""
+file the compiled reader refuses). `-pieces`: the events array cut wherever two events meet, read in parallel. DuckDB's path is also taken
+as an install without any compiled helper takes it: text columns reordered by Arrow's take, not the gather
+(explorer.ingest.gather), so the paths' equal tables check the gather too."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from explorer.ingest import chrome_fast, kscan
+from explorer.ingest import chrome_fast, gather, kscan
 
 PATHS = ("msgspec", "native", "duckdb")
 WITH_PIECES = (*PATHS, "native-pieces", "duckdb-pieces")
@@ -16,6 +18,7 @@ WITH_PIECES = (*PATHS, "native-pieces", "duckdb-pieces")
 
 CHECK, PARSE_CHROME = chrome_fast._Check, chrome_fast.parse_chrome  # what strict use_parser puts back
 LIBRARY = kscan._LIB  # the compiled reader as loaded
+GATHER = gather._LIB
 
 
 def use_parser(monkeypatch: pytest.MonkeyPatch, mode: str, strict: bool = False) -> None:
@@ -33,6 +36,7 @@ def use_parser(monkeypatch: pytest.MonkeyPatch, mode: str, strict: bool = False)
         assert LIBRARY is not None, f"{kscan.LIBRARY} is not built (the install builds it: hatch_build.py)"
     # DuckDB's path: as an install without the library reads (a test may take several paths in turn)
     monkeypatch.setattr(kscan, "_LIB", None if mode.startswith("duckdb") else LIBRARY)
+    monkeypatch.setattr(gather, "_LIB", None if mode.startswith("duckdb") else GATHER)
     if mode == "native-pieces":
         monkeypatch.setattr(chrome_fast, "NATIVE_PIECE_BYTES", 1)
     if mode == "duckdb-pieces":

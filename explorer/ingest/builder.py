@@ -29,6 +29,7 @@ from explorer.ingest.columns import (
     lane_values,
     rule_columns,
 )
+from explorer.ingest.gather import take_text
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.linked import Linked, LinkedParts, link_slices, track_order
 from explorer.ingest.links import flow_kind_index
@@ -475,7 +476,7 @@ def _slices_table(cols: SliceColumns, order: np.ndarray, remap: _Renumber, raw_t
         return out
 
     def text(attr: str) -> pa.ChunkedArray:
-        out: pa.ChunkedArray = getattr(cols, attr).take(take)
+        out = take_text(getattr(cols, attr), order)
         setattr(cols, attr, empty_text)
         return out
 

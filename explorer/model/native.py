@@ -1,8 +1,8 @@
 """The compiled helpers: C files beside the modules that use them (explorer/ingest/_kscan.c, the events
-reader; explorer/model/_nest.c, nesting's stack pass), built at install by hatch_build.py and loaded here
-through ctypes (plain C: no Python headers, and ctypes drops the GIL around every call). A library that is
-absent (an install without a C compiler) or built from another version of its C file is not used: its
-caller keeps its Python or DuckDB way."""
+reader; explorer/ingest/_gather.c, text columns reordered; explorer/model/_nest.c, nesting's stack pass),
+built at install by hatch_build.py and loaded here through ctypes (plain C: no Python headers, and ctypes drops
+the GIL around every call). A library that is absent (an install without a C compiler) or built from another
+version of its C file is not used: its caller keeps its Python, Arrow or DuckDB way."""
 
 from __future__ import annotations
 
