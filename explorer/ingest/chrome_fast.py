@@ -37,6 +37,7 @@ from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome import ObjectDoc, doc_meta, parse_chrome, with_format
 from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, BulkCounts, Event, Feeder, shapes_column
 from explorer.ingest.columns import NONE
+from explorer.ingest.gather import take_rows
 from explorer.ingest.json_check import BETWEEN_EVENTS
 from explorer.ingest.links import flow_kind_index
 from explorer.ingest.spill import ArgsSpillWriter, SpilledArgs
@@ -488,9 +489,9 @@ class _Batch:
             n=batch.num_rows, ts=ts_ns, dur=dur_ns,
             thread_key=pc.dictionary_encode(pc.binary_join_element_wise(batch.column("pid"), batch.column("tid"),
                                                                         "\x00")),
-            x=_with_shapes(batch.select(["cat", "name", "args", "dims", "corr", "ext"]).filter(pa.array(good_x))),
+            x=_with_shapes(take_rows(batch, ["cat", "name", "args", "dims", "corr", "ext"], np.flatnonzero(good_x))),
             x_mask=good_x,
-            flows=batch.select(["ph", "cat", "id", "bp"]).filter(pa.array(flow)), flow_mask=flow,
+            flows=take_rows(batch, ["ph", "cat", "id", "bp"], np.flatnonzero(flow)), flow_mask=flow,
             rest=batch.take(pa.array(rest)).to_pylist() if len(rest) else [],
             bad_x=int((is_x & ~good_x).sum()), bad_flows=_count_by_phase(ph, is_flow & ~flow),
         )

@@ -56,6 +56,20 @@ def take_text(values: pa.Array | pa.ChunkedArray, index: np.ndarray) -> pa.Chunk
     return pa.chunked_array(pieces, pa.string())
 
 
+def take_text_array(values: pa.Array | pa.ChunkedArray, index: np.ndarray) -> pa.Array:
+    """take_text as one array (a gather of more than 2 GiB of text is then copied into a large_string array)."""
+    column = take_text(values, index)
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def take_rows(batch: pa.RecordBatch, names: list[str], index: np.ndarray) -> pa.RecordBatch:
+    """The columns `names` of `batch` at the rows `index` (a copy: nothing of the batch is kept): its text
+    columns gathered, the others taken by Arrow."""
+    taken = pa.array(index, pa.int64())
+    return pa.record_batch([take_text_array(column, index) if column.type == pa.string() else column.take(taken)
+                            for column in (batch.column(name) for name in names)], names=names)
+
+
 def _data_address(chunk: pa.Array) -> int:
     buffer = chunk.buffers()[2]
     return int(_NO_BYTES.ctypes.data) if buffer is None or buffer.size == 0 else int(buffer.address)

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from explorer.ingest.gather import take_text
+from explorer.ingest.gather import take_text, take_text_array
 
 _SCHEMA = pa.schema([("args", pa.string())])
 _BUCKET_SCHEMA = pa.schema([("pos", pa.int64()), ("args", pa.string())])
@@ -75,11 +75,6 @@ class ArgsSpillWriter:
 
 
 Segment: TypeAlias = pa.Array | SpilledArgs  # raw-order args: held (row-wise slices, small files) or spilled
-
-
-def _one(column: pa.ChunkedArray) -> pa.Array:
-    """A gathered column as one array (one chunk already, but for a gather past 2 GiB of text)."""
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def segment_batches(segments: list[Segment]) -> Iterator[pa.Array]:
@@ -142,7 +137,7 @@ class OrderedArgs:
                 cuts = np.searchsorted(which[by_bucket], np.arange(n_buckets + 1))
                 for k in np.flatnonzero(np.diff(cuts)).tolist():
                     pick = by_bucket[cuts[k]:cuts[k + 1]]
-                    writers[k].write_batch(pa.record_batch([pa.array(pos[pick]), _one(take_text(args, pick))],
+                    writers[k].write_batch(pa.record_batch([pa.array(pos[pick]), take_text_array(args, pick)],
                                                            schema=_BUCKET_SCHEMA))
             for w, s in zip(writers, sinks, strict=True):
                 w.close()
@@ -154,7 +149,7 @@ class OrderedArgs:
                     by_pos = np.argsort(table.column("pos").to_numpy(), kind="stable")
                     held = table.column("args")
                     for lo in range(0, len(by_pos), rows):
-                        yield _one(take_text(held, by_pos[lo:lo + rows]))
+                        yield take_text_array(held, by_pos[lo:lo + rows])
                     del table, held
                 path.unlink()
         finally:

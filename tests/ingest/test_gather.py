@@ -81,3 +81,15 @@ def test_without_the_library_the_values_are_the_same(monkeypatch: pytest.MonkeyP
     compiled = take_text(pa.array(VALUES), index)
     monkeypatch.setattr(gather, "_LIB", None)
     assert take_text(pa.array(VALUES), index).equals(compiled)
+
+
+def test_rows_of_a_batch_are_a_copy_with_every_column_type() -> None:
+    """take_rows (the fast readers' batches cut to their complete events and flow steps): the rows Arrow's
+    filter keeps, text gathered, other columns taken, nothing sharing the batch's buffers."""
+    batch = pa.record_batch({"name": pa.array(VALUES), "n": pa.array(range(len(VALUES)), pa.int64()),
+                             "maybe": pa.array(["a", None, "c", None, "e", "f", "g"])})
+    keep = np.array([True, False, True, True, False, False, True])
+    out = gather.take_rows(batch, ["name", "n", "maybe"], np.flatnonzero(keep))
+    assert out.equals(batch.filter(pa.array(keep)))
+    batch_buffers = {b.address for column in batch.columns for b in column.buffers() if b is not None}
+    assert not batch_buffers & {b.address for column in out.columns for b in column.buffers() if b is not None}
