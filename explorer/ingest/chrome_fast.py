@@ -469,7 +469,7 @@ class _Batch:
     x_mask: np.ndarray
     flows: pa.RecordBatch  # the flow steps with an id and a usable time
     flow_mask: np.ndarray
-    rest: list[dict[str, Any]]  # every other event, for the per-event Feeder
+    rest: list[Event]  # every other event, for the per-event Feeder
     bad_x: int
     bad_flows: dict[str, int]  # phase -> flow steps without id or time
     args: SpilledArgs | None = None  # where the complete events' args went (then not in `x`)
@@ -492,7 +492,7 @@ class _Batch:
             x=_with_shapes(take_rows(batch, ["cat", "name", "args", "dims", "corr", "ext"], np.flatnonzero(good_x))),
             x_mask=good_x,
             flows=take_rows(batch, ["ph", "cat", "id", "bp"], np.flatnonzero(flow)), flow_mask=flow,
-            rest=batch.take(pa.array(rest)).to_pylist() if len(rest) else [],
+            rest=_events(batch, rest),
             bad_x=int((is_x & ~good_x).sum()), bad_flows=_count_by_phase(ph, is_flow & ~flow),
         )
 
@@ -557,7 +557,7 @@ def _feed(batches: list[_Batch], meta: dict[str, Any], name: str, builder: Trace
         stored += x.num_rows
         if b.flows.num_rows:
             flow_parts.append((b.flows, threads[b.flow_mask], b.ts[b.flow_mask]))
-        rest.extend(_event(r) for r in b.rest)
+        rest.extend(b.rest)
         bad_x += b.bad_x
         bad_flows.update(b.bad_flows)
         del b, x, threads
@@ -592,7 +592,16 @@ def _feed_flows(parts: list[tuple[pa.RecordBatch, np.ndarray, np.ndarray]], buil
                                     enclosing.to_numpy())
 
 
-def _event(r: dict[str, Any]) -> Event:
-    return Event(ph=r["ph"], name=r["name"], cat=r["cat"], ts=r["ts"], dur=r["dur"], pid=r["pid"], tid=r["tid"],
-                 id=r["id"], id2=msgspec.Raw(r["id2"].encode()), bp=r["bp"], s=r["s"], scope=r["scope"],
-                 args=msgspec.Raw(r["args"].encode()))
+_EVENT_COLUMNS = ("ph", "name", "cat", "ts", "dur", "pid", "tid", "id", "id2", "bp", "s", "scope", "args")
+
+
+def _events(batch: pa.RecordBatch, rows: np.ndarray) -> list[Event]:
+    """The batch's `rows` as the per-event Feeder's events, converted column by column (a record batch's
+    to_pylist made a dict per row: 94 ms against 21 for 20k instants of df_index_resolver)."""
+    if not len(rows):
+        return []
+    taken = batch.select(list(_EVENT_COLUMNS)).take(pa.array(rows))
+    return [Event(ph=ph, name=name, cat=cat, ts=ts, dur=dur, pid=pid, tid=tid, id=id_, id2=msgspec.Raw(id2.encode()),
+                  bp=bp, s=s, scope=scope, args=msgspec.Raw(args.encode()))
+            for ph, name, cat, ts, dur, pid, tid, id_, id2, bp, s, scope, args
+            in zip(*(taken.column(c).to_pylist() for c in _EVENT_COLUMNS), strict=True)]
