@@ -601,7 +601,21 @@ def _events(batch: pa.RecordBatch, rows: np.ndarray) -> list[Event]:
     if not len(rows):
         return []
     taken = batch.select(list(_EVENT_COLUMNS)).take(pa.array(rows))
+    columns = [_micros(taken.column(c)) if c in ("ts", "dur") else taken.column(c).to_pylist() for c in _EVENT_COLUMNS]
     return [Event(ph=ph, name=name, cat=cat, ts=ts, dur=dur, pid=pid, tid=tid, id=id_, id2=msgspec.Raw(id2.encode()),
                   bp=bp, s=s, scope=scope, args=msgspec.Raw(args.encode()))
-            for ph, name, cat, ts, dur, pid, tid, id_, id2, bp, s, scope, args
-            in zip(*(taken.column(c).to_pylist() for c in _EVENT_COLUMNS), strict=True)]
+            for ph, name, cat, ts, dur, pid, tid, id_, id2, bp, s, scope, args in zip(*columns, strict=True)]
+
+
+def _micros(column: pa.Array) -> list[Any]:
+    """A DECIMAL µs time column as the Feeder reads times: an int where the value is a whole number of µs (its
+    fast path, and the same ns), else the Decimal; None where missing."""
+    ns, ok = decimal_column_ns(column)
+    whole = ok & (ns % 1000 == 0)
+    micros: list[Any] = (ns // 1000).tolist()
+    if whole.all():
+        return micros
+    values: list[Any] = column.to_pylist()
+    for i in np.flatnonzero(whole).tolist():
+        values[i] = micros[i]
+    return values

@@ -126,6 +126,7 @@ class Feeder:
         self._async_open: dict[tuple[str, str, str], list[tuple[int, Event]]] = defaultdict(list)
         self._add_slice = builder.add_slice  # bound once: the complete-event step runs per event
         self._shapes: dict[bytes, str] = {}  # raw "Input Dims" -> shapes_text: few distinct values a file
+        self._memory_series: dict[tuple[object, object], tuple[tuple[str, str], ...]] = {}  # see _memory
         self._thread = builder.thread
         self._steps: dict[str, Callable[[int, Event], None]] = {
             ph: getattr(self, rule.step) for rule in PHASE_RULES for ph in rule.phases}
@@ -269,13 +270,17 @@ class Feeder:
         args = decode_args(ev.args)
         if not isinstance(args, dict):
             return
-        device_type = args.get("Device Type", 0)
-        device_id = args.get("Device Id", -1)
-        where = "CPU" if device_type == 0 else f"device {device_type}:{device_id}"
-        for key, label in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")):
+        device = args.get("Device Type", 0), args.get("Device Id", -1)
+        if type(device[0]) in _KEYS and type(device[1]) in _KEYS:  # few a file: their series' names made once
+            series = self._memory_series.get(device)
+            if series is None:
+                series = self._memory_series[device] = _memory_series(*device)
+        else:  # (True would find 1's names, 1.0 too; a list is no key)
+            series = _memory_series(*device)
+        for key, name in series:
             value = args.get(key)
             if isinstance(value, int | float):
-                self.b.add_counter(self.src, ev.pid, f"memory {label} ({where}) [bytes]", ts_ns, float(value))
+                self.b.add_counter(self.src, ev.pid, name, ts_ns, float(value))
         self._stored += 1
 
     def _async_thread(self, ev: Event) -> int:
@@ -348,6 +353,16 @@ def shapes_column(dims: pa.Array) -> pa.Array:
     encoded = pc.dictionary_encode(dims)
     texts = [shapes_text(v.encode()) if v else "" for v in encoded.dictionary.to_pylist()]
     return pa.array(texts, pa.string()).take(encoded.indices)
+
+
+_KEYS = (int, str)  # the device fields a [memory] instant's series are cached by (not True for 1, or 1.0)
+
+
+def _memory_series(device_type: object, device_id: object) -> tuple[tuple[str, str], ...]:
+    """A [memory] instant's counters, (its args' key, the series' name), for the device it names."""
+    where = "CPU" if device_type == 0 else f"device {device_type}:{device_id}"
+    return tuple((key, f"memory {label} ({where}) [bytes]")
+                 for key, label in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")))
 
 
 def decode_args(raw: msgspec.Raw | bytes | str) -> Any:

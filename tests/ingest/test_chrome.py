@@ -277,3 +277,28 @@ def test_the_current_external_id_name_wins_over_the_2021_one(ingest: Ingest) -> 
     trace = ingest([{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
                      "args": {"external id": 2, "External id": 1}}])
     assert [r["external_id"] for r in trace.tables["slices"].to_pylist()] == [1]
+
+
+def test_memory_instants_name_their_device_whatever_its_fields_type(ingest: Ingest) -> None:
+    """[memory] instants become allocated / reserved counters per device; the device's fields are used as
+    written (True is not 1, 1.0 is not 1, a list is kept as text), and each point keeps its exact time,
+    whole µs or not (the fast paths hand whole ones to the feeder as integers)."""
+    def memory(ts: float, device_type: Any, device_id: Any, allocated: int) -> dict[str, Any]:
+        return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 3, "tid": 3, "ts": ts,
+                "s": "t", "args": {"Total Allocated": allocated, "Total Reserved": 2 * allocated,
+                                   "Device Type": device_type, "Device Id": device_id}}
+
+    events = [{"ph": "X", "name": "op", "pid": 3, "tid": 3, "ts": 1, "dur": 1}, memory(2, 0, -1, 10),
+              memory(2.5, 1, 0, 20), memory(3, True, 0, 30), memory(3.0005, 1.0, 0, 40),
+              memory(4, [1], 0, 50), memory(5, 1, 0, 60), memory(6, 0, -1, 70)]
+    trace = ingest(events)
+    tracks = {r["track_id"]: r["label"] for r in trace.tables["tracks"].to_pylist() if r["kind"] == "counter"}
+    points: dict[str, list[tuple[int, float]]] = {}
+    for r in trace.tables["counters"].to_pylist():
+        points.setdefault(tracks[r["track_id"]], []).append((r["ts_ns"], r["value"]))
+    assert points["memory allocated (CPU) [bytes]"] == [(2_000, 10.0), (6_000, 70.0)]
+    assert points["memory allocated (device 1:0) [bytes]"] == [(2_500, 20.0), (5_000, 60.0)]
+    assert points["memory reserved (device 1:0) [bytes]"] == [(2_500, 40.0), (5_000, 120.0)]
+    assert points["memory allocated (device True:0) [bytes]"] == [(3_000, 30.0)]
+    assert points["memory allocated (device 1.0:0) [bytes]"] == [(3_001, 40.0)]  # 3.0005 µs: half up
+    assert points["memory allocated (device [1]:0) [bytes]"] == [(4_000, 50.0)]
