@@ -21,27 +21,34 @@ def _broken(*args: object, **kwargs: object) -> dict[str, object]:
     raise KeyError("ts\nsecond line")
 
 
-def test_unexpected_exception_becomes_a_clear_error_and_a_bug_report(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def _ingest_a_bug(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> tuple[RunStore, str, IngestBug]:
+    """A one-event trace ingested with keep_failed, which the test has made a part of the ingest fail: the
+    store, the run's id, the IngestBug raised."""
     trace = tmp_path / "trace.json"
     trace.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}')
     store = RunStore(tmp_path / "data")
     rec = store.catalog.create("t", source=trace.name)
-    monkeypatch.setattr(pipeline, "parse_chrome_file", _broken)
     with caplog.at_level(logging.ERROR, logger="explorer.service"), pytest.raises(IngestBug) as info:
         run_ingest(store, rec.id, [trace], keep_failed=True)
-    message = info.value.message
+    return store, rec.id, info.value
+
+
+def test_unexpected_exception_becomes_a_clear_error_and_a_bug_report(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(pipeline, "parse_chrome_file", _broken)
+    store, run_id, bug = _ingest_a_bug(tmp_path, caplog)
+    message = bug.message
     assert message.startswith("trace.json: internal error while reading (KeyError: ")
     assert "\n" not in message and "this is a bug" in message
-    assert isinstance(info.value.__cause__, KeyError)
-    failed = store.get(rec.id)
+    assert isinstance(bug.__cause__, KeyError)
+    failed = store.get(run_id)
     assert (failed.status, failed.message) == ("failed", message)
-    assert not store.run_dir(rec.id).exists() and list(store.tmp_dir.iterdir()) == []
+    assert not store.run_dir(run_id).exists() and list(store.tmp_dir.iterdir()) == []
     [record] = [r for r in caplog.records if r.name == "explorer.service"]
     assert record.levelno == logging.ERROR and record.exc_info is not None
     assert record.exc_info[0] is KeyError
-    assert message.endswith(f"its report is bugs/{rec.id}.txt in the data folder")
-    assert "Traceback" in (store.data_dir / "bugs" / f"{rec.id}.txt").read_text()
+    assert message.endswith(f"its report is bugs/{run_id}.txt in the data folder")
+    assert "Traceback" in (store.data_dir / "bugs" / f"{run_id}.txt").read_text()
 
 
 def test_cli_prints_the_line_not_a_traceback(tmp_path: Path) -> None:
@@ -72,13 +79,8 @@ def test_a_bug_in_the_op_tables_thread_is_the_ingests_error(
     def broken(slices: object) -> object:
         raise ValueError("op table probe")
 
-    trace = tmp_path / "trace.json"
-    trace.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}')
-    store = RunStore(tmp_path / "data")
-    rec = store.catalog.create("t", source=trace.name)
     monkeypatch.setattr(builder, "compute_op_stats", broken)
-    with caplog.at_level(logging.ERROR, logger="explorer.service"), pytest.raises(IngestBug) as info:
-        run_ingest(store, rec.id, [trace], keep_failed=True)
-    assert "(ValueError: op table probe)" in info.value.message
-    assert store.get(rec.id).status == "failed"
-    assert not store.run_dir(rec.id).exists() and list(store.tmp_dir.iterdir()) == []
+    store, run_id, bug = _ingest_a_bug(tmp_path, caplog)
+    assert "(ValueError: op table probe)" in bug.message
+    assert store.get(run_id).status == "failed"
+    assert not store.run_dir(run_id).exists() and list(store.tmp_dir.iterdir()) == []
