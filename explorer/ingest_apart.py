@@ -33,7 +33,7 @@ from explorer.ingest.memory import as_ingest_process
 
 log = logging.getLogger(__name__)
 
-PRELOAD = ["explorer.ingest.forkserver", "explorer.service"]
+PRELOAD = ["explorer.service"]
 JOIN_S = 1.0  # how often a waiting thread looks whether it was asked to stop
 
 

@@ -41,7 +41,7 @@ from explorer.ingest.gather import take_rows
 from explorer.ingest.json_check import BETWEEN_EVENTS
 from explorer.ingest.links import flow_kind_index
 from explorer.ingest.spill import ArgsSpillWriter, SpilledArgs
-from explorer.ingest.times import MAX_TS_NS, US_DECIMAL, decimal_column_ns, to_ns
+from explorer.ingest.times import MAX_TS_NS, decimal_column_ns, to_ns
 
 log = logging.getLogger(__name__)
 
@@ -453,7 +453,6 @@ BATCH_ROWS = 65_536  # as many as the memory budget allows, up to this (more mad
 def _batch_rows(memory_mb: int) -> int:
     return max(1, min(BATCH_ROWS, memory_mb * 2**20 // BATCH_ROW_BYTES))
 
-_ZERO_US = pa.scalar(0, US_DECIMAL)  # a missing dur is 0, as on the per-event path
 
 
 @dataclass
@@ -478,10 +477,13 @@ class _Batch:
     def of(cls, batch: pa.RecordBatch, base_ns: int) -> _Batch:
         ph = batch.column("ph")
         ts_ns, ts_ok = decimal_column_ns(batch.column("ts"), base_ns)
-        dur_ns, dur_ok = decimal_column_ns(batch.column("dur").fill_null(_ZERO_US))
+        dur = batch.column("dur")
+        dur_ns, dur_ok = decimal_column_ns(dur)
+        if dur.null_count:  # a missing dur is 0 (its ns already), as on the per-event path
+            dur_ok |= ~dur.is_valid().to_numpy(zero_copy_only=False)
         is_x = pc.equal(ph, "X").to_numpy(zero_copy_only=False)
         good_x = is_x & ts_ok & dur_ok & (ts_ns + dur_ns < MAX_TS_NS)
-        is_flow = pc.is_in(ph, _FLOW_PHASES).to_numpy(zero_copy_only=False)
+        is_flow = pc.is_in(ph, pa.array(FLOW_PHASES, pa.string())).to_numpy(zero_copy_only=False)
         flow = is_flow & pc.is_valid(batch.column("id")).to_numpy(zero_copy_only=False) & ts_ok
         rest = _last_of_each_metadata(batch, np.nonzero(~is_x & ~is_flow)[0])
         return cls(
@@ -502,7 +504,7 @@ def _with_shapes(x: pa.RecordBatch) -> pa.RecordBatch:
     return x.set_column(x.schema.get_field_index("dims"), "dims", shapes_column(x.column("dims")))
 
 
-_FLOW_PHASES = pa.array(["s", "t", "f"])
+FLOW_PHASES = ["s", "t", "f"]  # (made an Arrow array where used: at import, pyarrow would import pandas)
 METADATA_KEY = ("name", "pid", "tid", "args")  # all that Feeder._metadata reads of an M event
 
 

@@ -302,3 +302,11 @@ def test_memory_instants_name_their_device_whatever_its_fields_type(ingest: Inge
     assert points["memory allocated (device True:0) [bytes]"] == [(3_000, 30.0)]
     assert points["memory allocated (device 1.0:0) [bytes]"] == [(3_001, 40.0)]  # 3.0005 µs: half up
     assert points["memory allocated (device [1]:0) [bytes]"] == [(4_000, 50.0)]
+
+
+def test_a_complete_event_without_dur_is_a_zero_length_slice(ingest: Ingest) -> None:
+    trace = ingest([{"ph": "X", "name": "whole", "pid": 1, "tid": 1, "ts": 1, "dur": 5},
+                    {"ph": "X", "name": "no dur", "pid": 1, "tid": 1, "ts": 2.5}])
+    s = by_name(trace)
+    assert (s["no dur"]["ts_ns"], s["no dur"]["dur_ns"]) == (2_500, 0)
+    assert s["no dur"]["parent_id"] == s["whole"]["slice_id"]

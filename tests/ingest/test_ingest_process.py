@@ -72,8 +72,9 @@ def test_a_process_that_has_pandas_keeps_it() -> None:
 
 
 def test_the_forkservers_preload_the_ingest_without_pandas() -> None:
-    """What explorer.ingest_apart's and explorer.ingest.parallel's forkservers import, in order: their
-    children (a server's ingests, parse workers) start without pandas."""
+    """What explorer.ingest_apart's and explorer.ingest.parallel's forkservers import loads no pandas (no
+    module of the ingest makes an Arrow array at import): their children (a server's ingests, parse workers)
+    start without it, and refuse it from their first step (as_ingest_process)."""
     from explorer import ingest_apart
     from explorer.ingest import parallel
 
