@@ -57,7 +57,7 @@ def take_text(values: pa.Array | pa.ChunkedArray, index: np.ndarray) -> pa.Chunk
 
 
 def take_text_array(values: pa.Array | pa.ChunkedArray, index: np.ndarray) -> pa.Array:
-    """take_text as one array (a gather of more than 2 GiB of text is then copied into a large_string array)."""
+    """take_text as one array (a batch's or a row group's gather, far under the 2 GiB that would cut it)."""
     column = take_text(values, index)
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 

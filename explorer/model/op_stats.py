@@ -82,7 +82,8 @@ def compute_op_events(slices: pa.Table) -> OpEvents:
     name = _name_codes(slices.column("name"))
     lane = _on_runtime_lane(slices.column("lane"))
     is_op = slices.column("is_op").to_numpy(zero_copy_only=False)
-    hidden = pc.is_in(slices.column("name"), value_set=pa.array(sorted(HIDDEN_OP_NAMES), pa.string())).to_numpy(zero_copy_only=False)
+    hidden_names = pa.array(sorted(HIDDEN_OP_NAMES), pa.string())  # (not at import: pyarrow would load pandas)
+    hidden = pc.is_in(slices.column("name"), value_set=hidden_names).to_numpy(zero_copy_only=False)
     is_op = is_op & ~hidden
     node = is_op | (lane & ~hidden)
     tparent = nearest_ancestor_where(slices.column("parent_id").to_numpy(), node)
