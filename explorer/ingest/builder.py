@@ -211,13 +211,25 @@ class TraceBuilder:
 
     def add_counter(self, src: int, pid: object, series: str, ts_ns: int, value: float,
                     lane: Lane = Lane.COUNTER) -> None:
+        pts = self._series(src, pid, series, lane)
+        pts[0].append(ts_ns)
+        pts[1].append(value)
+
+    def add_counter_points(self, src: int, pid: object, series: str, ts_ns: list[int], values: list[float],
+                           lane: Lane = Lane.COUNTER) -> None:
+        """Several points of one series at once, in order (as add_counter called for each)."""
+        if ts_ns:
+            pts = self._series(src, pid, series, lane)
+            pts[0].extend(ts_ns)
+            pts[1].extend(values)
+
+    def _series(self, src: int, pid: object, series: str, lane: Lane) -> tuple[list[int], list[float]]:
         key = (src, str(pid), series)
         pts = self._counters.get(key)
         if pts is None:
             pts = self._counters[key] = ([], [])
             self._counter_lane[key] = lane.value
-        pts[0].append(ts_ns)
-        pts[1].append(value)
+        return pts
 
     def add_instant(self, thread: int, ts_ns: int, name: str, cat: str, args: str = "{}") -> None:
         self._instants.append((thread, ts_ns, name, cat, args))

@@ -227,9 +227,10 @@ class Feeder:
             return
         base = ev.name if ev.id is None else f"{ev.name} {ev.id}"
         for key, value in args.items():
-            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            if (isinstance(value, int | float) and not isinstance(value, bool) and (number := _float(value)) is not None
+                    and math.isfinite(number)):
                 series = base if len(args) == 1 else f"{base}.{key}"
-                self.b.add_counter(self.src, ev.pid, series, ts_ns, float(value))
+                self.b.add_counter(self.src, ev.pid, series, ts_ns, number)
         self._stored += 1
 
     def _flow(self, _order: int, ev: Event) -> None:
@@ -271,17 +272,27 @@ class Feeder:
         if not isinstance(args, dict):
             return
         device = args.get("Device Type", 0), args.get("Device Id", -1)
+        for key, name in self._series_of(device):
+            value = args.get(key)
+            if isinstance(value, int | float) and (number := _float(value)) is not None:
+                self.b.add_counter(self.src, ev.pid, name, ts_ns, number)
+        self._stored += 1
+
+    def add_memory(self, points: MemoryPoints) -> None:
+        """[memory] instants a columnar reader took apart (memory_points): the counters _memory makes of them,
+        a series at a time."""
+        for (pid, *device), totals in points.series.items():
+            for (_key, name), (ts, values) in zip(self._series_of(tuple(device)), totals, strict=True):
+                self.b.add_counter_points(self.src, pid, name, ts, values)
+        self._stored += points.count
+
+    def _series_of(self, device: tuple[object, ...]) -> tuple[tuple[str, str], ...]:
         if type(device[0]) in _KEYS and type(device[1]) in _KEYS:  # few a file: their series' names made once
             series = self._memory_series.get(device)
             if series is None:
                 series = self._memory_series[device] = _memory_series(*device)
-        else:  # (True would find 1's names, 1.0 too; a list is no key)
-            series = _memory_series(*device)
-        for key, name in series:
-            value = args.get(key)
-            if isinstance(value, int | float):
-                self.b.add_counter(self.src, ev.pid, name, ts_ns, float(value))
-        self._stored += 1
+            return series
+        return _memory_series(*device)  # (True would find 1's names, 1.0 too; a list is no key)
 
     def _async_thread(self, ev: Event) -> int:
         track = f"async {ev.cat}".strip()
@@ -363,6 +374,63 @@ def _memory_series(device_type: object, device_id: object) -> tuple[tuple[str, s
     where = "CPU" if device_type == 0 else f"device {device_type}:{device_id}"
     return tuple((key, f"memory {label} ({where}) [bytes]")
                  for key, label in (("Total Allocated", "allocated"), ("Total Reserved", "reserved")))
+
+
+def _float(value: int | float) -> float | None:
+    """A counter's value as stored; None for an integer too large for a float (10**400 written out)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+class _MemoryArgs(msgspec.Struct, gc=False):
+    """The args of a [memory] instant as memory_points takes them apart: anything else (a bool or a float
+    for a device field, a text total, args that are not an object) is left to the per-event _memory."""
+
+    device_type: int | str = msgspec.field(name="Device Type", default=0)
+    device_id: int | str = msgspec.field(name="Device Id", default=-1)
+    allocated: int | float | None = msgspec.field(name="Total Allocated", default=None)
+    reserved: int | float | None = msgspec.field(name="Total Reserved", default=None)
+
+
+_MEMORY_ARGS = msgspec.json.Decoder(_MemoryArgs)
+MEMORY_NAME = "[memory]"
+INSTANT_PHASES = next(rule.phases for rule in PHASE_RULES if rule.step == "_instant")
+
+
+Points = tuple[list[int], list[float]]  # a series' times (ns) and values
+
+
+@dataclass
+class MemoryPoints:
+    """[memory] instants taken apart column-wise: per (pid, device type, device id), in file order, the points
+    of its two totals (allocated, reserved) as Feeder._memory stores them."""
+
+    series: dict[tuple[str, object, object], tuple[Points, Points]]
+    count: int
+
+
+def memory_points(pids: list[str], ts_ns: list[int], args: list[str]) -> tuple[MemoryPoints, list[int]]:
+    """[memory] instants (their pid as text, their time in ns, their args as JSON text) as MemoryPoints, and
+    the positions of those whose args this typed decoding does not take (for the per-event path)."""
+    series: dict[tuple[str, object, object], tuple[Points, Points]] = {}
+    left: list[int] = []
+    decode = _MEMORY_ARGS.decode
+    for i, (pid, ts, raw) in enumerate(zip(pids, ts_ns, args, strict=True)):
+        try:
+            a = decode(raw)
+        except _UNREADABLE_ARGS:
+            left.append(i)
+            continue
+        key = (pid, a.device_type, a.device_id)
+        if (totals := series.get(key)) is None:
+            totals = series[key] = (([], []), ([], []))
+        for total, (times, values) in ((a.allocated, totals[0]), (a.reserved, totals[1])):
+            if total is not None and (number := _float(total)) is not None:
+                times.append(ts)
+                values.append(number)
+    return MemoryPoints(series, len(pids) - len(left)), left
 
 
 def decode_args(raw: msgspec.Raw | bytes | str) -> Any:

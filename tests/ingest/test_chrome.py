@@ -304,6 +304,40 @@ def test_memory_instants_name_their_device_whatever_its_fields_type(ingest: Inge
     assert points["memory allocated (device [1]:0) [bytes]"] == [(4_000, 50.0)]
 
 
+def test_memory_totals_are_read_as_the_per_event_path_reads_them(ingest: Ingest, request: pytest.FixtureRequest,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast paths take typical [memory] args apart column-wise and leave the rest to the per-event step;
+    every path stores the same points: a bool total is 1.0, a text or null total none, a missing device is the
+    CPU, an integer too large for a float is skipped (it crashed the ingest), args that are no object nothing.
+    A counter event's integer too large for a float is skipped too."""
+    def memory(ts: int, args: Any) -> dict[str, Any]:
+        return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 4, "tid": 4, "ts": ts, "s": "t",
+                "args": args}
+
+    events = [{"ph": "X", "name": "op", "pid": 4, "tid": 4, "ts": 1, "dur": 1},
+              memory(2, {"Total Allocated": 10, "Total Reserved": 20}),
+              memory(3, {"Total Allocated": True, "Total Reserved": 30, "Device Type": 0}),
+              memory(4, {"Total Allocated": "40", "Total Reserved": None, "Device Type": 0, "Device Id": -1}),
+              memory(5, {"Total Allocated": 10**400, "Total Reserved": 50}),
+              memory(6, [1, 2]),
+              memory(7, {"Total Allocated": -0.0, "Total Reserved": 2**70, "Addr": 1, "Bytes": -4}),
+              {"ph": "C", "name": "big", "pid": 4, "tid": 4, "ts": 8, "args": {"a": 10**400, "b": 1}}]
+    per_event: list[object] = []
+    step = Feeder._memory
+    monkeypatch.setattr(Feeder, "_memory", lambda self, ev, ts_ns: (per_event.append(ev.ts), step(self, ev, ts_ns)))
+    trace = ingest(events)
+    # the fast paths leave only the odd ones to the per-event step
+    assert per_event == ([2, 3, 4, 5, 6, 7] if request.node.callspec.params["ingest"] == "msgspec" else [3, 4, 6])
+    tracks = {r["track_id"]: r["label"] for r in trace.tables["tracks"].to_pylist() if r["kind"] == "counter"}
+    points: dict[str, list[tuple[int, float]]] = {}
+    for r in trace.tables["counters"].to_pylist():
+        points.setdefault(tracks[r["track_id"]], []).append((r["ts_ns"], r["value"]))
+    assert points == {"memory allocated (CPU) [bytes]": [(2_000, 10.0), (3_000, 1.0), (7_000, 0.0)],
+                      "memory reserved (CPU) [bytes]": [(2_000, 20.0), (3_000, 30.0), (5_000, 50.0),
+                                                        (7_000, float(2**70))],
+                      "big.b": [(8_000, 1.0)]}
+
+
 def test_a_complete_event_without_dur_is_a_zero_length_slice(ingest: Ingest) -> None:
     trace = ingest([{"ph": "X", "name": "whole", "pid": 1, "tid": 1, "ts": 1, "dur": 5},
                     {"ph": "X", "name": "no dur", "pid": 1, "tid": 1, "ts": 2.5}])
