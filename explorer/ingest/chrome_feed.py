@@ -272,7 +272,7 @@ class Feeder:
         if not isinstance(args, dict):
             return
         device = args.get("Device Type", 0), args.get("Device Id", -1)
-        for key, name in self._series_of(device):
+        for key, name in self._series_of(*device):
             value = args.get(key)
             if isinstance(value, int | float) and (number := _float(value)) is not None:
                 self.b.add_counter(self.src, ev.pid, name, ts_ns, number)
@@ -281,13 +281,14 @@ class Feeder:
     def add_memory(self, points: MemoryPoints) -> None:
         """[memory] instants a columnar reader took apart (memory_points): the counters _memory makes of them,
         a series at a time."""
-        for (pid, *device), totals in points.series.items():
-            for (_key, name), (ts, values) in zip(self._series_of(tuple(device)), totals, strict=True):
+        for (pid, device_type, device_id), totals in points.series.items():
+            for (_key, name), (ts, values) in zip(self._series_of(device_type, device_id), totals, strict=True):
                 self.b.add_counter_points(self.src, pid, name, ts, values)
         self._stored += points.count
 
-    def _series_of(self, device: tuple[object, ...]) -> tuple[tuple[str, str], ...]:
-        if type(device[0]) in _KEYS and type(device[1]) in _KEYS:  # few a file: their series' names made once
+    def _series_of(self, device_type: object, device_id: object) -> tuple[tuple[str, str], ...]:
+        device = device_type, device_id
+        if type(device_type) in _KEYS and type(device_id) in _KEYS:  # few a file: their series' names made once
             series = self._memory_series.get(device)
             if series is None:
                 series = self._memory_series[device] = _memory_series(*device)
