@@ -18,7 +18,14 @@ from sqlalchemy import inspect
 from explorer.errors import CatalogUnavailable
 from explorer.store import catalog_schema
 from explorer.store.catalog import Catalog
-from explorer.store.catalog_db import current_revision, head_revision, make_engine, sqlite_url, upgrade
+from explorer.store.catalog_db import (
+    HEAD_REVISION,
+    current_revision,
+    head_revision,
+    make_engine,
+    sqlite_url,
+    upgrade,
+)
 from explorer.store.runs import RunStore
 from tests.store.catalog_backends import admin, pg_schema
 from tests.support import cli
@@ -165,3 +172,21 @@ def test_a_catalog_at_0002_gains_run_locations_and_keeps_its_runs(catalog_url: s
     old = cat.get("rold")
     assert (old.name, old.status, old.tags, old.location) == ("old", "ready", ["nightly"], "")
     cat.close()
+
+
+def test_the_head_revision_opening_compares_with_is_the_scripts_newest() -> None:
+    """Opening a catalog reads its revision without Alembic and compares it with HEAD_REVISION: a new migration
+    script must move that constant, or every catalog would be migrated (or refused) at each opening."""
+    assert head_revision() == HEAD_REVISION
+
+
+def test_a_catalog_that_records_two_revisions_is_refused_clearly(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    url = sqlite_url(data / "catalog.sqlite")  # this file, even where the suite runs on PostgreSQL
+    RunStore(data, catalog_url=url).catalog.close()
+    db = sqlite3.connect(data / "catalog.sqlite")
+    with db:
+        db.execute("INSERT INTO alembic_version VALUES ('0002')")
+    db.close()
+    with pytest.raises(CatalogUnavailable, match=r"records several schema revisions \((0003, 0002|0002, 0003)\)"):
+        RunStore(data, catalog_url=url)
