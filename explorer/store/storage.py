@@ -11,6 +11,7 @@ go under their own top-level names (`uploads/<id>`, `scratch/<run id>`), cleaned
 from __future__ import annotations
 
 import builtins
+import functools
 import logging
 import os
 import shutil
@@ -19,13 +20,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
-
 from explorer.errors import ExplorerError, StorageUnavailable
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +141,12 @@ class FolderStorage(Storage):
     def __init__(self, root: Path, url: str = "") -> None:
         self.root = root
         self.url = url or str(root)
-        self._fs = LocalFileSystem()
 
-    @property
-    def fs(self) -> AbstractFileSystem:
-        return self._fs
+    @functools.cached_property
+    def fs(self) -> AbstractFileSystem:  # (fsspec imported when first asked for: an ingest does without it)
+        from fsspec.implementations.local import LocalFileSystem
+
+        return LocalFileSystem()
 
     def path(self, key: str) -> str:
         return str(self.root / _check_key(key))
