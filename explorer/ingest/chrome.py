@@ -17,7 +17,7 @@ import msgspec
 from explorer.errors import BadTrace
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.chrome_feed import NO_RAW, Event, Fed, Feeder
-from explorer.ingest.json_check import EventTimes, refusal
+from explorer.ingest.json_check import CheckedEvent, refusal
 from explorer.ingest.times import to_ns
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ _ARRAY = msgspec.json.Decoder(list[Event], strict=False)
 _LOOSE = msgspec.json.Decoder(strict=False, float_hook=Decimal)
 _RAW_ENCODER = msgspec.json.Encoder(decimal_format="number")  # Decimals from _LOOSE back as JSON numbers
 _ANY = msgspec.json.Decoder()
-__all__ = ["EventTimes", "refusal"]  # the check of the DuckDB path (explorer.ingest.json_check), named here too
+__all__ = ["CheckedEvent", "refusal"]  # the check of the DuckDB path (explorer.ingest.json_check), named here too
 
 
 def looks_like_chrome(head: bytes) -> bool:

@@ -1,7 +1,7 @@
 """Whether msgspec takes a Chrome/Kineto file as it stands: the check beside DuckDB's reader (chrome_fast).
 
 DuckDB's reader takes what msgspec refuses (NaN, trailing commas, nesting past msgspec's depth, `true` as a
-time); such a file goes to the msgspec path, which decides what to make of it, so both paths give the same
+time, a number as a name); such a file goes to the msgspec path, which decides what to make of it, so both paths give the same
 answer. The check is one msgspec decode of the whole file, which holds the GIL from start to end (~0.5 s per
 210 MB): in the ingest's own process it stalled every other Python thread for that long, a server's
 request handling included (seconds on a 2 GB upload). So it runs in a process of its own
@@ -24,21 +24,33 @@ from pathlib import Path
 import msgspec
 
 
-class EventTimes(msgspec.Struct, gc=False):
-    """Event's time fields, for checking a file the DuckDB path reads: its reader casts a JSON `true` to the
-    time 1 where Event refuses the event as mistyped. Checked, not kept: float, not Decimal, so no Decimal
-    is built per event. The other fields are skipped, which still checks their JSON, not their types (the
-    string fields' types would double the check's cost: tests/ingest/test_parser_paths.py)."""
+class CheckedEvent(msgspec.Struct, gc=False):
+    """An event's typed fields, for checking a file the DuckDB path reads: its reader takes `true` as the time
+    1 and a number or `true` as a name or pid (as text), where the msgspec path's Event refuses the event as
+    mistyped. Checked, not kept: Event's fields and types (a test says so) but the times as float, not
+    Decimal, so no Decimal is built per event; the args and id2, which Event keeps as raw JSON, are only
+    checked as JSON. Typing the text fields costs the check about twice the time of the times alone, in a
+    process of its own, on the DuckDB path only (an install without the compiled reader, or a file it
+    refuses)."""
 
+    ph: str = ""
+    name: str = ""
+    cat: str = ""
     ts: int | float | str | None = None
     dur: int | float | str | None = None
+    pid: int | str = 0
+    tid: int | str = 0
+    id: int | str | None = None
+    bp: str = ""
+    s: str = ""
+    scope: str = ""
 
 
 class _TypesDoc(msgspec.Struct):
-    traceEvents: list[EventTimes] = []  # noqa: N815 - the format's name
+    traceEvents: list[CheckedEvent] = []  # noqa: N815 - the format's name
 
 
-_CHECK_ARRAY = msgspec.json.Decoder(list[EventTimes], strict=False)
+_CHECK_ARRAY = msgspec.json.Decoder(list[CheckedEvent], strict=False)
 _CHECK_DOC = msgspec.json.Decoder(_TypesDoc, strict=False)
 
 # msgspec's depth limit is the recursion limit less the frames already on the stack: a fresh process has
@@ -51,7 +63,7 @@ DROP_PAGES_S = 0.02
 def refusal(body: bytes | memoryview) -> str | None:
     """Why decode_events would not read this document straight into Events, or None when it would: JSON
     msgspec does not accept (NaN, Infinity, a trailing comma, nesting past its depth limit) or an event
-    time of a type Event refuses (`true`)."""
+    field of a type Event refuses (`true` as a time or a pid, a number as a name)."""
     try:
         (_CHECK_ARRAY if bytes(body[:4096]).lstrip()[:1] == b"[" else _CHECK_DOC).decode(body)
     except (msgspec.MsgspecError, RecursionError) as exc:

@@ -19,7 +19,7 @@ import pytest
 
 from explorer.errors import ExplorerError
 from explorer.ingest import chrome_fast
-from explorer.ingest.chrome import EventTimes, decode_events, looks_like_chrome, refusal
+from explorer.ingest.chrome import CheckedEvent, decode_events, looks_like_chrome, refusal
 from explorer.ingest.chrome_feed import Event
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.pipeline import ingest_inputs
@@ -45,9 +45,6 @@ def _x(extra: str) -> str:
     return "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + "}"
 
 
-# known, not fixed: checking these types too (chrome.EventTimes) would double the check's cost
-OTHER_TYPES = ("a wrongly typed pid, tid, id, ph, name, cat, bp, s or scope: DuckDB keeps the event with the value "
-               "as text, the msgspec path drops it as mistyped")
 NOT_JSON = f"{FILE}: not valid JSON (JSON is malformed: "
 TOO_DEEP = f"{FILE}: not readable JSON (values nested too deep)"
 # (case, document, what the user gets: an error's first words, or the (name, ts_ns, dur_ns) slices stored
@@ -63,12 +60,11 @@ CASES: list[Any] = [
     ("5,000 deep under a key no reader keeps", _doc(GOOD, _x(f'"extra": {DEEP}'), wrapped=False), TOO_DEEP),
     ("true as a ts", _doc(GOOD, _x('"ts": true')), ({("good", 2000, 3000)}, {"mistyped_event": 1})),
     ("false as a dur", _doc(GOOD, _x('"dur": false')), ({("good", 2000, 3000)}, {"mistyped_event": 1})),
-    pytest.param("a number as a name", _doc(GOOD, _x('"name": 7')), ({("good", 2000, 3000)}, {"mistyped_event": 1}),
-                 marks=pytest.mark.xfail(strict=True, reason=OTHER_TYPES)),
-    pytest.param("true as a pid", _doc(GOOD, _x('"pid": true')), ({("good", 2000, 3000)}, {"mistyped_event": 1}),
-                 marks=pytest.mark.xfail(strict=True, reason=OTHER_TYPES)),
-    pytest.param("1.5 as a tid", _doc(GOOD, _x('"tid": 1.5'), wrapped=False),
-                 ({("good", 2000, 3000)}, {"mistyped_event": 1}), marks=pytest.mark.xfail(strict=True, reason=OTHER_TYPES)),
+    ("a number as a name", _doc(GOOD, _x('"name": 7')), ({("good", 2000, 3000)}, {"mistyped_event": 1})),
+    ("true as a pid", _doc(GOOD, _x('"pid": true')), ({("good", 2000, 3000)}, {"mistyped_event": 1})),
+    ("1.5 as a tid", _doc(GOOD, _x('"tid": 1.5'), wrapped=False), ({("good", 2000, 3000)}, {"mistyped_event": 1})),
+    ("null as a cat", _doc(GOOD, _x('"cat": null')), ({("good", 2000, 3000)}, {"mistyped_event": 1})),
+    ("an object as an id", _doc(GOOD, _x('"id": {"a": 1}')), ({("good", 2000, 3000)}, {"mistyped_event": 1})),
     ("only events with a boolean ts", _doc(_x('"ts": true'), _x('"ts": false')),
      f"{FILE}: no usable events (2 events with fields of the wrong type (not stored))"),
     ("numeric text is a number on both", _doc(GOOD, _x('"ts": "7.5"')),
@@ -168,13 +164,17 @@ def test_the_check_stops_no_deeper_than_the_msgspec_path(tmp_path: Path) -> None
         assert _checked(path) is checked, depth
 
 
-def test_event_times_are_events_times() -> None:
-    """EventTimes checks each field Event types as a time (int | Decimal | None), as float instead of
-    building a Decimal: a time field added to Event must be added there too."""
-    hints = typing.get_type_hints(Event)
-    times = [f.name for f in msgspec.structs.fields(Event) if hints[f.name] == int | Decimal | None]
-    assert [f.name for f in msgspec.structs.fields(EventTimes)] == times == ["ts", "dur"]
-    assert set(typing.get_type_hints(EventTimes).values()) == {int | float | str | None}
+def test_the_check_types_every_field_event_types() -> None:
+    """CheckedEvent checks the fields Event types, with Event's types, but its times (int | Decimal | None) as
+    int | float | str | None (no Decimal built): a field added to Event must be added there too. Event's raw
+    JSON fields (args, id2) are only checked as JSON."""
+    event, checked = typing.get_type_hints(Event), typing.get_type_hints(CheckedEvent)
+    typed = [f.name for f in msgspec.structs.fields(Event) if event[f.name] is not msgspec.Raw]
+    assert [f.name for f in msgspec.structs.fields(CheckedEvent)] == typed
+    for name in typed:
+        assert checked[name] == (int | float | str | None if event[name] == int | Decimal | None else event[name]), name
+    defaults = {f.name: f.default for f in msgspec.structs.fields(Event)}
+    assert {f.name: f.default for f in msgspec.structs.fields(CheckedEvent)} == {k: defaults[k] for k in typed}
 
 
 def _real_chrome_traces() -> list[Path]:
