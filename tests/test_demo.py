@@ -96,7 +96,7 @@ def test_fused_run_calls_rms_norm(demo_run: dict[str, Any]) -> None:
     assert rows["aten::rms_norm"]["calls"] == ACTIVE_STEPS
 
 
-def test_compare_reports_naive_as_slower(demo_run: dict[str, Any]) -> None:
+def test_compare_shows_the_fused_op_in_place_of_the_naive_steps(demo_run: dict[str, Any]) -> None:
     _, runs = demo_runs(demo_run)
     ids = [runs[n] for n in RUN_NAMES.values() if n in runs]
     with TestClient(create_app(Settings(data_dir=demo_run["data"]))) as client:
@@ -110,16 +110,13 @@ def test_compare_reports_naive_as_slower(demo_run: dict[str, Any]) -> None:
     if RUN_NAMES["compiled"] not in runs:
         pytest.skip("no torch.compile here; on a CPU torch.rms_norm runs the same six steps internally, "
                     "so naive vs fused is within noise")
-    # CPU only: no device time, so the time of a step is the measure (on a GPU, device_total_ns). Totals
-    # over 10 steps swing with whatever else this shared machine runs; the fastest step of each run does
-    # not, since interference only ever adds time.
-    with TestClient(create_app(Settings(data_dir=demo_run["data"]))) as client:
-        fastest = [min(m["dur"] for m in client.get(f"/api/runs/{run_id}/search",
-                                                      params={"q": "ProfilerStep#", "limit": 100}).json()["matches"])
-                   for run_id in ids]
-    # the compiled kernels' OpenMP barriers stall while the other test worker keeps both cores busy (CI once:
-    # naive 2.9 ms, fused 1.8, compiled 8.0): naive is slower than the best of the other two
-    assert fastest[0] > min(fastest[1:]), fastest
+    # CPU only: no device time, and step times on this shared 2-core box swing with the other test worker
+    # (CI has seen naive's fastest step at 4.1 ms against fused 7.8 and compiled 7.5, and at 2.9 against 1.8
+    # and 8.0): what the compare must show whatever the load is the ops that differ, the fused run's
+    # aten::rms_norm where the naive run has its separate steps
+    by_name = {r["name"]: r for r in body["rows"]}
+    assert by_name["aten::rms_norm"]["per_run"][0] is None and by_name["aten::rms_norm"]["per_run"][1] is not None
+    assert by_name["aten::rsqrt"]["per_run"][0] is not None
 
 
 def test_demo_continues_without_torch_compile(tmp_path: Path) -> None:
