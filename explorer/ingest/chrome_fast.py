@@ -524,8 +524,9 @@ def _memory_of(batch: pa.RecordBatch, rows: np.ndarray, ts_ns: np.ndarray,
     mask = named.to_numpy(zero_copy_only=False) & ts_ok[rows]
     if not mask.any():
         return None, rows
-    taken = take_rows(batch, ["pid", "args"], rows[mask])
-    points, left = memory_points(taken.column("pid").to_pylist(), ts_ns[rows[mask]].tolist(),
+    picked = rows[mask]
+    taken = take_rows(batch, ["pid", "args"], picked)
+    points, left = memory_points(taken.column("pid").to_pylist(), ts_ns[picked].tolist(),
                                  taken.column("args").to_pylist())
     mask[np.flatnonzero(mask)[left]] = False  # args this decoding does not take: the per-event path's
     return points, rows[~mask]
