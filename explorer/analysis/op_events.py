@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from explorer.model.op_stats import OpEvents, compute_op_events
 
@@ -25,15 +24,20 @@ def compute_op_event_rows(slices: pa.Table, origin_ns: int) -> dict[str, Any]:
         return {k: [] for k in ("names", "id", "ts", "name", "python", "dur", "self_cpu", "self_device",
                                 "device_total", "outer_same")}
     ev = compute_op_events(slices)
-    encoded = pc.dictionary_encode(ev.keys)
-    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    # the row names this range uses, in the order the events first name them
+    used, first, codes = np.unique(ev.key_codes, return_index=True, return_inverse=True)
+    rank = np.argsort(first, kind="stable")
+    renumber = np.empty(len(used), dtype=np.int64)
+    renumber[rank] = np.arange(len(used))
+    codes = renumber[codes]
+    names = ev.key_names.take(pa.array(used[rank]))
     ts = slices.column("ts_ns").to_numpy()[ev.ops] - origin_ns
     order = np.lexsort((ev.ops, ts))
     outer = _outer_same(ev, codes)
     position = np.full(len(ev.ops) + 1, -1, dtype=np.int64)  # event index -> its row in `order`; -1 stays -1
     position[order] = np.arange(len(order))
     return {
-        "names": encoded.dictionary.to_pylist(),
+        "names": names.to_pylist(),
         "id": slices.column("slice_id").to_numpy()[ev.ops][order].tolist(),
         "ts": ts[order].tolist(),
         "name": codes[order].tolist(),

@@ -54,8 +54,10 @@ from explorer.model.tables import (
 log = logging.getLogger(__name__)
 
 # of the ingest's memory budget: the args put in slice order at the write hold twice this at most (a bucket read
-# back and its reordered copy), on top of the finished tables; past it they go through bucket files on disk
-ARGS_ORDER_SHARE = 1 / 64
+# back and its reordered copy), on top of the finished tables; past it they go through bucket files on disk.
+# A bucket's pages count in the write's peak, which is the ingest's: 1/64 (23 MiB at the default 1,500 MB) put
+# the 1M-event file's peak at 314-323 MiB, 1/256 at 295, in the same time (alternating runs; README, ninth round).
+ARGS_ORDER_SHARE = 1 / 256
 
 # SliceChunk's fields in the order add_slice stores a row: six ints, two flags, four texts
 ROW_FIELDS = ("thread", "lane", "ts", "dur", "corr", "ext", "is_op", "devtime", "name", "cat", "args", "shapes")
@@ -465,12 +467,16 @@ def _spill_folder(segments: list[Segment]) -> Path:
     return next(s.path.parent for s in segments if isinstance(s, SpilledArgs))
 
 
-# In memory, lane and cat are dictionary columns (a code per slice, not a string: ~160 MB less at the peak of a
-# 10M-event ingest); the store writes them as the strings of SLICES (explorer.store.runs casts each row group).
+# In memory, lane, cat, name and shapes are dictionary columns (a code per slice, not a string: ~160 MB less at
+# the peak of a 10M-event ingest for lane and cat; name and shapes, 24 MiB of the 1M-event file's 72 MiB slices
+# table as text, 5 as codes); the store writes them as the strings of SLICES (explorer.store.runs casts each row
+# group). Args, unique per slice, stay text.
 LANE_TYPE = pa.dictionary(pa.int8(), pa.string())
 CAT_TYPE = pa.dictionary(pa.int32(), pa.string())
+DICTIONARY_COLUMNS = frozenset({"cat", "name", "shapes"})
 SLICES_IN_MEMORY = pa.schema([
-    pa.field(f.name, LANE_TYPE if f.name == "lane" else CAT_TYPE if f.name == "cat" else f.type) for f in SLICES])
+    pa.field(f.name, LANE_TYPE if f.name == "lane" else CAT_TYPE if f.name in DICTIONARY_COLUMNS else f.type)
+    for f in SLICES])
 SLICES_WITHOUT_ARGS = pa.schema([f for f in SLICES_IN_MEMORY if f.name != "args"])
 
 
@@ -496,9 +502,12 @@ def _slices_table(cols: SliceColumns, order: np.ndarray, remap: _Renumber, raw_t
         values = ints(attr)
         return pa.array(values, pa.int64(), mask=values < 0)
 
+    def codes(attr: str) -> pa.DictionaryArray:
+        out = _dictionary(getattr(cols, attr), take)
+        setattr(cols, attr, empty_text)
+        return out
+
     lane = pa.DictionaryArray.from_arrays(pa.array(ints("lane").astype(np.int8)), pa.array(lane_values(), pa.string()))
-    cat = _dictionary(cols.cat, take)
-    cols.cat = empty_text
     columns = {
         "slice_id": np.arange(len(order), dtype=np.int64),
         "track_id": raw_track[order].astype(np.int32),
@@ -506,17 +515,17 @@ def _slices_table(cols: SliceColumns, order: np.ndarray, remap: _Renumber, raw_t
         "dur_ns": ints("dur"),
         "depth": depth[order].astype(np.int32),
         "parent_id": remap(parent)[order],
-        "name": text("name"),
-        "cat": cat,
+        "name": codes("name"),
+        "cat": codes("cat"),
         "lane": lane,
         "correlation": nullable("corr"),
         "external_id": nullable("ext"),
         "op_id": remap(op_id)[order],
         "is_op": ints("is_op"),
         "device_time": ints("devtime"),
-        "shapes": text("shapes"),
+        "shapes": codes("shapes"),
     }
-    del lane, cat
+    del lane
     if isinstance(cols.args, pa.ChunkedArray):
         return pa.table({**columns, "args": text("args")}, schema=SLICES_IN_MEMORY)
     return pa.table(columns, schema=SLICES_WITHOUT_ARGS)

@@ -23,6 +23,9 @@ import pyarrow.ipc as ipc
 from explorer.ingest.gather import take_text, take_text_array
 
 _SCHEMA = pa.schema([("args", pa.string())])
+# Pass 1 keeps a file open per bucket: past this many (a 20 GB trace's 67M slices in buckets of one row group
+# would be ~1,000, the usual limit of open files) the buckets grow instead
+MAX_BUCKETS = 256
 _BUCKET_SCHEMA = pa.schema([("pos", pa.int64()), ("args", pa.string())])
 
 
@@ -110,7 +113,7 @@ class OrderedArgs:
         n = len(self.order)
         nbytes = sum(s.nbytes for s in self.segments)
         per_row = max(1, nbytes // max(1, n))
-        bucket = max(1, self.budget_bytes // (per_row * rows)) * rows
+        bucket = max(1, self.budget_bytes // (per_row * rows), -(-n // (rows * MAX_BUCKETS))) * rows
         if bucket >= n:
             held = take_text(read_segments(self.segments), self.order)
             for lo in range(0, n, rows):

@@ -36,7 +36,6 @@ HIDDEN_OP_NAMES = frozenset({
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 PYTHON_CATEGORY = "python_function"  # with_stack frames: the `python` kind; every other op is an `operator`
 MODULE_FRAME_PREFIX = "nn.Module: "  # torch's python tracer names with_modules frames "nn.Module: Linear_0"
-_KEY_SEP = "\x1f"
 
 
 def op_key_name(name: str) -> str:
@@ -47,11 +46,14 @@ def op_key_name(name: str) -> str:
 @dataclass
 class OpEvents:
     """Every op event key_averages() counts (`ops`: slice positions) with its times, and the op tree
-    (`tparent`, over ops and runtime calls) that device time rolls up through."""
+    (`tparent`, over ops and runtime calls) that device time rolls up through. Texts are codes into a list of
+    values (the row names, the shapes), so no string is made per slice or per op."""
 
     ops: np.ndarray
-    keys: pa.Array  # row name of each op (ProfilerStep#N -> ProfilerStep*)
-    shapes: pa.Array  # input shapes text of each op, "[]" when absent
+    key_codes: np.ndarray  # row name of each op (ProfilerStep#N -> ProfilerStep*), as a code into key_names
+    key_names: pa.Array  # distinct row names
+    shape_codes: np.ndarray  # input shapes text of each op ("[]" when absent), as a code into shape_names
+    shape_names: pa.Array
     python: np.ndarray  # bool per op: a python_function frame
     dur: np.ndarray
     self_cpu: np.ndarray
@@ -77,15 +79,17 @@ def compute_op_stats_by_module(slices: pa.Table, by_shape: bool = False) -> pa.T
 
 
 def compute_op_events(slices: pa.Table) -> OpEvents:
-    """The op tree of `slices` (columns of SLICES, `shapes` optional) with self CPU and self device time."""
+    """The op tree of `slices` (columns of SLICES, `shapes` optional; texts as strings or dictionaries) with
+    self CPU and self device time."""
     # names as integer codes (one per distinct name): no Python string per slice
-    name = _name_codes(slices.column("name"))
+    name, names = text_codes(slices.column("name"))
     lane = _on_runtime_lane(slices.column("lane"))
     is_op = slices.column("is_op").to_numpy(zero_copy_only=False)
     hidden_names = pa.array(sorted(HIDDEN_OP_NAMES), pa.string())  # (not at import: pyarrow would load pandas)
-    hidden = pc.is_in(slices.column("name"), value_set=hidden_names).to_numpy(zero_copy_only=False)
+    hidden = pc.is_in(names, value_set=hidden_names).to_numpy(zero_copy_only=False)[name]
     is_op = is_op & ~hidden
     node = is_op | (lane & ~hidden)
+    del lane, hidden
     tparent = nearest_ancestor_where(slices.column("parent_id").to_numpy(), node)
     dur = slices.column("dur_ns").to_numpy()
 
@@ -94,43 +98,56 @@ def compute_op_events(slices: pa.Table) -> OpEvents:
     devtime = slices.column("device_time").to_numpy(zero_copy_only=False)
     dev = np.nonzero(devtime & (op_id >= 0))[0]
     np.add.at(self_dev, op_id[dev], dur[dev])
+    del dev
     removed = _remove_duplicate_children(name, node, tparent, self_dev)
     node &= ~removed
     is_op &= ~removed
+    del removed
     self_dev[~node] = 0  # device time of hidden ops is not in the table (as in torch)
 
     self_cpu = np.where(node, dur, 0).astype(np.int64, copy=False)
     child = np.nonzero(node & (tparent >= 0))[0]
     np.subtract.at(self_cpu, tparent[child], dur[child])
+    del child, node
 
     ops = np.nonzero(is_op)[0]
-    taken = pa.array(ops)
-    keys = pc.replace_substring_regex(slices.column("name").take(taken), r"^ProfilerStep#\d+$", "ProfilerStep*")
+    key_of_name, key_names = _recoded(pc.replace_substring_regex(names, r"^ProfilerStep#\d+$", "ProfilerStep*"))
+    key_codes = key_of_name[name[ops]]
     if "shapes" in slices.column_names:
-        shapes = pc.if_else(pc.equal(slices.column("shapes").take(taken), ""), "[]", slices.column("shapes").take(taken))
+        shape, shapes = text_codes(slices.column("shapes"), ops)
+        shape_of, shape_names = _recoded(pc.if_else(pc.equal(shapes, ""), "[]", shapes))
+        shape_codes = shape_of[shape]
     else:
-        shapes = pa.array(np.full(len(ops), "[]", dtype=object), pa.string())
-    python = pc.equal(slices.column("cat").take(taken), PYTHON_CATEGORY).to_numpy(zero_copy_only=False)
-    return OpEvents(ops, _flat(keys), _flat(shapes), python, dur[ops], self_cpu[ops], self_dev, tparent,
-                    int(dur[devtime].sum()))
+        shape_codes, shape_names = np.zeros(len(ops), np.int64), pa.array(["[]"], pa.string())
+    python = pc.equal(slices.column("cat").take(pa.array(ops)), PYTHON_CATEGORY).to_numpy(zero_copy_only=False)
+    return OpEvents(ops, key_codes, key_names, shape_codes, shape_names, python, dur[ops], self_cpu[ops], self_dev,
+                    tparent, int(dur[devtime].sum()))
 
 
-def _name_codes(names: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """One int per slice, equal where the names are equal (dictionary codes)."""
-    encoded = pc.dictionary_encode(names, null_encoding="encode")
-    chunks = encoded.chunks if isinstance(encoded, pa.ChunkedArray) else [encoded]
-    parts = [c.indices.to_numpy(zero_copy_only=False) for c in chunks]  # int32: only compared
-    return np.concatenate(parts) if parts else np.zeros(0, np.int32)
+def text_codes(texts: pa.Array | pa.ChunkedArray, rows: np.ndarray | None = None) -> tuple[np.ndarray, pa.Array]:
+    """(a code per value, or per value at `rows`; the distinct values the codes index): equal codes where the
+    texts are equal. A dictionary column (the ingest's in-memory slices) gives its own codes; a text column (a
+    stored run's) is encoded. Nulls get a code of their own."""
+    if not pa.types.is_dictionary(texts.type):
+        texts = pc.dictionary_encode(texts, null_encoding="encode")
+    chunks = texts.unify_dictionaries().chunks if isinstance(texts, pa.ChunkedArray) else [texts]
+    values = chunks[0].dictionary if chunks else pa.array([], pa.string())
+    parts = [c.indices.to_numpy(zero_copy_only=False) for c in chunks]
+    codes = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+    return (codes if rows is None else codes[rows]), values
+
+
+def _recoded(values: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Values that may repeat (after a rewrite, e.g. ProfilerStep#N -> ProfilerStep*) as (a new code per old
+    code, the distinct values the new codes index)."""
+    encoded = pc.dictionary_encode(values, null_encoding="encode")
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary
 
 
 def _on_runtime_lane(lanes: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """True per slice on the runtime lane."""
     runtime: np.ndarray = pc.equal(lanes, Lane.RUNTIME.value).to_numpy(zero_copy_only=False)
     return runtime
-
-
-def _flat(a: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
 def _remove_duplicate_children(name: np.ndarray, node: np.ndarray, tparent: np.ndarray,
@@ -162,13 +179,13 @@ def module_paths(ev: OpEvents, slices: pa.Table) -> pa.Array:
     """Per op: its chain of enclosing nn.Module frames, outermost first ("Net_0/Linear_1"), "" if none.
     Module frames count whether or not they are in the table (a time range keeps only some)."""
     n = len(ev.tparent)
-    names = slices.column("name")
+    name, names = text_codes(slices.column("name"))
     is_module = (pc.equal(slices.column("cat"), PYTHON_CATEGORY).to_numpy(zero_copy_only=False)
-                 & pc.starts_with(names, MODULE_FRAME_PREFIX).to_numpy(zero_copy_only=False))
+                 & pc.starts_with(names, MODULE_FRAME_PREFIX).to_numpy(zero_copy_only=False)[name])
     frames = np.nonzero(is_module)[0]
     outer = nearest_ancestor_where(ev.tparent, is_module)
     path = np.full(n, "", dtype=object)
-    short = pc.utf8_slice_codeunits(names.take(pa.array(frames)), len(MODULE_FRAME_PREFIX)).to_numpy(
+    short = pc.utf8_slice_codeunits(names.take(pa.array(name[frames])), len(MODULE_FRAME_PREFIX)).to_numpy(
         zero_copy_only=False)
     done = outer[frames] < 0
     path[frames[done]] = short[done]
@@ -186,10 +203,12 @@ def module_paths(ev: OpEvents, slices: pa.Table) -> pa.Array:
 def group_op_events(ev: OpEvents, by_shape: bool, modules: pa.Array | None = None) -> pa.Table:
     """Rows per name (and input shapes, and module path when given), sorted by device then CPU time.
     A row's kind is `python` when all its events are python frames, `operator` otherwise."""
-    parts = ([modules] if modules is not None else []) + [ev.keys] + ([ev.shapes] if by_shape else [])
-    joined = pc.binary_join_element_wise(*parts, _KEY_SEP) if len(parts) > 1 else parts[0]
-    codes = pc.dictionary_encode(joined).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    groups, first = np.unique(codes, return_index=True)
+    codes = ev.key_codes
+    if by_shape:
+        codes = _pair_codes(codes, ev.shape_codes)
+    if modules is not None:
+        codes = _pair_codes(_recoded(modules)[0], codes)
+    groups, first, codes = np.unique(codes, return_index=True, return_inverse=True)
     g = len(groups)
     calls = np.bincount(codes, minlength=g).astype(np.int64)
     cpu_total, self_cpu, self_dev = (_sum_by(codes, g, v) for v in (ev.dur, ev.self_cpu, ev.self_dev[ev.ops]))
@@ -200,15 +219,27 @@ def group_op_events(ev: OpEvents, by_shape: bool, modules: pa.Array | None = Non
     if modules is not None:
         columns["module"] = modules.take(pick)
     columns |= {
-        "name": ev.keys.take(pick),
-        "input_shapes": ev.shapes.take(pick) if by_shape else pa.array([""] * g, pa.string()),
+        "name": ev.key_names.take(pa.array(ev.key_codes[first])),
+        "input_shapes": ev.shape_names.take(pa.array(ev.shape_codes[first])) if by_shape else
+        pa.array([""] * g, pa.string()),
         "kind": pa.array(np.where(python_calls == calls, "python", "operator"), pa.string()),
         "calls": calls, "cpu_total_ns": cpu_total, "self_cpu_ns": self_cpu,
         "cpu_avg_ns": cpu_total // np.maximum(calls, 1),
         "device_total_ns": _device_totals(ev, codes, g), "self_device_ns": self_dev, "device_pct": pct,
     }
     out = pa.table(columns, schema=OP_STATS_BY_MODULE if modules is not None else OP_STATS)
-    return out.sort_by([("device_total_ns", "descending"), ("cpu_total_ns", "descending"), ("name", "ascending")])
+    # ties broken by every key column: the same order whatever order the slices (or their texts' codes) came in
+    ties = [("name", "ascending"), ("input_shapes", "ascending")] + (
+        [("module", "ascending")] if modules is not None else [])
+    return out.sort_by([("device_total_ns", "descending"), ("cpu_total_ns", "descending"), *ties])
+
+
+def _pair_codes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One code per (a, b) pair, equal where both are equal: each side compacted first, so the pair's code
+    stays below len(a) * len(b)."""
+    a = np.unique(a, return_inverse=True)[1].astype(np.int64)
+    b_codes, b = np.unique(b, return_inverse=True)
+    return a * len(b_codes) + b.astype(np.int64)
 
 
 def _sum_by(codes: np.ndarray, groups: int, values: np.ndarray) -> np.ndarray:

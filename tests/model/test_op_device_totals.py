@@ -5,6 +5,7 @@ a set of the rows met (also through the sorting fallback for chains deeper than 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import explorer.model.op_stats as op_stats
@@ -23,8 +24,9 @@ def random_op_tree(n: int, names: int, seed: int) -> tuple[OpEvents, np.ndarray]
     self_dev = np.where(rng.random(n) < 0.3, rng.integers(1, 1000, n), 0).astype(np.int64)
     ops = np.arange(n, dtype=np.int64)
     empty = np.zeros(n, dtype=np.int64)
-    ev = OpEvents(ops=ops, keys=None, shapes=None, python=np.zeros(n, bool), dur=empty, self_cpu=empty,  # type: ignore[arg-type]
-                  self_dev=self_dev, tparent=tparent, device_all=int(self_dev.sum()))
+    no_text = pa.array([], pa.string())
+    ev = OpEvents(ops=ops, key_codes=codes, key_names=no_text, shape_codes=empty, shape_names=no_text,
+                  python=np.zeros(n, bool), dur=empty, self_cpu=empty, self_dev=self_dev, tparent=tparent, device_all=int(self_dev.sum()))
     return ev, codes
 
 
