@@ -80,8 +80,9 @@ def main() -> None:
     ap.add_argument("--memory-mb", type=int, default=1500)
     args = ap.parse_args()
 
-    from explorer.ingest.memory import as_ingest_process
+    from explorer.ingest.memory import as_ingest_process, ingest_environment
 
+    ingest_environment()  # as the console script does for `ingest` (api/launch.py), before pyarrow loads
     as_ingest_process()  # as `trace-explorer ingest` does, before the ingest's imports
     from explorer.ingest.limits import IngestLimits
     from explorer.model import split as split_module

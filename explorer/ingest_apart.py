@@ -29,7 +29,7 @@ from pathlib import Path
 from explorer.config import Settings
 from explorer.errors import ExplorerError
 from explorer.ingest.limits import IngestLimits
-from explorer.ingest.memory import as_ingest_process
+from explorer.ingest.memory import as_ingest_process, ingest_environment
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +87,7 @@ class IngestProcesses:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        ingest_environment()  # the forkserver, started with the first child, and its children inherit it
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(PRELOAD)
         self._running: set[multiprocessing.process.BaseProcess] = set()

@@ -18,7 +18,7 @@ def cli(*args: str) -> list[str]:
     script = Path(sys.executable).with_name("trace-explorer")
     if script.exists():
         return [str(script), *args]
-    return [sys.executable, "-c", "from api.cli import main; main()", *args]
+    return [sys.executable, "-c", "from api.launch import main; main()", *args]
 
 
 def free_port() -> int:
@@ -58,7 +58,7 @@ def serve_subprocess(data_dir: Path, *args: str, env: dict[str, str] | None = No
     """`trace-explorer serve` in a subprocess on a free port, once its health check answers: (URL, process)."""
 
     port = free_port()
-    cmd = [sys.executable, "-c", "from api.cli import main; main()", "serve", "--port", str(port),
+    cmd = [sys.executable, "-c", "from api.launch import main; main()", "serve", "--port", str(port),
            "--data-dir", str(data_dir), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})

@@ -13,6 +13,15 @@ Nor does such a process load pandas, which it never uses: pyarrow imports it (~0
 first time `pa.array` is given a Python list, only to ask whether the list is a pandas object. The import is
 refused (pyarrow takes that as pandas being absent); a process that has already loaded pandas keeps it.
 
+Arrow's own C++ code does not follow `pa.set_memory_pool`: Parquet's column writers (page buffers, dictionary
+encoders, compression) allocate from the C++ default pool, mimalloc, which keeps the pages it once used (writing
+the 1M-event file's slices, its arena held 27-39 MiB at the end, with at most 4.5 MiB allocated at a time). That
+default is chosen once, when pyarrow loads, from the environment variable ARROW_DEFAULT_MEMORY_POOL; so the
+processes that will ingest get it before (`ingest_environment`): the console script sets it for `ingest` and
+`worker` before their imports (api/launch.py), and a server sets it before it starts the processes its ingests
+run in, which inherit it. The 1M-event file's peak: 304-308 MiB with mimalloc there, 285-286 with the system
+pool, in the same time (bench/ingest_memory.py, alternating).
+
 This is process-wide state, set once, by the processes that exist to ingest: `trace-explorer ingest` and
 `worker`, a server's ingest process (explorer.ingest_apart), parse workers (explorer.ingest.parts). Not by a
 process that goes on to other work: the demo profiles with torch between its ingests, and with torch's
@@ -24,9 +33,8 @@ from __future__ import annotations
 import ctypes
 import importlib.abc
 import logging
+import os
 import sys
-
-import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +43,16 @@ TRIM_THRESHOLD_BYTES = 128 * 1024
 _M_TRIM_THRESHOLD = -1  # mallopt parameter numbers, from glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 
+ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"  # read by Arrow's C++ library once, when pyarrow loads
+
 _done = False
+
+
+def ingest_environment() -> None:
+    """Arrow's C++ default pool, for pyarrow loaded from now on in this process or in processes it starts: the
+    system allocator (see the module's docstring), unless the variable is set already. Call it before pyarrow is
+    imported, or before starting the processes that will ingest."""
+    os.environ.setdefault(ARROW_POOL_VARIABLE, "system")
 
 
 class _NoPandas(importlib.abc.MetaPathFinder):
@@ -56,6 +73,8 @@ def as_ingest_process() -> None:
     _done = True
     if "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NoPandas())
+    import pyarrow as pa  # (here: importing this module must not load pyarrow, see ingest_environment)
+
     pa.set_memory_pool(pa.system_memory_pool())
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library this interpreter runs on

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from explorer.ingest import chrome_fast
 from explorer.ingest.limits import IngestLimits
+from explorer.ingest.memory import ingest_environment
 from explorer.ingest.parts import Part, PartJob, load_part, parse_here, parse_part
 from explorer.ingest.sources import Member
 
@@ -100,6 +101,7 @@ def parse_parts(jobs: list[PartJob], processes: int,
     then). `done` is called in this process as each job completes. The first job to raise stops the others
     from being taken and is raised here."""
     share = _Share(jobs)
+    ingest_environment()  # a forkserver started here, and its workers, inherit it
     context = multiprocessing.get_context(START_METHOD)
     context.set_forkserver_preload(PRELOAD)
     workers = max(1, min(processes - 1, len(jobs) - 1))

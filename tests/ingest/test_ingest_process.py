@@ -1,4 +1,5 @@
-"""A process that exists to ingest (explorer.ingest.memory.as_ingest_process) loads only what the ingest uses:
+"""A process that exists to ingest (explorer.ingest.memory.as_ingest_process) loads only what the ingest uses,
+with Arrow's C++ default pool chosen before pyarrow loads (explorer.ingest.memory.ingest_environment):
 neither pandas (pyarrow would import it at the first Arrow array made of a Python list) nor, when the compiled
 reader reads the file, DuckDB, nor, into a catalog at this version's schema, Alembic, nor with a folder store and
 a SQLite catalog, fsspec or SQLAlchemy's PostgreSQL dialect; and pyarrow works as before without them."""
@@ -6,22 +7,38 @@ a SQLite catalog, fsspec or SQLAlchemy's PostgreSQL dialect; and pyarrow works a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from explorer.config import Settings
 from explorer.ingest import chrome_fast, kscan
+from explorer.ingest.memory import ARROW_POOL_VARIABLE
+from explorer.ingest_apart import IngestProcesses
 from explorer.store.runs import RunStore
 
 ROOT = Path(__file__).parents[2]
 
 
 INGEST = r"""
-import json, sys
-from api.cli import main  # the console script's entry point
+import json, os, sys
+pool_when_loaded = []  # ARROW_DEFAULT_MEMORY_POOL when pyarrow was first imported: Arrow's C++ default from then on
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pyarrow" and not pool_when_loaded:
+            pool_when_loaded.append(os.environ.get("ARROW_DEFAULT_MEMORY_POOL"))
+
+sys.meta_path.insert(0, Watch())
+from api.launch import main  # the console script's entry point
+sys.argv = ["trace-explorer", "ingest", *sys.argv[1:]]
 try:
-    main(["ingest", *sys.argv[1:]])
+    main()
 finally:
+    print(json.dumps(pool_when_loaded))
     print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("pandas", "duckdb", "alembic", "fsspec", "explorer")
                             or m.startswith("sqlalchemy.dialects."))))
 """
@@ -39,8 +56,10 @@ def test_the_cli_ingest_loads_only_what_it_uses(tmp_path: Path) -> None:
     assert trace.stat().st_size > chrome_fast.FAST_MIN_BYTES
     proc = subprocess.run([sys.executable, "-c", INGEST, str(trace), "--data-dir", str(tmp_path / "data")],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
-    *printed, modules_line = proc.stdout.strip().splitlines()
+    *printed, pool_line, modules_line = proc.stdout.strip().splitlines()
     modules = set(json.loads(modules_line))
+    # Parquet's writers allocate from Arrow's C++ default pool, chosen as pyarrow loads: the system allocator
+    assert json.loads(pool_line) == ["system"], proc.stderr[-3000:]
     assert {"explorer.ingest.kscan", "explorer.service"} <= modules, proc.stderr[-3000:]  # it did ingest
     assert not {m for m in modules if m.split(".")[0] in ("pandas", "duckdb", "alembic", "fsspec")}
     assert "sqlalchemy.dialects.sqlite" in modules and "sqlalchemy.dialects.postgresql" not in modules
@@ -86,3 +105,15 @@ def test_the_forkservers_preload_the_ingest_without_pandas() -> None:
         code = "import sys\n" + "".join(f"import {m}\n" for m in preload) + "print('pandas' in sys.modules)"
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert proc.returncode == 0 and proc.stdout.strip() == "False", (preload, proc.stderr)
+
+
+def test_a_server_starts_its_ingest_processes_with_the_system_pool(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """A server's ingests run in processes of a forkserver it starts (explorer.ingest_apart): they inherit the
+    variable from the server, set before the first of them starts; a value the user set is kept."""
+    monkeypatch.delenv(ARROW_POOL_VARIABLE, raising=False)
+    IngestProcesses(Settings(data_dir=tmp_path))
+    assert os.environ[ARROW_POOL_VARIABLE] == "system"
+    monkeypatch.setenv(ARROW_POOL_VARIABLE, "jemalloc")
+    IngestProcesses(Settings(data_dir=tmp_path))
+    assert os.environ[ARROW_POOL_VARIABLE] == "jemalloc"

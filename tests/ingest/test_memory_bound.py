@@ -33,6 +33,8 @@ TABLES = ("slices", "tracks", "flows", "counters", "instants", "op_stats", "op_s
 CHILD = r"""
 import json, sys
 from pathlib import Path
+from explorer.ingest.memory import ingest_environment
+ingest_environment()  # as the console script does for `ingest` (api/launch.py), before pyarrow loads
 import duckdb, pyarrow.parquet  # noqa: F401 - the baseline is the interpreter with what an ingest imports
 import explorer.model.op_stats  # noqa: F401
 from explorer.ingest import chrome_fast

@@ -1,0 +1,23 @@
+"""The console script's entry point: what must happen before the CLI's imports, then the CLI (api/cli.py).
+
+A command that exists to ingest (`ingest`, `worker`) gets Arrow's C++ default memory pool chosen before pyarrow
+loads (explorer.ingest.memory.ingest_environment): api/cli.py's own imports load it. This module imports nothing
+heavy, and nothing happens on import.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from explorer.ingest.memory import ingest_environment
+
+INGEST_COMMANDS = frozenset({"ingest", "worker"})
+
+
+def main() -> None:
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+    if command in INGEST_COMMANDS:
+        ingest_environment()
+    from api.cli import main as cli
+
+    cli()
