@@ -37,7 +37,7 @@ from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
 from explorer.store.catalog import LEASE_S, Catalog, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
-from explorer.store.parquet import ROW_GROUP_ROWS, ahead, parquet_options
+from explorer.store.parquet import ROW_GROUP_ROWS, ahead, parquet_options, write_schema
 from explorer.store.run_copies import RunCopies
 from explorer.store.storage import FolderStorage, Storage, answering, new_attempt, open_storage
 
@@ -229,6 +229,10 @@ class RunStore:
                 for name, table in trace.tables.items():
                     if name == "slices" and trace.slice_args is not None:
                         _write_slices(work / "slices.parquet", table, trace.slice_args)
+                    elif name == "slices":
+                        written = write_schema(table, TABLE_SCHEMAS[name])
+                        pq.write_table(table.cast(written), work / f"{name}.parquet", store_schema=False,
+                                       **parquet_options(TABLE_SCHEMAS[name]))
                     else:
                         pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
                                        **parquet_options(TABLE_SCHEMAS[name]))
@@ -333,8 +337,8 @@ def _write_slices(path: Path, slices: pa.Table, args: OrderedText) -> None:
     """The slices table with its args column joined from outside memory, one row group at a time (so the
     row groups are ROW_GROUP_ROWS long, as slice_rows expects, and only a group or two's args are held), the
     next group made while the last is encoded."""
-    schema = TABLE_SCHEMAS["slices"]
-    options = {k: v for k, v in parquet_options(schema).items() if k != "row_group_size"}
+    schema = write_schema(slices, TABLE_SCHEMAS["slices"])
+    options = {k: v for k, v in parquet_options(TABLE_SCHEMAS["slices"]).items() if k != "row_group_size"}
 
     def groups() -> Iterator[pa.Table]:
         lo = 0
@@ -344,7 +348,7 @@ def _write_slices(path: Path, slices: pa.Table, args: OrderedText) -> None:
         if lo != slices.num_rows:
             raise ValueError(f"slice args: {lo} values for {slices.num_rows} slices")
 
-    with pq.ParquetWriter(path, schema, **options) as writer:
+    with pq.ParquetWriter(path, schema, store_schema=False, **options) as writer:
         for group in ahead(groups()):
             writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
         if not slices.num_rows:
