@@ -4,7 +4,7 @@ ingested in this process while a thread samples the RSS every 10 ms; each step o
 are bracketed, and the table printed is the RSS when each step started, the highest RSS seen during it, and
 the RSS when it ended. The step whose peak is the run's peak is what bounds the memory.
 Usage:
-    .venv/bin/python bench/ingest_memory.py [--events 1000000] [--memory-mb 1500]
+    .venv/bin/python bench/ingest_memory.py [--events 1000000 | --trace FILE] [--memory-mb 1500]
 """
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--memory-mb", type=int, default=1500)
+    ap.add_argument("--trace", type=Path, default=None,
+                    help="ingest this trace file instead of writing one (e.g. a 10M-event file kept from bench/ingest.py)")
     args = ap.parse_args()
 
     from explorer.ingest.memory import as_ingest_process, ingest_environment
@@ -91,8 +93,9 @@ def main() -> None:
     from explorer.store.runs import RunStore
 
     with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "trace.json"
-        write_kineto_trace(trace, args.events)
+        trace = args.trace or Path(tmp) / "trace.json"
+        if args.trace is None:
+            write_kineto_trace(trace, args.events)
         size = trace.stat().st_size
         sampler = Sampler()
         rows: list[tuple[str, int, int, int]] = []
@@ -124,7 +127,8 @@ def main() -> None:
         sampler.stop()
         peak = max(r for _, r in sampler.samples)
         mb = 2**20
-        print(f"{args.events:,} events, {size / 1e6:,.1f} MB file, memory setting {args.memory_mb} MB; "
+        events = f"{args.trace.name}:" if args.trace else f"{args.events:,} events,"
+        print(f"{events} {size / 1e6:,.1f} MB file, memory setting {args.memory_mb} MB; "
               f"{wall:.1f} s; RSS before the ingest {start_rss / mb:,.0f} MiB, peak {peak / mb:,.0f} MiB "
               f"({peak / size:.2f}x the file)")
         print(f"the check's process beside it (explorer/ingest/json_check.py): peak {sampler.children_peak / mb:,.0f} MiB; "

@@ -25,6 +25,7 @@ from explorer.ingest.columns import (
     FlowPoints,
     SliceChunk,
     SliceColumns,
+    as_codes,
     concat_chunks,
     lane_values,
     rule_columns,
@@ -183,6 +184,7 @@ class TraceBuilder:
             self._chunks.append(self._rows_chunk())
             self._chunk_rows += len(self._rows)
             self._rows = []
+        cat = as_codes(cat)
         lane, is_op, devtime = rule_columns(cat)
         self._chunks.append(SliceChunk(
             thread=thread.astype(np.int64, copy=False), lane=lane, ts=ts_ns.astype(np.int64, copy=False),
@@ -270,13 +272,19 @@ class TraceBuilder:
 
     def _cut_names(self, names: pa.ChunkedArray) -> pa.ChunkedArray:
         """Names longer than the limit, cut to it (and counted in a warning)."""
-        limit = self.limits.max_name_chars
-        too_long = pc.greater(pc.utf8_length(names), limit)
-        n = pc.sum(too_long).as_py() or 0
+        limit, n, chunks = self.limits.max_name_chars, 0, []
+        for chunk in names.chunks:  # TEXT_CODES: each distinct name is looked at once, and cut once
+            values = chunk.dictionary
+            too_long = pc.greater(pc.utf8_length(values), limit)
+            if pc.any(too_long).as_py():
+                n += pc.sum(too_long.take(chunk.indices)).as_py() or 0
+                chunk = pa.DictionaryArray.from_arrays(
+                    chunk.indices, pc.if_else(too_long, pc.utf8_slice_codeunits(values, 0, limit), values))
+            chunks.append(chunk)
         if not n:
             return names
         self.warn("long_name", f"slice names longer than {limit:,} characters (cut; EXPLORER_MAX_NAME_CHARS)", n)
-        return pc.if_else(too_long, pc.utf8_slice_codeunits(names, 0, limit), names)
+        return pa.chunked_array(chunks, names.type)
 
     def _rows_chunk(self) -> SliceChunk:
         """The row-wise slices so far as one chunk."""

@@ -46,7 +46,7 @@ from explorer.ingest.chrome_feed import (
     memory_points,
     shapes_column,
 )
-from explorer.ingest.columns import NONE
+from explorer.ingest.columns import NONE, as_codes
 from explorer.ingest.gather import take_rows
 from explorer.ingest.json_check import BETWEEN_EVENTS
 from explorer.ingest.links import flow_kind_index
@@ -503,7 +503,8 @@ class _Batch:
             n=batch.num_rows, ts=ts_ns, dur=dur_ns,
             thread_key=pc.dictionary_encode(pc.binary_join_element_wise(batch.column("pid"), batch.column("tid"),
                                                                         "\x00")),
-            x=_with_shapes(take_rows(batch, ["cat", "name", "args", "dims", "corr", "ext"], np.flatnonzero(good_x))),
+            x=_coded(_with_shapes(take_rows(batch, ["cat", "name", "args", "dims", "corr", "ext"],
+                                            np.flatnonzero(good_x)))),
             x_mask=good_x,
             flows=take_rows(batch, ["ph", "cat", "id", "bp"], np.flatnonzero(flow)), flow_mask=flow,
             rest=_events(batch, rest), memory=memory,
@@ -530,6 +531,14 @@ def _memory_of(batch: pa.RecordBatch, rows: np.ndarray, ts_ns: np.ndarray,
                                  taken.column("args").to_pylist())
     mask[np.flatnonzero(mask)[left]] = False  # args this decoding does not take: the per-event path's
     return points, rows[~mask]
+
+
+def _coded(x: pa.RecordBatch) -> pa.RecordBatch:
+    """The complete events' category, name and shapes as codes (columns.as_codes), encoded here, in the reader's
+    thread, rather than by the builder on the main thread."""
+    for field in ("cat", "name", "dims"):
+        x = x.set_column(x.schema.get_field_index(field), field, as_codes(x.column(field)))
+    return x
 
 
 def _with_shapes(x: pa.RecordBatch) -> pa.RecordBatch:

@@ -19,6 +19,21 @@ NONE = -1  # "no value" in integer id columns; nullable columns use Arrow nulls 
 ROW_FLOW_CODES = 1 << 48  # row-wise flow codes (TraceBuilder.flow_code) live above every block handed to bulk parsers
 
 
+# Slice names, categories and shapes are held as codes into each chunk's distinct values from the parse on (a
+# name repeats across a trace's slices: the 10M-event file's raw names, categories and shapes take ~300 MB as
+# text); args, unique per slice, stay text.
+TEXT_CODES = pa.dictionary(pa.int32(), pa.string())
+CODED_FIELDS = ("name", "cat", "shapes")
+
+
+def as_codes(texts: pa.Array) -> pa.DictionaryArray:
+    """A text column as TEXT_CODES (one encoded already is kept as it is)."""
+    if pa.types.is_dictionary(texts.type):
+        return texts if texts.type == TEXT_CODES else texts.cast(TEXT_CODES)
+    coded: pa.DictionaryArray = pc.dictionary_encode(texts.cast(pa.string()))
+    return coded
+
+
 @dataclass
 class SliceChunk:
     """A batch of raw slices: one value per slice in every column."""
@@ -31,10 +46,13 @@ class SliceChunk:
     ext: np.ndarray  # int64, -1 none
     is_op: np.ndarray  # bool
     devtime: np.ndarray  # bool
-    name: pa.Array  # string
-    cat: pa.Array  # string
+    name: pa.Array  # TEXT_CODES (as_codes)
+    cat: pa.Array  # TEXT_CODES
     args: Segment  # string (JSON object text), held or spilled to disk (explorer.ingest.spill)
-    shapes: pa.Array  # string
+    shapes: pa.Array  # TEXT_CODES
+
+    def __post_init__(self) -> None:
+        self.name, self.cat, self.shapes = as_codes(self.name), as_codes(self.cat), as_codes(self.shapes)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -68,10 +86,10 @@ class SliceColumns:
     ext: np.ndarray
     is_op: np.ndarray
     devtime: np.ndarray
-    name: pa.ChunkedArray
-    cat: pa.ChunkedArray
+    name: pa.ChunkedArray  # TEXT_CODES, each chunk with its own values
+    cat: pa.ChunkedArray  # TEXT_CODES
     args: pa.ChunkedArray | list[Segment]  # a list when some chunk's args are on disk
-    shapes: pa.ChunkedArray
+    shapes: pa.ChunkedArray  # TEXT_CODES
 
 
 def concat_chunks(chunks: list[SliceChunk]) -> SliceColumns:
@@ -84,12 +102,15 @@ def concat_chunks(chunks: list[SliceChunk]) -> SliceColumns:
         parts = [getattr(c, attr) for c in chunks if len(c)]
         return pa.chunked_array([p.cast(pa.string()) for p in parts], pa.string())
 
+    def codes(attr: str) -> pa.ChunkedArray:
+        return pa.chunked_array([getattr(c, attr) for c in chunks if len(c)], TEXT_CODES)
+
     segments = [c.args for c in chunks if len(c)]
     spilled = any(isinstance(a, SpilledArgs) for a in segments)
     return SliceColumns(
         thread=num("thread", np.int64), lane=num("lane", np.int64), ts=num("ts", np.int64), dur=num("dur", np.int64),
         corr=num("corr", np.int64), ext=num("ext", np.int64), is_op=num("is_op", bool), devtime=num("devtime", bool),
-        name=text("name"), cat=text("cat"), args=segments if spilled else text("args"), shapes=text("shapes"),
+        name=codes("name"), cat=codes("cat"), args=segments if spilled else text("args"), shapes=codes("shapes"),
     )
 
 

@@ -110,9 +110,10 @@ def export_state(b: TraceBuilder, link: bool = False) -> BuilderState:
     cols = b._columns()
     linked = _link_alone(b, cols) if link else None
     args, spilled = _spill_book(cols.args)
+    # one dictionary per text column for all its batches: an Arrow IPC file cannot replace one between batches
     slices = pa.table({"thread": cols.thread, "lane": cols.lane, "ts": cols.ts, "dur": cols.dur, "corr": cols.corr,
                        "ext": cols.ext, "is_op": cols.is_op, "devtime": cols.devtime, "name": cols.name,
-                       "cat": cols.cat, "args": args, "shapes": cols.shapes})
+                       "cat": cols.cat, "args": args, "shapes": cols.shapes}).unify_dictionaries()
     bulk = b._bulk_flows
     flows = pa.table({name: _concat(parts, dtype) for name, parts, dtype in (
         ("code", bulk.key, np.int64), ("kind", bulk.kind, np.int8), ("thread", bulk.thread, np.int64),

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from explorer.config import Settings
 from explorer.errors import BadTrace
+from explorer.ingest import chrome_fast
 from explorer.ingest.limits import IngestLimits
 from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
@@ -59,14 +60,20 @@ def test_at_the_limit_is_fine(tmp_path: Path) -> None:
     assert max(t["max_depth"] for t in store.table(rec.id, "tracks").to_pylist()) == 19
 
 
-def test_a_long_name_is_cut_with_a_warning(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", ["per event", "compiled"])
+def test_a_long_name_is_cut_with_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
+    """Two long names that differ past the limit become one name, in the slices and in the op table."""
+    if reader == "compiled":
+        monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0)
     store = RunStore(tmp_path / "data")
-    long = "x" * 10_000 + "训"
-    rec = ingest_paths(store, [trace(tmp_path / "t.json", flat(3, name=long) + flat(2, name="short"))],
-                       limits=IngestLimits(max_name_chars=100))
+    long, other = "x" * 10_000 + "训", "x" * 10_000 + "y"
+    events = flat(3, name=long) + flat(2, name="short") + flat(1, name=other)
+    rec = ingest_paths(store, [trace(tmp_path / "t.json", events)], limits=IngestLimits(max_name_chars=100))
     names = store.table(rec.id, "slices").column("name").to_pylist()
-    assert sorted(names) == sorted(["x" * 100] * 3 + ["short"] * 2)
-    assert [(w.code, w.count) for w in rec.summary.warnings if w.code == "long_name"] == [("long_name", 3)]
+    assert sorted(names) == sorted(["x" * 100] * 4 + ["short"] * 2)
+    assert [(w.code, w.count) for w in rec.summary.warnings if w.code == "long_name"] == [("long_name", 4)]
+    calls = {r["name"]: r["calls"] for r in store.table(rec.id, "op_stats").to_pylist()}
+    assert calls == {"x" * 100: 4, "short": 2}
 
 
 def test_the_cli_reads_its_limits_from_the_environment(tmp_path: Path) -> None:
