@@ -15,6 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from explorer.errors import BadRequest
+from explorer.ingest import chrome_fast
+from explorer.model.op_stats import compute_op_stats
 from explorer.service import ingest_paths
 from explorer.store.queries import OP_VIEWS, default_op_sort, has_module_frames, load_ops
 from explorer.store.run_queries import load_ops_in_range
@@ -246,3 +248,30 @@ def test_real_trace_device_totals_count_each_execution_once_per_name(shared_trac
     assert nested_twice  # the trace really nests some names inside themselves
     rows = load_ops(store, ingest_paths(store, [plain]).id, view="all")
     assert {r["name"]: r["device_total_ns"] for r in rows if r["device_total_ns"]} == dict(truth)
+
+
+@pytest.mark.parametrize("reader", ["per event", "compiled"])
+def test_the_stored_op_tables_equal_the_ones_made_again_from_the_stored_slices(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str) -> None:
+    """The ingest makes the op tables from its slices with names and shapes as codes into sorted values; a
+    module view or a range makes them again from the stored slices, as text in first-seen order. Rows that tie
+    on device and CPU time (here: every shape of one op, and ops of equal times) come in the same order both
+    ways, and every number is the same."""
+    if reader == "compiled":
+        monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", 0)
+    names = ["zeta::op", "alpha::op", "mid::op"]
+    shapes = ["[[8]]", "[[2]]", "[]", "[[4]]"]
+    events = [{"ph": "X", "cat": "cpu_op", "name": names[i % 3], "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5,
+               "args": {"Input Dims": json.loads(shapes[i % 4])} if shapes[i % 4] != "[]" else {}}
+              for i in range(120)]
+    path = tmp_path / "ties.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    store = RunStore(tmp_path / "data")
+    rec = ingest_paths(store, [path], "ties")
+    stored_slices = pq.read_table(store.table_path(rec.id, "slices"))
+    by_name, by_shape = compute_op_stats(stored_slices)
+    assert store.table(rec.id, "op_stats").equals(by_name)
+    assert store.table(rec.id, "op_stats_by_shape").equals(by_shape)
+    assert by_name.column("name").to_pylist() == ["alpha::op", "mid::op", "zeta::op"]  # equal times: by name
+    assert by_shape.num_rows == 12 and by_shape.column("calls").to_pylist() == [10] * 12
+    assert by_shape.slice(0, 4).column("input_shapes").to_pylist() == ["[[2]]", "[[4]]", "[[8]]", "[]"]
