@@ -144,14 +144,15 @@ def bind_points(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray, parent: np.
     if len(ts) == 0 or len(p_ts) == 0:
         return out
     order = np.lexsort((-dur, ts, thread))
-    s_thread, s_ts = thread[order], ts[order]
-    bounds = np.searchsorted(s_thread, np.arange(int(max(thread.max(), p_thread.max())) + 2))
+    # each thread's run in `order`, from the threads' counts: no sorted copy of the thread and time columns
+    bounds = np.zeros(int(max(thread.max(), p_thread.max())) + 2, dtype=np.int64)
+    np.cumsum(np.bincount(thread, minlength=len(bounds) - 1), out=bounds[1:])
     for t in np.unique(p_thread):
         lo, hi = bounds[t], bounds[t + 1]
         pts = np.nonzero(p_thread == t)[0]
         if lo == hi:
             continue
-        seg_ts = s_ts[lo:hi]
+        seg_ts = ts[order[lo:hi]]
         # innermost candidate: the last slice starting at or before the point
         j = np.searchsorted(seg_ts, p_ts[pts], side="right") - 1
         cand = np.where(j >= 0, order[lo + np.maximum(j, 0)], NONE)

@@ -28,8 +28,8 @@ class Linked:
     """Per raw slice: parent and op (raw indices, -1 none), sub-row and depth on its track; the flows."""
 
     parent: np.ndarray
-    sub_row: np.ndarray
-    depth: np.ndarray
+    sub_row: np.ndarray  # int8 (nesting.MAX_SUB_ROWS)
+    depth: np.ndarray  # int32
     op_id: np.ndarray
     flows: FlowLinks
     displaced: int  # slices put on a sub-row
@@ -48,9 +48,8 @@ def link_slices(cols: SliceColumns, thread_src: np.ndarray, explicit: Arrays3, p
         nest = compute_nesting(cols.thread, cols.lane, cols.ts, cols.dur)
         depth = count_same_lane_ancestors(nest.parent, cols.lane)
     with step("links"):
-        src = thread_src[cols.thread] if len(cols.thread) else cols.thread
-        flows = build_flows(cols, nest.parent, src, explicit, points)
-        op_id = attribute_ops(cols, nest.parent, src, flows.frm, flows.to, flows.kind)
+        flows = build_flows(cols, nest.parent, thread_src, explicit, points)
+        op_id = attribute_ops(cols, nest.parent, thread_src, flows.frm, flows.to, flows.kind)
     return Linked(nest.parent, nest.sub_row, depth, op_id, flows, nest.displaced_rows)
 
 
@@ -124,8 +123,8 @@ class LinkedParts:
             parts = [_shifted(p.slices.column(name).to_numpy(), p.row0 if shift else 0) for p in self.pieces]
             return np.concatenate(parts).astype(dtype, copy=False)
 
-        return Linked(parent=col("parent", np.int64, True), sub_row=col("sub_row", np.int64),
-                      depth=col("depth", np.int64), op_id=col("op_id", np.int64, True), flows=self._flows(),
+        return Linked(parent=col("parent", np.int64, True), sub_row=col("sub_row", np.int8),
+                      depth=col("depth", np.int32), op_id=col("op_id", np.int64, True), flows=self._flows(),
                       displaced=sum(p.counts["displaced"] for p in self.pieces),
                       by_track=col("by_track", np.int64, True))
 

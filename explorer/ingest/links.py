@@ -25,6 +25,18 @@ def flow_kind_index(cat: str) -> int:
     return KINDS.index(kind.value)
 
 
+class _Sources:
+    """Each slice's source file, looked up for the slices at hand only (`src[rows]`): the whole column would be
+    one more int64 per slice held through the links step (51 MiB at 10M events)."""
+
+    def __init__(self, thread: np.ndarray, thread_src: np.ndarray) -> None:
+        self.thread, self.thread_src = thread, thread_src
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        out: np.ndarray = self.thread_src[self.thread[rows]]
+        return out
+
+
 @dataclass
 class FlowLinks:
     """The flows of a build, deduplicated, in flows-table order: (from, to, kind) per flow, and where each
@@ -39,13 +51,14 @@ class FlowLinks:
     unbound: int  # flow steps whose end could not be bound to a slice
 
 
-def build_flows(cols: SliceColumns, parent: np.ndarray, src: np.ndarray, explicit: Arrays3,
+def build_flows(cols: SliceColumns, parent: np.ndarray, thread_src: np.ndarray, explicit: Arrays3,
                 points: tuple[np.ndarray, ...]) -> FlowLinks:
     """Every flow, deduplicated (the first of equal (from, to) pairs kept), plus how many flow steps could
     not be bound.
 
-    `src` is each slice's source file (correlation ids are unique per file); `points` are flow steps
+    `thread_src` is each thread's source file (correlation ids are unique per file); `points` are flow steps
     as (code, kind, thread, ts, enclosing) columns."""
+    src = _Sources(cols.thread, thread_src)
     froms, tos, kinds = [explicit[0]], [explicit[1]], [explicit[2]]
     codes = [np.full(len(explicit[0]), NONE, dtype=np.int64)]
     rt = np.nonzero((cols.corr >= 0) & (cols.lane == LANE_ORDER[Lane.RUNTIME]))[0]
@@ -79,11 +92,11 @@ def build_flows(cols: SliceColumns, parent: np.ndarray, src: np.ndarray, explici
     return FlowLinks(f[first], t[first], k[first], cat[first], c[first], unbound)
 
 
-def attribute_ops(cols: SliceColumns, parent: np.ndarray, src: np.ndarray, f_from: np.ndarray, f_to: np.ndarray,
-                  f_kind: np.ndarray) -> np.ndarray:
+def attribute_ops(cols: SliceColumns, parent: np.ndarray, thread_src: np.ndarray, f_from: np.ndarray,
+                  f_to: np.ndarray, f_kind: np.ndarray) -> np.ndarray:
     """op_id: for runtime calls the innermost enclosing op (else the op with the same External id);
     for device executions the op of the runtime call that launched them."""
-    lane, is_op, ext = cols.lane, cols.is_op, cols.ext
+    lane, is_op, ext, src = cols.lane, cols.is_op, cols.ext, _Sources(cols.thread, thread_src)
     op_id = np.full(len(lane), NONE, dtype=np.int64)
     if len(lane) == 0:
         return op_id

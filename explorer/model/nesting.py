@@ -21,7 +21,7 @@ MAX_SUB_ROWS = 64
 @dataclass
 class Nesting:
     parent: np.ndarray  # raw index of the enclosing slice on the same thread and sub-row, -1 none
-    sub_row: np.ndarray  # 0 normally; k > 0 for slices moved off because they overlapped partially
+    sub_row: np.ndarray  # int8: 0 normally; k > 0 for slices moved off because they overlapped partially
     displaced_rows: int  # how many slices went to a sub-row
 
 
@@ -33,7 +33,7 @@ def compute_nesting(thread: np.ndarray, lane: np.ndarray, ts: np.ndarray, dur: n
     """
     n = len(ts)
     parent = np.full(n, -1, dtype=np.int64)
-    sub_row = np.zeros(n, dtype=np.int64)
+    sub_row = np.zeros(n, dtype=np.int8)  # at most MAX_SUB_ROWS
     pending = np.arange(n, dtype=np.int64)
     row = 0
     while len(pending):
@@ -189,7 +189,7 @@ def count_same_lane_ancestors(parent: np.ndarray, lane: np.ndarray) -> np.ndarra
     for value in np.unique(lane).tolist():
         own = lane == value
         nearest[own] = nearest_ancestor_where(parent, own)[own]
-    depth = (nearest >= 0).astype(np.int64)
+    depth = (nearest >= 0).astype(np.int32)  # (fewer ancestors than slices: < 2**31)
     up = nearest.copy()
     active = np.flatnonzero(up >= 0)
     while len(active):
