@@ -19,9 +19,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.ingest.columns import (
+    CODED_FIELDS,
     KINDS,
     NONE,
     ROW_FLOW_CODES,
+    TEXT_CODES,
     FlowPoints,
     SliceChunk,
     SliceColumns,
@@ -480,10 +482,8 @@ def _spill_folder(segments: list[Segment]) -> Path:
 # table as text, 5 as codes); the store writes them as the strings of SLICES (explorer.store.runs casts each row
 # group). Args, unique per slice, stay text.
 LANE_TYPE = pa.dictionary(pa.int8(), pa.string())
-CAT_TYPE = pa.dictionary(pa.int32(), pa.string())
-DICTIONARY_COLUMNS = frozenset({"cat", "name", "shapes"})
 SLICES_IN_MEMORY = pa.schema([
-    pa.field(f.name, LANE_TYPE if f.name == "lane" else CAT_TYPE if f.name in DICTIONARY_COLUMNS else f.type)
+    pa.field(f.name, LANE_TYPE if f.name == "lane" else TEXT_CODES if f.name in CODED_FIELDS else f.type)
     for f in SLICES])
 SLICES_WITHOUT_ARGS = pa.schema([f for f in SLICES_IN_MEMORY if f.name != "args"])
 
@@ -540,11 +540,10 @@ def _slices_table(cols: SliceColumns, order: np.ndarray, remap: _Renumber, raw_t
 
 
 def _dictionary(texts: pa.ChunkedArray, take: pa.Array) -> pa.DictionaryArray:
-    """texts[take] as one dictionary column whose dictionary is the values it uses, sorted: so the same values
-    give the same column whatever chunks they came in (the parser paths' tables compare equal). Chunks are
-    encoded one by one and their dictionaries unified: few distinct values, no copy of the strings."""
-    chunks = [pc.dictionary_encode(c) for c in texts.chunks]
-    unified = pa.chunked_array(chunks, CAT_TYPE).unify_dictionaries()
+    """texts[take] (TEXT_CODES, each chunk with its own values) as one dictionary column whose dictionary is the
+    values it uses, sorted: so the same values give the same column whatever chunks they came in (the parser
+    paths' tables compare equal). The chunks' dictionaries are unified: no copy of the strings."""
+    unified = texts.unify_dictionaries()
     taken = unified.take(take)
     values = unified.chunk(0).dictionary if unified.num_chunks else pa.array([], pa.string())
     codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in taken.chunks] or
