@@ -1,7 +1,8 @@
 """The console script's entry point: what must happen before the CLI's imports, then the CLI (api/cli.py).
 
 A command that exists to ingest (`ingest`, `worker`) gets Arrow's C++ default memory pool chosen before pyarrow
-loads (explorer.ingest.memory.ingest_environment): api/cli.py's own imports load it. This module imports nothing
+loads (explorer.ingest.memory.ingest_environment), and is made an ingest process (as_ingest_process: the modules
+it refuses must be refused before api/cli.py's own imports load pyarrow.parquet). This module imports nothing
 heavy, and nothing happens on import.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from explorer.ingest.memory import ingest_environment
+from explorer.ingest.memory import as_ingest_process, ingest_environment
 
 INGEST_COMMANDS = frozenset({"ingest", "worker"})
 
@@ -18,6 +19,7 @@ def main() -> None:
     command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
     if command in INGEST_COMMANDS:
         ingest_environment()
+        as_ingest_process()
     from api.cli import main as cli
 
     cli()

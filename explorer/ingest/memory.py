@@ -9,9 +9,12 @@ more than its live arrays (~70 MiB) when the finish began. So an ingest process 
 the system when freed; smaller ones are trimmed from the heap's top past 128 KiB. The speed cost is not
 measurable on that trace (page faults of fresh mappings against the cache misses of reused ones).
 
-Nor does such a process load pandas, which it never uses: pyarrow imports it (~0.17 s, ~35 MB of RSS) the
-first time `pa.array` is given a Python list, only to ask whether the list is a pandas object. The import is
-refused (pyarrow takes that as pandas being absent); a process that has already loaded pandas keeps it.
+Nor does such a process load what it never uses and pyarrow would load anyway (`REFUSED`): pandas, which
+pyarrow imports (~0.17 s, ~35 MB of RSS) the first time `pa.array` is given a Python list, only to ask whether
+the list is a pandas object; and pyarrow's remote filesystems (S3 with the AWS SDK, GCS, Azure, HDFS: 8.6 MiB of
+RSS), which `pyarrow.fs` loads when `pyarrow.parquet` imports it, though a write to a local path never uses them
+(the store's S3 goes through fsspec's s3fs, explorer/store/storage.py). Each import is refused; pyarrow takes
+that as the module being absent. A process that has already loaded one keeps it.
 
 Arrow's own C++ code does not follow `pa.set_memory_pool`: Parquet's column writers (page buffers, dictionary
 encoders, compression) allocate from the C++ default pool, mimalloc, which keeps the pages it once used (writing
@@ -55,24 +58,31 @@ def ingest_environment() -> None:
     os.environ.setdefault(ARROW_POOL_VARIABLE, "system")
 
 
-class _NoPandas(importlib.abc.MetaPathFinder):
-    """Refuses `import pandas` (see the module's docstring)."""
+REFUSED = ("pandas", "pyarrow._s3fs", "pyarrow._gcsfs", "pyarrow._azurefs", "pyarrow._hdfs")
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    """Refuses to import these modules and their submodules (see the module's docstring)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = tuple(names)
+        self.prefixes = tuple(f"{n}." for n in names)
 
     def find_spec(self, fullname: str, path: object, target: object = None) -> None:
-        if fullname == "pandas" or fullname.startswith("pandas."):
+        if fullname in self.names or fullname.startswith(self.prefixes):
             raise ModuleNotFoundError(f"{fullname} is not loaded by an ingest process (explorer.ingest.memory)",
                                       name=fullname)
 
 
 def as_ingest_process() -> None:
     """Make this process give freed memory back to the system (a no-op where glibc is absent) and never load
-    pandas (idempotent). Call it before the ingest's modules are imported."""
+    the REFUSED modules it has not loaded yet (idempotent). Call it before the ingest's modules are imported."""
     global _done
     if _done:
         return
     _done = True
-    if "pandas" not in sys.modules:
-        sys.meta_path.insert(0, _NoPandas())
+    if refused := [name for name in REFUSED if name not in sys.modules]:
+        sys.meta_path.insert(0, _Refuse(refused))
     import pyarrow as pa  # (here: importing this module must not load pyarrow, see ingest_environment)
 
     pa.set_memory_pool(pa.system_memory_pool())
