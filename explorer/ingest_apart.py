@@ -33,7 +33,7 @@ from explorer.ingest.memory import as_ingest_process, ingest_environment
 
 log = logging.getLogger(__name__)
 
-PRELOAD = ["explorer.service"]
+PRELOAD = ["explorer.ingest.forkserver", "explorer.service"]  # the first: see its docstring
 JOIN_S = 1.0  # how often a waiting thread looks whether it was asked to stop
 
 

@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 # which this process parses ~80 MB at its ~55 MB/s), for nothing.
 PARALLEL_MIN_BYTES = 64 * 2**20
 START_METHOD = "forkserver"
-PRELOAD = ["explorer.ingest.parts"]  # imported once by the forkserver: each worker starts with the parsers
+# imported once by the forkserver (the first: see its docstring): each worker starts with the parsers
+PRELOAD = ["explorer.ingest.forkserver", "explorer.ingest.parts"]
 
 
 MIN_PROCESS_MB = 64  # Settings.ingest_memory_mb's own minimum: DuckDB ran out of memory at 40

@@ -103,14 +103,42 @@ def test_a_process_that_has_pandas_keeps_it() -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "(1, 1)", proc.stderr
 
 
-def test_the_forkservers_preload_the_ingest_without_pandas() -> None:
-    """What explorer.ingest_apart's and explorer.ingest.parallel's forkservers import loads no pandas (no
-    module of the ingest makes an Arrow array at import): their children (a server's ingests, parse workers)
-    start without it, and refuse it from their first step (as_ingest_process)."""
+FORKSERVER_CHILD = r"""
+import multiprocessing, sys
+from concurrent.futures import ProcessPoolExecutor
+preload = sys.argv[1:]
+context = multiprocessing.get_context("forkserver")
+context.set_forkserver_preload(preload)
+REPORT = ("sorted(m for m in ('pandas', 'pyarrow._s3fs', 'pyarrow._gcsfs', 'pyarrow._azurefs') "
+          f"if m in __import__('sys').modules), all(m in __import__('sys').modules for m in {preload!r})")
+with ProcessPoolExecutor(1, mp_context=context) as pool:
+    print(pool.submit(eval, REPORT).result())
+"""
+
+
+@pytest.mark.parametrize("which", ["ingest_apart", "parallel"])
+def test_the_forkservers_children_start_as_ingest_processes(which: str) -> None:
+    """explorer.ingest_apart's and explorer.ingest.parallel's forkservers (a server's ingests, parse workers)
+    import explorer.ingest.forkserver first: their children start with the parsers loaded, without pandas or
+    pyarrow's remote filesystems."""
     from explorer import ingest_apart
     from explorer.ingest import parallel
 
-    for preload in (ingest_apart.PRELOAD, parallel.PRELOAD):
+    preload = {"ingest_apart": ingest_apart.PRELOAD, "parallel": parallel.PRELOAD}[which]
+    assert preload[0] == "explorer.ingest.forkserver"
+    proc = subprocess.run([sys.executable, "-c", FORKSERVER_CHILD, *preload], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip() == "([], True)", proc.stderr
+
+
+def test_the_ingest_modules_make_no_arrow_array_at_import() -> None:
+    """The modules the forkservers preload after explorer.ingest.forkserver load no pandas by themselves (no
+    module of the ingest makes an Arrow array of a Python list at import): a process that imports them before
+    it is made an ingest process (a test, a notebook) does not pay for pandas either."""
+    from explorer import ingest_apart
+    from explorer.ingest import parallel
+
+    for preload in (ingest_apart.PRELOAD[1:], parallel.PRELOAD[1:]):
         code = "import sys\n" + "".join(f"import {m}\n" for m in preload) + "print('pandas' in sys.modules)"
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
         assert proc.returncode == 0 and proc.stdout.strip() == "False", (preload, proc.stderr)
