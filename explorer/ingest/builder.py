@@ -36,6 +36,7 @@ from explorer.ingest.gather import take_text
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.linked import Linked, LinkedParts, link_slices, track_order
 from explorer.ingest.links import flow_kind_index
+from explorer.ingest.memory import release
 from explorer.ingest.spill import OrderedArgs, Segment, SpilledArgs, read_segments
 from explorer.ingest.tracks import ThreadBook, counter_tables, instant_tables
 from explorer.model.lanes import (
@@ -123,7 +124,7 @@ class TraceBuilder:
         self._bulk_codes = 0
         # per-format state that must outlive one parser call (e.g. Neuron link keys joined across files)
         self.extensions: dict[str, object] = {}
-        self.split = TimeSplit()  # where finish() and the parsers spend their time (run meta)
+        self.split = TimeSplit(release)  # where finish() and the parsers spend their time (run meta)
         self._linked = LinkedParts()  # merged parts' own nesting and links (explorer.ingest.linked)
 
     # ---- parser-facing API -------------------------------------------------------------------
