@@ -98,7 +98,9 @@ class ThreadBook:
     def slice_track_rows(self, keys: list[tuple[int, int, int]], raw_track: np.ndarray,
                          depth: np.ndarray) -> list[dict[str, object]]:
         counts = np.bincount(raw_track, minlength=len(keys)) if len(keys) else np.zeros(0, np.int64)
-        max_depth = np.zeros(len(keys), dtype=np.int64)
+        # of depth's own type: ufunc.at's fast path needs no cast (int64 against int32 depths: 65 ms for the
+        # 1M-event file's 667k slices, 1 ms without)
+        max_depth = np.zeros(len(keys), dtype=depth.dtype)
         if len(raw_track):
             np.maximum.at(max_depth, raw_track, depth)
         rows: list[dict[str, object]] = []
