@@ -142,3 +142,36 @@ def test_a_server_starting_during_a_cli_ingest_leaves_it_alone(big_trace: Path, 
     rec = store.catalog.get(run_id)
     assert rec.status == "ready" and rec.summary.slices == EVENTS
     assert store.catalog.lease(run_id) is None
+
+
+@pytest.mark.parametrize("every_s", [0.0, 3600.0])
+def test_progress_reaches_the_catalog_once_per_interval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        every_s: float) -> None:
+    """The caller hears every progress report; the catalog, where each is a committed transaction, hears the
+    first (the run is `ingesting`) and then one per PROGRESS_EVERY_S; the run ends ready either way."""
+    from explorer import service
+
+    monkeypatch.setattr(service, "PROGRESS_EVERY_S", every_s)
+    store = RunStore(tmp_path / "data")
+    paths = []
+    for rank in range(3):
+        paths.append(tmp_path / f"rank{rank}.json")
+        paths[-1].write_text('{"traceEvents": [' + ",".join(
+            f'{{"ph":"X","cat":"cpu_op","name":"op","pid":{rank},"tid":1,"ts":{i * 3},"dur":2}}'
+            for i in range(100)) + "]}")
+    heard: list[tuple[float, str]] = []
+    seen: list[dict[str, object]] = []
+    update = store.catalog.update
+
+    def spy(run_id: str, **fields: object) -> None:
+        if fields.get("status") == "ingesting":
+            seen.append(fields)
+        update(run_id, **fields)
+
+    monkeypatch.setattr(store.catalog, "update", spy)
+    rec = service.ingest_paths(store, paths, progress=lambda f, what: heard.append((f, what)))
+    assert store.catalog.get(rec.id).status == "ready"
+    assert [w for _, w in heard] == ["reading files", "parsed rank0.json", "parsed rank1.json",
+                                     "parsed rank2.json", "building tables", "writing tables"]
+    reached = [(f["progress"], f["message"]) for f in seen]
+    assert reached == ([(round(f, 3), w) for f, w in heard] if every_s == 0 else [(0.0, "reading files")])
