@@ -114,6 +114,7 @@ def make_watcher(state: AppState) -> Watcher | None:
     if not s.watch_dirs:
         return None
     queued = state.worker.submit_paths if isinstance(state.worker, QueuedIngest) else None
+    apart = state.worker.ingest_apart if isinstance(state.worker, IngestWorker) else None
     return Watcher(state.store, s.watch_dirs, poll_s=s.watch_poll_s, settle_s=s.watch_settle_s,
                    stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.warm,
-                   limits=IngestLimits.from_settings(s), enqueue=queued)
+                   limits=IngestLimits.from_settings(s), enqueue=queued, apart=apart)

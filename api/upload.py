@@ -277,7 +277,7 @@ class IngestWorker:
 
     def _ingest(self, run_id: str, upload: Upload) -> None:
         try:
-            if not self._ingested_apart(run_id, upload.ingest_paths(), upload.folder):
+            if not self.ingest_apart(run_id, upload.ingest_paths(), upload.folder):
                 return
             log.info("run %s ingested", run_id)
             if self.on_ready is not None:
@@ -287,9 +287,11 @@ class IngestWorker:
         finally:
             upload.discard()
 
-    def _ingested_apart(self, run_id: str, paths: list[Path], folder: Path) -> bool:
-        """The ingest in its own process; whether the run is ready. A child that died without a word (killed:
-        out of memory) left its run unfinished: it is failed here, with a message saying so."""
+    def ingest_apart(self, run_id: str, paths: list[Path], folder: Path | None = None) -> bool:
+        """The ingest in its own process, waited for (on the caller's thread); whether the run is ready. A child
+        that died without a word (killed: out of memory) left its run unfinished: it is failed here, with a
+        message saying so. `folder`: the upload's, removed by the child (none: files that stay, a watched
+        folder's)."""
         opened = self.store.catalog.opened_on  # the child opens this very catalog (SQLite: the data folder's own)
         exitcode = self.processes.run(run_id, paths, self.max_bytes, self.limits, opened if isinstance(opened, str) else "",
                                       discard=folder)

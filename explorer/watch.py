@@ -158,11 +158,16 @@ class Watcher:
     def __init__(self, store: RunStore, roots: list[Path], *, poll_s: float = 1.0, settle_s: float = 3.0,
                  stale_s: float = 60.0, max_bytes: int = DEFAULT_MAX_BYTES,
                  on_ready: Callable[[str], None] | None = None, limits: IngestLimits | None = None,
-                 enqueue: Callable[[str, list[Path]], None] | None = None) -> None:
+                 enqueue: Callable[[str, list[Path]], None] | None = None,
+                 apart: Callable[[str, list[Path]], bool] | None = None) -> None:
         """`enqueue(run_id, paths)`: hand a ready group to a job queue instead of ingesting it here (a team
-        server's web process parses nothing; api.upload.QueuedIngest.submit_paths)."""
+        server's web process parses nothing; api.upload.QueuedIngest.submit_paths). `apart(run_id, paths)`:
+        ingest it in a process of its own and wait, True when the run is ready (a server's: its own process
+        parses nothing, and its RSS does not grow by an ingest's; api.upload.IngestWorker.ingest_apart).
+        Neither: the ingest runs in this process (the watcher's thread)."""
         self.store = store
         self.enqueue = enqueue
+        self.apart = apart
         self.limits = limits
         self.roots = [r.resolve() for r in roots]
         self.poll_s, self.settle_s, self.stale_s = poll_s, settle_s, stale_s
@@ -294,12 +299,21 @@ class Watcher:
                 self.ledger.record(items, rec.id)
                 log.info("watch: run %s (%s) queued for the workers", rec.id, name)
                 return rec.id
-            run_ingest(self.store, rec.id, paths, keep_failed=True, max_bytes=self.max_bytes, limits=self.limits)
+            if self.apart is not None:
+                ready = self.apart(rec.id, paths)
+            else:
+                run_ingest(self.store, rec.id, paths, keep_failed=True, max_bytes=self.max_bytes,
+                           limits=self.limits)
+                ready = True
         except Exception as exc:  # the run is marked failed with the message; the watching goes on
+            ready = False
             log.warning("watch: ingest of %s failed: %s", name, exc)
-            self.ledger.record(items, rec.id)  # a bad file is not retried; one killed mid-ingest is
+        else:
+            if not ready:
+                log.warning("watch: ingest of %s failed (run %s says why)", name, rec.id)
+        self.ledger.record(items, rec.id)  # a bad file is not retried; one killed mid-ingest is
+        if not ready:  # (its message is the run's, in the catalog)
             return rec.id
-        self.ledger.record(items, rec.id)
         log.info("watch: run %s (%s) ingested", rec.id, name)
         if self.on_ready is not None:
             self.on_ready(rec.id)

@@ -316,3 +316,36 @@ def test_serve_watch_ingests_into_the_running_server(tmp_path: Path, logdir: Pat
         (run,) = wait_for(ready)
     assert run["name"] == "logs/rank0 step 9" and run["tags"] == [WATCH_TAG]
     assert run["summary"]["slices"] == complete_events(logdir / "rank0.step9.pt.trace.json")
+
+
+@pytest.mark.slow
+def test_a_servers_watcher_ingests_in_a_process_of_its_own(tmp_path: Path, logdir: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve --watch` parses nothing in the server's process: each run is ingested in an ingest process, as an
+    upload is (explorer.ingest_apart), so the server's RSS does not grow by an ingest's. An ingest in this
+    process fails the test; the child, started from a fresh forkserver, does not see that patch. A bad file
+    still fails its run, with the child's message, and the watching goes on."""
+    from fastapi.testclient import TestClient
+
+    import explorer.watch
+    from api.app import create_app
+    from explorer.config import Settings
+
+    def in_the_server(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a watched trace was ingested in the server's process")
+
+    monkeypatch.setattr(explorer.watch, "run_ingest", in_the_server)
+    settings = Settings(data_dir=tmp_path / "data", watch_dirs=[logdir], watch_poll_s=POLL_S,
+                        watch_settle_s=SETTLE_S)
+    with TestClient(create_app(settings)) as client:
+        (logdir / "rank0.step4.pt.trace.json").write_text(json.dumps(kineto(4, 9, 0)))
+        (logdir / "broken.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "name": 3}]}')
+
+        def done() -> list[dict[str, Any]] | None:
+            got = client.get("/api/runs").json()["runs"]
+            return got if len(got) == 2 and all(r["status"] in ("ready", "failed") for r in got) else None
+
+        got = {r["name"]: r for r in wait_for(done, timeout=120)}
+    good, bad = got["logs/rank0 step 4"], got["logs/broken"]
+    assert good["status"] == "ready" and good["summary"]["slices"] == complete_events(logdir / "rank0.step4.pt.trace.json")
+    assert bad["status"] == "failed" and "broken.pt.trace.json" in bad["message"]
