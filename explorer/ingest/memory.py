@@ -13,11 +13,13 @@ the op table) as well as from its top past 128 KiB.
 The threshold is 2 MiB, not glibc's starting 128 KiB: the blocks between them (a row group's column of 65,536
 values, Parquet's page buffers, a reader batch's columns) are made and freed thousands of times in an ingest,
 and as mappings each cost an mmap, a munmap and a page fault per 4 KiB touched (half the CPU time of the
-1M-event file's ingest was the kernel's, 445k page faults; the slices' Parquet encoding alone took 0.58 s that
-way, 0.31 s from the heap). From the heap, they reuse pages already there. Measured alternating in fresh
-processes (bench/ingest.py's child, 8 rounds each): the 1M-event file 4.02 -> 3.30 s, the same peak (278
-MiB); `df_index_resolver` 0.87 -> 0.71 s, peak 200 -> 205 MiB. Without the trim at each step's end, the 1M
-peak was 320 MiB: freed blocks in the middle of the heap are not returned by the top's trim.
+1M-event file's ingest was the kernel's, 445k page faults; the slices' Parquet encoding alone took 0.73 s that
+way and 0.48 s from the heap). From the heap, they reuse pages already there. Measured
+alternating in fresh processes (bench/ingest.py's child, 8 rounds each): the 1M-event file 3.81 -> 2.79 s,
+peak 274 -> 280 MiB (medians); `df_index_resolver` 0.74 -> 0.62 s, peak 198 -> 203 MiB. Without the trim at
+each step's end, the 1M peak was 320 MiB: freed blocks in the middle of the heap are not returned by the
+top's trim.
+
 Nor does such a process load what it never uses and pyarrow would load anyway (`REFUSED`): pandas, which
 pyarrow imports (~0.17 s, ~35 MB of RSS) the first time `pa.array` is given a Python list, only to ask whether
 the list is a pandas object; and pyarrow's remote filesystems (S3 with the AWS SDK, GCS, Azure, HDFS: 8.6 MiB of
