@@ -118,6 +118,7 @@ def release() -> None:
     """Give the heap's free pages back to the system, wherever they are in it (glibc's malloc_trim), in an
     ingest process (a no-op elsewhere: a process that is not one keeps glibc's own policy). Called at the end
     of each step of an ingest (explorer.model.split.TimeSplit's `after_step`): what a step freed is not part
-    of the next step's RSS. The 1M-event file's nine took 23 ms together (8.5 ms the longest)."""
+    of the next step's RSS. The 1M-event file's nine took 23 ms together (8.5 ms the longest),
+    the 10M-event file's 168 ms (67 ms)."""
     if _trim is not None:
         _trim(0)
