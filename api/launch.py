@@ -8,6 +8,7 @@ heavy, and nothing happens on import.
 
 from __future__ import annotations
 
+import gc
 import sys
 
 from explorer.ingest.memory import as_ingest_process, ingest_environment
@@ -22,4 +23,11 @@ def main() -> None:
         as_ingest_process()
     from api.cli import main as cli
 
-    cli()
+    try:
+        cli()
+    finally:
+        # The command's work is done: spare the interpreter's exit its collections over every object the
+        # imports made (~96k; finalization traverses them several times): `ingest rank0.json` exited 0.33-0.51 s
+        # after its run was written, 0.07-0.09 s with them frozen. Cyclic garbage left at exit is not finalized
+        # then; Python does not promise that it is.
+        gc.freeze()
