@@ -60,14 +60,15 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
     (Ctrl-C, SIGTERM through the CLI's handler), the run is marked failed whatever keep_failed says, so
     no run stays `ingesting`; killed outright, its lease lapses and the next process marks it failed."""
 
-    last: list[float] = []  # when a report last reached the catalog
+    written_at: float | None = None  # when a report last reached the catalog
 
     def report(fraction: float, what: str) -> None:
         # the catalog hears the first report (the run is `ingesting`) and then one per PROGRESS_EVERY_S: each is
         # a committed transaction (an fsync, ~5-25 ms on the dev box), and a small ingest made five of them
-        if not last or time.monotonic() - last[0] >= PROGRESS_EVERY_S:
+        nonlocal written_at
+        if written_at is None or time.monotonic() - written_at >= PROGRESS_EVERY_S:
             store.catalog.update(run_id, status="ingesting", progress=round(fraction, 3), message=what)
-            last[:] = [time.monotonic()]
+            written_at = time.monotonic()
         if progress:
             progress(fraction, what)
 

@@ -301,6 +301,8 @@ class Watcher:
                 return rec.id
             if self.apart is not None:
                 ready = self.apart(rec.id, paths)
+                if not ready:
+                    log.warning("watch: ingest of %s failed (run %s says why)", name, rec.id)
             else:
                 run_ingest(self.store, rec.id, paths, keep_failed=True, max_bytes=self.max_bytes,
                            limits=self.limits)
@@ -308,9 +310,6 @@ class Watcher:
         except Exception as exc:  # the run is marked failed with the message; the watching goes on
             ready = False
             log.warning("watch: ingest of %s failed: %s", name, exc)
-        else:
-            if not ready:
-                log.warning("watch: ingest of %s failed (run %s says why)", name, rec.id)
         self.ledger.record(items, rec.id)  # a bad file is not retried; one killed mid-ingest is
         if not ready:  # (its message is the run's, in the catalog)
             return rec.id
