@@ -50,3 +50,20 @@ def test_bucket_files_stay_below_the_cap(tmp_path: Path, monkeypatch: pytest.Mon
     assert pa.chunked_array(list(args.batches(100))).to_pylist() == values[::-1]
     buckets = [s for s in made if ".bucket" in s]
     assert 0 < len(buckets) <= 4  # 30 row groups: 30 buckets without the cap
+
+
+def test_more_buckets_than_a_byte_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past 256 buckets (a raised cap) the bucket numbers are sorted in a wider type, and still in order."""
+    monkeypatch.setattr(spill, "MAX_BUCKETS", 1_000)
+    values = [f"v{i}" for i in range(3_000)]
+    order = np.random.default_rng(7).permutation(len(values))
+    args = OrderedArgs(spilled(values, 500, tmp_path), order, tmp_path, budget_bytes=1)  # 8 rows a bucket
+    assert pa.chunked_array(list(args.batches(8))).to_pylist() == [values[i] for i in order]
+
+
+def test_a_bucket_missing_a_position_is_an_error() -> None:
+    """A bucket's rows are put in order by inverting their positions: a position twice (so another one
+    missing) must fail rather than write some slice's args twice."""
+    assert spill._inverse(np.array([12, 10, 11]), 10).tolist() == [1, 2, 0]
+    with pytest.raises(ValueError, match="missing positions"):
+        spill._inverse(np.array([12, 10, 12]), 10)
