@@ -3,7 +3,9 @@ M MB each (bench/synth_ranks.py), ingested three ways, alternating, each in a fr
 
   singles     every file its own run, one after another (`ingest_paths([f])` N times)
   one run, 1  all files one run, parsed in the ingest's process (`ingest_processes` = 1)
-  one run, P  all files one run, parsed by P worker processes (explorer/ingest/parallel.py)
+  one run, P  all files one run, P files parsed at once: the ingest's process and P - 1 threads of it
+              (explorer/ingest/parallel.py, the default `ingest_parse_in`)
+  P procs     the same with P - 1 worker processes instead of threads (`ingest_parse_in = processes`)
 
 It prints each round's seconds, the medians, the ratios (target: one run, P <= 0.6 x singles) and where the
 time goes (parse / finish / hash and write), the finish's own CPU seconds (steady on a loaded box, where wall
@@ -75,8 +77,8 @@ def timed(key, fn):
     return run
 builder.TraceBuilder.finish = timed("finish", builder.TraceBuilder.finish)
 service.ingest_inputs = timed("ingest_inputs", service.ingest_inputs)
-mode, processes, paths = sys.argv[1], int(sys.argv[2]), [Path(p) for p in sys.argv[3:]]
-limits = IngestLimits(processes=processes)
+mode, processes, parse_in, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3], [Path(p) for p in sys.argv[4:]]
+limits = IngestLimits(processes=processes, parse_in=parse_in)
 with tempfile.TemporaryDirectory() as data:
     store = RunStore(Path(data))
     tree_cpu(seen)
@@ -90,12 +92,14 @@ cpu = sum(seen.values()) - c0
 print(json.dumps({"seconds": wall, "cpu": cpu, "slices": slices, **spent}))
 """
 
-MODES = (("singles", 1), ("one run, 1", 1), ("one run, P", 0))  # 0: --processes
+# (name, processes (0: --processes), where the other parsers run)
+MODES = (("singles", 1, "threads"), ("one run, 1", 1, "threads"), ("one run, P", 0, "threads"),
+         ("P procs", 0, "processes"))
 
 
-def child(mode: str, processes: int, paths: list[Path]) -> dict[str, float]:
-    proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(processes), *map(str, paths)], check=True,
-                          capture_output=True, text=True)
+def child(mode: str, processes: int, parse_in: str, paths: list[Path]) -> dict[str, float]:
+    proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(processes), parse_in, *map(str, paths)],
+                          check=True, capture_output=True, text=True)
     result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 
@@ -114,20 +118,22 @@ def main() -> None:
         paths = write_rank_traces(Path(tmp) / "traces", plan)
         size = sum(p.stat().st_size for p in paths)
         print(f"wrote {args.ranks} rank files, {size / 1e6:.0f} MB, in {time.perf_counter() - t:.1f} s", flush=True)
-        results: dict[str, list[dict[str, float]]] = {mode: [] for mode, _ in MODES}
+        results: dict[str, list[dict[str, float]]] = {mode: [] for mode, _, _ in MODES}
         for rnd in range(args.rounds):
-            for mode, processes in MODES:
-                res = child(mode, processes or args.processes, paths)
+            for mode, processes, parse_in in MODES:
+                res = child(mode, processes or args.processes, parse_in, paths)
                 results[mode].append(res)
                 print(f"round {rnd + 1}  {mode:<11} {res['seconds']:6.2f} s  (parse+merge "
                       f"{res['ingest_inputs'] - res['finish']:5.2f}, finish {res['finish']:5.2f} [{res['finish_cpu']:5.2f} "
                       f"CPU s], hash+write {res['seconds'] - res['ingest_inputs']:5.2f}; {res['cpu']:.1f} CPU s, "
                       f"{res['cpu'] / res['seconds']:.2f} per s; {int(res['slices']):,} slices)", flush=True)
         med = {mode: statistics.median(r["seconds"] for r in rs) for mode, rs in results.items()}
-        print(f"medians: singles {med['singles']:.2f} s, one run (1 process) {med['one run, 1']:.2f} s, "
-              f"one run ({args.processes} processes) {med['one run, P']:.2f} s")
-        print(f"ratio one run ({args.processes} processes) / singles: {med['one run, P'] / med['singles']:.2f} "
-              f"(target <= 0.60); / one run (1 process): {med['one run, P'] / med['one run, 1']:.2f}")
+        print(f"medians: singles {med['singles']:.2f} s, one run (1 at a time) {med['one run, 1']:.2f} s, "
+              f"one run ({args.processes} at once, threads) {med['one run, P']:.2f} s, "
+              f"({args.processes} at once, processes) {med['P procs']:.2f} s")
+        print(f"ratio one run ({args.processes} at once) / singles: {med['one run, P'] / med['singles']:.2f} "
+              f"(target <= 0.60); / one run (1 at a time): {med['one run, P'] / med['one run, 1']:.2f}; "
+              f"with processes / singles: {med['P procs'] / med['singles']:.2f}")
 
 
 if __name__ == "__main__":

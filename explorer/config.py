@@ -77,8 +77,12 @@ class Settings(BaseSettings):
         True, description="Read big Chrome/Kineto files with the compiled events reader where it is built "
         "(explorer/ingest/_kscan.c); false: DuckDB's reader, as before it")
     ingest_processes: int = Field(
-        2, ge=1, description="Worker processes parsing the files (ranks) of one multi-file Chrome/Kineto run in "
-        "parallel (1: every file in the ingest's own process)")
+        2, ge=1, description="Files (ranks) of one multi-file Chrome/Kineto run parsed at once: the ingest's own "
+        "process and this many minus one parsers beside it (1: every file in turn in the ingest's own process)")
+    ingest_parse_in: Literal["threads", "processes"] = Field(
+        "threads", description="Where those parsers run: threads of the ingest's process (no start-up cost; the "
+        "default, measured faster on 2 cores) or worker processes started from a forkserver (no GIL shared, "
+        "for many cores: each costs ~1.4 CPU s of imports)")
     ingest_queue: Literal["inline", "postgres"] = Field(
         "inline", description="Where uploads are ingested: inline (the web process's own worker threads) or "
         "postgres (jobs on a procrastinate queue in the catalog's PostgreSQL database, run by `trace-explorer "

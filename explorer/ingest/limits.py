@@ -25,11 +25,13 @@ class IngestLimits:
     memory_mb: int = _DEFAULTS["ingest_memory_mb"].default  # a budget the ingest keeps to, not a count it checks
     parse_threads: int = 0  # not a limit: a file's reader threads, 0 one per core (parts share them)
     native_reader: bool = _DEFAULTS["native_reader"].default  # the compiled reader where built (Settings)
+    parse_in: str = _DEFAULTS["ingest_parse_in"].default  # a multi-file run's other parsers: threads or processes
 
     @classmethod
     def from_settings(cls, settings: Settings) -> IngestLimits:
         return cls(settings.max_events, settings.max_tracks, settings.max_depth, settings.max_name_chars,
-                   settings.ingest_processes, settings.ingest_memory_mb, native_reader=settings.native_reader)
+                   settings.ingest_processes, settings.ingest_memory_mb, native_reader=settings.native_reader,
+                   parse_in=settings.ingest_parse_in)
 
     def check(self, what: str, count: int, limit: int, setting: str, source: str) -> None:
         if count > limit:

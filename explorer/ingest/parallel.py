@@ -1,14 +1,23 @@
-"""The files (ranks) of one multi-file run parsed at the same time: the ingest's own process and a pool of
-worker processes share the jobs (explorer.ingest.parts); the parts come back in job order, for the merge.
+"""The files (ranks) of one multi-file run parsed at the same time: the ingest's own thread and `processes - 1`
+other parsers share the jobs (explorer.ingest.parts), taking them from the two ends of the list; the parts come
+back in job order, for the merge.
 
-Workers start from a forkserver that has imported the parsers, never by forking the ingest's process
-(DuckDB, a server's threads and their locks may be alive there). Starting them costs more than a second of
-imports, so the ingest's process does not wait for them: it takes jobs from the end of the list, and each
-worker, once started, takes them from the start, one at a time; a small run is parsed before a worker is up.
-The pool lives for one ingest: `processes - 1` workers (the ingest's process is the other), never more than
-the files. Like every spawn/forkserver pool, a worker imports the program's main module: a script that
-ingests must keep its work under `if __name__ == "__main__":`; where a worker dies (that, or the kernel's
-OOM killer), the caller parses the files in its own process instead.
+The other parsers are threads of the ingest's process by default (Settings.ingest_parse_in = "threads"): each
+runs parse_here, the part stays in memory, nothing starts. The compiled reader, Arrow and most of numpy run
+outside the GIL, so two files' parses overlap; what holds the GIL (the batch reductions' glue, the feed, a
+part's own linking) is what they share. Measured on the 2-core box (bench/ranks_ingest.py, 8 files of 50 MB,
+3 rounds alternating): threads 4.25 s, worker processes 4.61 s, one file at a time 4.84 s (medians); 4 files
+of 200 MB: threads 8.8-9.6 s, processes 10.0-11.0 s; the same peak RSS either way.
+
+With "processes", they are worker processes started from a forkserver that has imported the parsers, never
+by forking the ingest's process (DuckDB, a server's threads and their locks may be alive there), for boxes
+with many cores, where parses that share one GIL would wait on each other. Starting them costs more than a
+second of imports, so the ingest's process does not wait for them: it takes jobs from the end of the list,
+and each worker, once started, takes them from the start, one at a time; a small run is parsed before a
+worker is up. The pool lives for one ingest: `processes - 1` workers, never more than the files. Like every
+spawn/forkserver pool, a worker imports the program's main module: a script that ingests must keep its work
+under `if __name__ == "__main__":`; where a worker dies (that, or the kernel's OOM killer), the caller parses
+the files in its own process instead.
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ log = logging.getLogger(__name__)
 
 # Below this (all the files together) this process has parsed every file before a worker is up: the first
 # worker of a process costs the forkserver's imports, ~1.4 CPU s (~1.5 s of wall on a quiet 2-core box, in
-# which this process parses ~80 MB at its ~55 MB/s), for nothing.
+# which this process parses ~80 MB at its ~55 MB/s), for nothing. Threads start at once; they keep the same
+# bound, as runs below it were not measured with them (small files are msgspec's, in Python, under the GIL).
 PARALLEL_MIN_BYTES = 64 * 2**20
 START_METHOD = "forkserver"
 # imported once by the forkserver (the first: see its docstring): each worker starts with the parsers
@@ -90,24 +100,29 @@ def parsed_apart(members: list[Member], limits: IngestLimits, scratch: Path | No
             if progress:
                 progress(0.9 * done[0] / total, f"parsed {job.name}")
 
-        parts = parse_parts(jobs, limits.processes, report)
+        parts = parse_parts(jobs, limits.processes, report, threads=limits.parse_in == "threads")
         yield {id(m): p for m, p in zip(members, parts, strict=True)} if parts is not None else {}
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def parse_parts(jobs: list[PartJob], processes: int,
-                done: Callable[[PartJob], None] | None = None) -> list[Part] | None:
+def parse_parts(jobs: list[PartJob], processes: int, done: Callable[[PartJob], None] | None = None,
+                threads: bool = False) -> list[Part] | None:
     """Every job's part, in job order, or None when a worker died (the caller parses in its own process
     then). `done` is called in this process as each job completes. The first job to raise stops the others
-    from being taken and is raised here."""
+    from being taken and is raised here. `threads`: the other `processes - 1` parsers are threads of this
+    process (parse_here), not worker processes (see the module's docstring)."""
     share = _Share(jobs)
-    ingest_environment()  # a forkserver started here, and its workers, inherit it
-    context = multiprocessing.get_context(START_METHOD)
-    context.set_forkserver_preload(PRELOAD)
     workers = max(1, min(processes - 1, len(jobs) - 1))
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-    feeders = [threading.Thread(target=share.feed, args=(pool,), daemon=True) for _ in range(workers)]
+    pool: ProcessPoolExecutor | None = None
+    if threads:
+        feeders = [threading.Thread(target=share.feed_here, daemon=True, name=f"parse-{k}") for k in range(workers)]
+    else:
+        ingest_environment()  # a forkserver started here, and its workers, inherit it
+        context = multiprocessing.get_context(START_METHOD)
+        context.set_forkserver_preload(PRELOAD)
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        feeders = [threading.Thread(target=share.feed, args=(pool,), daemon=True) for _ in range(workers)]
     try:
         for feeder in feeders:
             feeder.start()
@@ -119,7 +134,8 @@ def parse_parts(jobs: list[PartJob], processes: int,
         share.report(done)
     finally:
         share.stop()
-        pool.shutdown(wait=False, cancel_futures=True)  # a worker still starting is not waited for
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)  # a worker still starting is not waited for
     parts = [part for part in share.parts if part is not None]
     if len(parts) == len(jobs):  # every job done: a worker that died after (it took none) changes nothing
         return parts
@@ -174,9 +190,16 @@ class _Share:
         except BaseException as exc:
             self._fail(exc)
             return
+        self._take_all(lambda job: load_part(pool.submit(parse_part, job).result()))
+
+    def feed_here(self) -> None:
+        """A parse thread's loop: take jobs from the start and parse them in this process."""
+        self._take_all(parse_here)
+
+    def _take_all(self, parse: Callable[[PartJob], Part]) -> None:
         while (i := self.take(from_end=False)) is not None:
             try:
-                part = load_part(pool.submit(parse_part, self.jobs[i]).result())
+                part = parse(self.jobs[i])
             except BaseException as exc:  # raised (or, a dead worker, handled) by parse_parts
                 self._fail(exc)
                 return

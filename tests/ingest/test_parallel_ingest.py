@@ -1,4 +1,5 @@
-"""Multi-file runs parsed in worker processes (explorer/ingest/parallel.py) and merged from their parts
+"""Multi-file runs parsed several files at once, on threads of the ingest's process or in worker processes
+(explorer/ingest/parallel.py), and merged from their parts
 (explorer/ingest/parts.py) give the run a one-process ingest gives: every table, the warnings, the metadata
 and the stored summary equal, on constructed ranks, on both parser paths (small files through msgspec,
 big ones through DuckDB, with their args spilled to disk), with bad files among good ones, and on a real gloo
@@ -11,6 +12,8 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from decimal import Decimal
@@ -33,6 +36,7 @@ from explorer.ingest.parts import (
     CARRIED_BOOK,
     CARRIED_BUILDER,
     TABLES,
+    Part,
     PartJob,
     load_part,
     merge,
@@ -51,12 +55,18 @@ from explorer.store.runs import build_summary
 from tests.ranks.conftest import gloo_capture, straggler_traces  # noqa: F401 - session fixtures used here
 
 LIMITS = IngestLimits(processes=2)
+PARSE_IN = ["threads", "processes"]  # where a multi-file run's other parsers run (Settings.ingest_parse_in)
 
 
-def ingest(paths: list[Path], parallel: bool) -> IngestedTrace:
+@pytest.fixture(params=PARSE_IN)
+def parse_in(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def ingest(paths: list[Path], parallel: bool, parse_in: str = "threads") -> IngestedTrace:
     inputs = collect_inputs(paths)
     try:
-        return ingest_inputs(inputs, limits=LIMITS, parallel=parallel)
+        return ingest_inputs(inputs, limits=replace(LIMITS, parse_in=parse_in), parallel=parallel)
     finally:
         inputs.cleanup()
 
@@ -97,11 +107,11 @@ def complete_events(paths: list[Path]) -> list[dict[str, object]]:
 
 
 def test_constructed_ranks_equal_the_one_process_ingest(straggler_traces: list[Path],  # noqa: F811
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch, parse_in: str) -> None:
     joined: list[int] = []
     original = LinkedParts.joined
     monkeypatch.setattr(LinkedParts, "joined", lambda self: joined.append(1) or original(self))
-    parallel = ingest(straggler_traces, parallel=True)
+    parallel = ingest(straggler_traces, parallel=True, parse_in=parse_in)
     assert joined == [1]  # the parts linked themselves; the merged run only joined their results
     assert_same_run(parallel, ingest(straggler_traces, parallel=False))
     events = complete_events(straggler_traces)
@@ -112,20 +122,21 @@ def test_constructed_ranks_equal_the_one_process_ingest(straggler_traces: list[P
 
 
 @pytest.mark.slow
-def test_big_files_on_the_duckdb_path_and_small_ones_mixed(tmp_path: Path) -> None:
+def test_big_files_on_the_duckdb_path_and_small_ones_mixed(tmp_path: Path, parse_in: str) -> None:
     """Two files past FAST_MIN_BYTES (DuckDB batches: bulk slice chunks and bulk flow codes) after a small
     one (row-wise slices and flow steps), so the merge renumbers both kinds in one run."""
     big = write_rank_traces(tmp_path / "big", RankPlan(world=2, steps=10, units=1800, late_rank=1, late_ns=50_000))
     small = write_rank_traces(tmp_path / "small", RankPlan(world=3, steps=3, units=4))[2]
     assert all(p.stat().st_size > FAST_MIN_BYTES for p in big) and small.stat().st_size < FAST_MIN_BYTES
     paths = [small, *big]
-    parallel = ingest(paths, parallel=True)
+    parallel = ingest(paths, parallel=True, parse_in=parse_in)
     assert_same_run(parallel, ingest(paths, parallel=False))
     assert parallel.tables["slices"].num_rows == len(complete_events(paths))
     assert parallel.tables["flows"].num_rows > 0
 
 
-def test_a_bad_file_among_good_ones_is_a_warning(straggler_traces: list[Path], tmp_path: Path) -> None:  # noqa: F811
+def test_a_bad_file_among_good_ones_is_a_warning(straggler_traces: list[Path], tmp_path: Path,  # noqa: F811
+                                                 parse_in: str) -> None:
     """An unreadable file and one without events (its source is added before the parser finds that out)
     between good ones: the same warnings and tables as in one process."""
     broken = tmp_path / "rank-8.pt.trace.json"
@@ -133,13 +144,13 @@ def test_a_bad_file_among_good_ones_is_a_warning(straggler_traces: list[Path], t
     empty = tmp_path / "rank-9.pt.trace.json"
     empty.write_text('{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}}]}')
     paths = [straggler_traces[0], broken, straggler_traces[1], empty]
-    parallel = ingest(paths, parallel=True)
+    parallel = ingest(paths, parallel=True, parse_in=parse_in)
     assert_same_run(parallel, ingest(paths, parallel=False))
     unreadable = {w.source for w in parallel.warnings if w.code == "unreadable_file"}
     assert unreadable == {broken.name, empty.name}
 
 
-def test_when_every_file_is_bad_the_first_error_is_the_ingests(tmp_path: Path) -> None:
+def test_when_every_file_is_bad_the_first_error_is_the_ingests(tmp_path: Path, parse_in: str) -> None:
     paths = []
     for i in range(2):
         paths.append(tmp_path / f"rank-{i}.json")
@@ -147,16 +158,16 @@ def test_when_every_file_is_bad_the_first_error_is_the_ingests(tmp_path: Path) -
     with pytest.raises(BadTrace) as sequential:
         ingest(paths, parallel=False)
     with pytest.raises(BadTrace) as parallel:
-        ingest(paths, parallel=True)
+        ingest(paths, parallel=True, parse_in=parse_in)
     assert parallel.value.message == sequential.value.message
     assert parallel.value.message.startswith("rank-0.json: ")
 
 
-def test_members_held_in_memory_travel_as_bytes(straggler_traces: list[Path]) -> None:  # noqa: F811
+def test_members_held_in_memory_travel_as_bytes(straggler_traces: list[Path], parse_in: str) -> None:  # noqa: F811
     def inputs() -> Inputs:
         return Inputs(members=[Member(p.name, data=p.read_bytes()) for p in straggler_traces[:3]])
 
-    assert_same_run(ingest_inputs(inputs(), limits=LIMITS, parallel=True),
+    assert_same_run(ingest_inputs(inputs(), limits=replace(LIMITS, parse_in=parse_in), parallel=True),
                     ingest_inputs(inputs(), limits=LIMITS, parallel=False))
 
 
@@ -174,7 +185,7 @@ from explorer.ingest.limits import IngestLimits
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 inputs = collect_inputs([Path(p) for p in sys.argv[1:]])
-trace = ingest_inputs(inputs, limits=IngestLimits(processes=2), parallel=True)
+trace = ingest_inputs(inputs, limits=IngestLimits(processes=2, parse_in="processes"), parallel=True)
 inputs.cleanup()
 print("slices", trace.tables["slices"].num_rows)
 """
@@ -351,7 +362,7 @@ def test_spilled_args_travel_in_a_part_and_stay_on_disk(tmp_path: Path, monkeypa
 
 
 @pytest.mark.slow
-def test_a_parallel_run_with_spilled_args_equals_the_one_process_ingest(tmp_path: Path,
+def test_a_parallel_run_with_spilled_args_equals_the_one_process_ingest(tmp_path: Path, parse_in: str,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Big files with their args spilled, end to end: every file's args spill in the run's scratch folder and
     the merged run reads them back as the one-process run does. (Which process parses which file is the
@@ -361,7 +372,8 @@ def test_a_parallel_run_with_spilled_args_equals_the_one_process_ingest(tmp_path
     assert all(p.stat().st_size > FAST_MIN_BYTES for p in paths)
     inputs = [collect_inputs(paths) for _ in range(2)]  # the spill files live until each run's cleanup
     try:
-        parallel, one = (ingest_inputs(i, limits=LIMITS, parallel=p) for i, p in zip(inputs, (True, False), strict=True))
+        limits = replace(LIMITS, parse_in=parse_in)
+        parallel, one = (ingest_inputs(i, limits=limits, parallel=p) for i, p in zip(inputs, (True, False), strict=True))
         assert parallel.slice_args is not None
         assert_same_run(parallel, one)
         assert len(ordered_args(parallel)) == len(complete_events(paths))
@@ -399,7 +411,7 @@ def test_the_runs_jobs_carry_its_budget_and_spill_threshold(straggler_traces: li
     its scratch folder and this process's spill threshold."""
     monkeypatch.setattr(chrome_fast, "SPILL_MIN_BYTES", 12345)
     seen: list[PartJob] = []
-    monkeypatch.setattr(parallel, "parse_parts", lambda jobs, processes, done: seen.extend(jobs))
+    monkeypatch.setattr(parallel, "parse_parts", lambda jobs, processes, done, threads: seen.extend(jobs))
     limits = IngestLimits(processes=2, memory_mb=300)
     inputs = collect_inputs(straggler_traces)
     try:
@@ -432,10 +444,11 @@ def test_a_worker_keeps_to_the_runs_memory_budget(tmp_path: Path) -> None:
     assert len(segments[64]) > len(segments[1500])
 
 
-def test_parse_parts_gives_every_part_in_job_order(straggler_traces: list[Path], tmp_path: Path) -> None:  # noqa: F811
+def test_parse_parts_gives_every_part_in_job_order(straggler_traces: list[Path], tmp_path: Path,  # noqa: F811
+                                                   parse_in: str) -> None:
     jobs = [PartJob(p.name, tmp_path / str(i), LIMITS, path=p) for i, p in enumerate(straggler_traces)]
     reported: list[str] = []
-    parts = parse_parts(jobs, 2, lambda job: reported.append(job.name))
+    parts = parse_parts(jobs, 2, lambda job: reported.append(job.name), threads=parse_in == "threads")
     assert parts is not None
     assert [part.state.books["sources"] for part in parts] == [[p.name] for p in straggler_traces]
     assert sorted(reported) == sorted(p.name for p in straggler_traces)
@@ -486,3 +499,44 @@ def test_the_setting_reaches_the_ingest() -> None:
     """EXPLORER_INGEST_PROCESSES -> Settings -> the IngestLimits the CLI and the app hand to every ingest."""
     assert IngestLimits.from_settings(Settings(ingest_processes=3)).processes == 3
     assert IngestLimits().processes == Settings().ingest_processes == 2
+    assert IngestLimits.from_settings(Settings(ingest_parse_in="processes")).parse_in == "processes"
+    assert IngestLimits().parse_in == Settings().ingest_parse_in == "threads"
+    with pytest.raises(ValueError):
+        Settings(ingest_parse_in="fibers")
+
+
+def test_parse_threads_share_the_jobs(straggler_traces: list[Path], tmp_path: Path,  # noqa: F811
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """With threads, the ingest's thread and a parse thread each take jobs (from the end and from the start),
+    in this process: no worker process is started."""
+    took: dict[str, list[str]] = {}
+
+    def recorded(job: PartJob) -> Part:
+        took.setdefault(threading.current_thread().name, []).append(job.name)
+        time.sleep(0.05)  # each job outlasts the other thread's start
+        return parse_here(job)
+
+    monkeypatch.setattr(parallel, "parse_here", recorded)
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", None)  # a process pool would fail the test
+    jobs = [PartJob(p.name, tmp_path / str(i), LIMITS, path=p) for i, p in enumerate(straggler_traces)]
+    parts = parse_parts(jobs, 2, threads=True)
+    assert parts is not None and [part.state.books["sources"] for part in parts] == [[j.name] for j in jobs]
+    assert sorted(took) == ["MainThread", "parse-0"]
+    assert took["MainThread"][0] == jobs[-1].name and took["parse-0"][0] == jobs[0].name
+    assert sorted(sum(took.values(), [])) == sorted(j.name for j in jobs)
+
+
+def test_a_parse_threads_failure_is_the_ingests(straggler_traces: list[Path], tmp_path: Path,  # noqa: F811
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error that is not the input's (a bug, MemoryError) raised on a parse thread stops the jobs not yet
+    taken and is raised by parse_parts, as a worker process's is."""
+    def failing(job: PartJob) -> Part:
+        if job.name == straggler_traces[0].name:
+            raise MemoryError("parse thread")
+        time.sleep(0.05)
+        return parse_here(job)
+
+    monkeypatch.setattr(parallel, "parse_here", failing)
+    jobs = [PartJob(p.name, tmp_path / str(i), LIMITS, path=p) for i, p in enumerate(straggler_traces)]
+    with pytest.raises(MemoryError, match="parse thread"):
+        parse_parts(jobs, 2, threads=True)
