@@ -36,7 +36,7 @@ from explorer.ingest.gather import take_text
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.linked import Linked, LinkedParts, link_slices, track_order
 from explorer.ingest.links import flow_kind_index
-from explorer.ingest.memory import release
+from explorer.ingest.memory import release, roomy_heap
 from explorer.ingest.spill import OrderedArgs, Segment, SpilledArgs, read_segments
 from explorer.ingest.tracks import ThreadBook, counter_tables, instant_tables
 from explorer.model.lanes import (
@@ -339,6 +339,20 @@ class TraceBuilder:
     # ---- build -------------------------------------------------------------------------------
 
     def finish(self) -> IngestedTrace:
+        with roomy_heap():  # (its steps' per-slice arrays reuse the heap's pages: explorer.ingest.memory)
+            tables, slice_args = self._tables()
+        slices, split = tables["slices"], self.split
+        op_stats, op_stats_by_shape = _op_tables_beside(slices, split)
+        self.meta[SPLIT_KEY], self.meta[CPU_KEY] = split.ns, split.cpu  # (the op table's step is added when done)
+        return IngestedTrace(
+            tables={**tables, "op_stats": op_stats, "op_stats_by_shape": op_stats_by_shape},
+            warnings=sorted(self.warnings.values(), key=lambda w: (-w.count, w.code)),
+            meta=self.meta, slice_args=slice_args,
+        )
+
+    def _tables(self) -> tuple[dict[str, pa.Table], OrderedArgs | None]:
+        """finish()'s steps before the op table: the tables but the op tables, and the args in order when
+        they are on disk."""
         lim, where, split = self.limits, ", ".join(self.sources)[:200] or "the trace", self.split
         lim.check("the trace holds events:", self.slice_count, lim.max_events, "EXPLORER_MAX_EVENTS", where)
         joined = self._linked.covers(self.slice_count, self.link_marks())
@@ -398,16 +412,9 @@ class TraceBuilder:
                                                       len(tracks_rows) + len(counter_tracks))
             tracks = pa.Table.from_pylist(tracks_rows + counter_tracks + instant_tracks, schema=TRACKS)
             self._span_meta(ts, dur, counters, instants)
-        # the op table's own columns are big (Python strings): the per-slice arrays above go first
-        del depth, order, remap, raw_track, ts, dur, flows_from, flows_to, flows_kind
-        op_stats, op_stats_by_shape = _op_tables_beside(slices, split)
-        self.meta[SPLIT_KEY], self.meta[CPU_KEY] = split.ns, split.cpu  # (the op table's step is added when done)
-        return IngestedTrace(
-            tables={"tracks": tracks, "slices": slices, "flows": flows, "counters": counters, "instants": instants,
-                    "op_stats": op_stats, "op_stats_by_shape": op_stats_by_shape},
-            warnings=sorted(self.warnings.values(), key=lambda w: (-w.count, w.code)),
-            meta=self.meta, slice_args=slice_args,
-        )
+        # (the per-slice arrays above go with this frame, before the op table's are made)
+        return {"tracks": tracks, "slices": slices, "flows": flows, "counters": counters,
+                "instants": instants}, slice_args
 
     # ---- steps of finish() ---------------------------------------------------------------------
 

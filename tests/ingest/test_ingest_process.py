@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,7 @@ def test_the_cli_ingest_loads_only_what_it_uses(tmp_path: Path) -> None:
 
 CHILD = r"""
 import sys
+from collections.abc import Iterator
 from explorer.ingest.memory import as_ingest_process
 as_ingest_process()
 import pyarrow as pa
@@ -207,3 +209,79 @@ def test_every_step_of_an_ingest_releases_what_it_freed() -> None:
     from explorer.ingest import memory
 
     assert TraceBuilder().split.after_step is memory.release
+
+
+ROOMY = r"""
+import ctypes
+from explorer.ingest import memory
+memory.as_ingest_process()
+
+class MallInfo2(ctypes.Structure):  # glibc's struct mallinfo2: hblks counts the blocks mapped on their own
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = (ctypes.c_size_t,)
+libc.free.argtypes = (ctypes.c_void_p,)
+SIZE = 8 * 2**20  # between the usual threshold (2 MiB) and the roomy one (32 MiB)
+
+def mapped_after_malloc():
+    before = libc.mallinfo2().hblks
+    block = libc.malloc(SIZE)
+    mapped = libc.mallinfo2().hblks - before
+    libc.free(block)
+    return mapped
+
+outside = mapped_after_malloc()
+with memory.roomy_heap():
+    inside = mapped_after_malloc()
+after = mapped_after_malloc()
+print(outside, inside, after)
+"""
+
+
+def test_a_roomy_heap_holds_big_blocks_only_while_it_lasts() -> None:
+    """Inside roomy_heap an 8 MiB block comes from the heap; before and after, it is a mapping of its own
+    (glibc's own count of mapped blocks)."""
+    proc = subprocess.run([sys.executable, "-c", ROOMY], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "0", "1"]
+
+
+def test_the_finishs_steps_run_in_a_roomy_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The finish's own steps (columns .. tracks) run inside roomy_heap; the op table, made beside the write,
+    after it (its peak is the write's, kept to the usual thresholds)."""
+    from contextlib import contextmanager
+
+    from explorer.ingest import builder as builder_module
+    from explorer.ingest.builder import TraceBuilder
+
+    events: list[str] = []
+
+    @contextmanager
+    def recorded() -> Iterator[None]:
+        events.append("enter")
+        yield
+        events.append("exit")
+
+    b = TraceBuilder()
+    real_step = b.split.step
+
+    @contextmanager
+    def step(name: str) -> Iterator[None]:
+        events.append(name)
+        with real_step(name):
+            yield
+
+    monkeypatch.setattr(builder_module, "roomy_heap", recorded)
+    monkeypatch.setattr(b.split, "step", step)
+    src = b.add_source("t", "")
+    thread = b.thread(src, 1, 1)
+    b.add_slice(thread, "cpu_op", "aten::mm", 1_000, 500)
+    trace = b.finish()
+    assert trace.tables["op_stats"].num_rows == 1  # waits for the op table's thread
+    inside = events[events.index("enter") + 1:events.index("exit")]
+    assert {"columns", "nesting", "sort", "tracks"} <= set(inside)
+    assert "op_table" in events[events.index("exit"):]
