@@ -48,8 +48,9 @@ class SpilledArgs:
         return self.rows
 
     def read(self) -> pa.Array:
-        with pa.OSFile(str(self.path), "rb") as f:
-            return ipc.open_file(f).get_batch(self.index).column(0)
+        """The batch, mapped, not read: its buffers are the file's pages (no copy into fresh memory, each page
+        of which would be zeroed and faulted in), and the mapping goes with the last buffer that refers to it."""
+        return ipc.open_file(pa.memory_map(str(self.path))).get_batch(self.index).column(0)
 
 
 class ArgsSpillWriter:

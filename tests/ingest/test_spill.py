@@ -67,3 +67,14 @@ def test_a_bucket_missing_a_position_is_an_error() -> None:
     assert spill._inverse(np.array([12, 10, 11]), 10).tolist() == [1, 2, 0]
     with pytest.raises(ValueError, match="missing positions"):
         spill._inverse(np.array([12, 10, 12]), 10)
+
+
+def test_spilled_args_read_back_mapped_outlive_their_file(tmp_path: Path) -> None:
+    """A spilled batch is read as a mapping of its file: its values stay readable after the file is removed
+    (the scratch folder goes once the run is written; a mapping keeps its pages)."""
+    values = [f'{{"i": {i}}}' for i in range(1_000)]
+    segments = spilled(values, 300, tmp_path)
+    read = [seg.read() if not isinstance(seg, pa.Array) else seg for seg in segments]
+    for path in tmp_path.glob("*.args.arrow"):
+        path.unlink()
+    assert pa.chunked_array(read).to_pylist() == values
