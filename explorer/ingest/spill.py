@@ -26,6 +26,7 @@ _SCHEMA = pa.schema([("args", pa.string())])
 # Pass 1 keeps a file open per bucket: past this many (a 20 GB trace's 67M slices in buckets of one row group
 # would be ~1,000, the usual limit of open files) the buckets grow instead
 MAX_BUCKETS = 256
+PASS_ONE_BUDGETS = 4  # pass 1 splits this many buckets' worth of raw batches at a time (its writes: see below)
 _BUCKET_SCHEMA = pa.schema([("pos", pa.int64()), ("args", pa.string())])
 
 
@@ -128,22 +129,25 @@ class OrderedArgs:
         dest = np.empty(len(self.order), dtype=np.int64)
         dest[self.order] = np.arange(len(self.order), dtype=np.int64)
         n_buckets = -(-len(self.order) // bucket)
-        bucket_type = np.uint8 if n_buckets <= 2**8 else np.int64  # (MAX_BUCKETS keeps it to 8 bits)
         paths = [_temp_file(self.scratch, f".bucket{k}.arrow") for k in range(n_buckets)]
         sinks = [pa.OSFile(str(p), "wb") for p in paths]
         writers = [ipc.new_file(s, _BUCKET_SCHEMA) for s in sinks]
         try:
             offset = 0
+            held: list[pa.Array] = []  # raw batches not split yet, their final positions, their bytes
+            positions: list[np.ndarray] = []
+            nbytes = 0
             for args in segment_batches(self.segments):
-                pos = dest[offset:offset + len(args)]
+                held.append(args)
+                positions.append(dest[offset:offset + len(args)])
                 offset += len(args)
-                which = (pos // bucket).astype(bucket_type)  # a small type: numpy sorts it stably by radix
-                by_bucket = np.argsort(which, kind="stable")
-                cuts = np.concatenate(([0], np.cumsum(np.bincount(which, minlength=n_buckets))))
-                for k in np.flatnonzero(np.diff(cuts)).tolist():
-                    pick = by_bucket[cuts[k]:cuts[k + 1]]
-                    writers[k].write_batch(pa.record_batch([pa.array(pos[pick]), take_text_array(args, pick)],
-                                                           schema=_BUCKET_SCHEMA))
+                nbytes += args.nbytes
+                if nbytes >= self.budget_bytes * PASS_ONE_BUDGETS:
+                    _split_by_bucket(held, positions, bucket, n_buckets, writers)
+                    held, positions, nbytes = [], [], 0
+            if held:
+                _split_by_bucket(held, positions, bucket, n_buckets, writers)
+            del held, positions
             for w, s in zip(writers, sinks, strict=True):
                 w.close()
                 s.close()
@@ -183,3 +187,19 @@ def _inverse(pos: np.ndarray, base: int) -> np.ndarray:
     if len(pos) and by_pos.min() < 0:
         raise ValueError(f"slice args: a bucket from {base} is missing positions")
     return by_pos
+
+
+def _split_by_bucket(held: list[pa.Array], positions: list[np.ndarray], bucket: int, n_buckets: int,
+                     writers: list[ipc.RecordBatchFileWriter]) -> None:
+    """Pass 1 of OrderedArgs for some raw batches together: gathered once in bucket order, then cut, one record
+    batch per bucket. Each write to a bucket file has a fixed cost: the 10M-event file's 254 raw batches split
+    one at a time into 102 buckets made 26k of them and took 4.0 CPU s."""
+    pos = np.concatenate(positions)
+    which = (pos // bucket).astype(np.uint8 if n_buckets <= 2**8 else np.int64)  # 8 bits: a stable radix sort
+    by_bucket = np.argsort(which, kind="stable")
+    cuts = np.concatenate(([0], np.cumsum(np.bincount(which, minlength=n_buckets)))).tolist()
+    grouped = pa.record_batch([pa.array(pos[by_bucket]), take_text_array(pa.chunked_array(held, pa.string()),
+                                                                         by_bucket)], schema=_BUCKET_SCHEMA)
+    for k in range(n_buckets):
+        if cuts[k + 1] > cuts[k]:
+            writers[k].write_batch(grouped.slice(cuts[k], cuts[k + 1] - cuts[k]))
