@@ -468,8 +468,8 @@ class TraceBuilder:
 
 class _Renumber:
     """Raw slice index -> final slice id (position in track/time order); a negative one (NONE) -> NONE. The
-    table has one more entry, NONE, which index -1 reads: one gather, no mask (2.3M slices' parents and ops:
-    0.19 -> 0.05 s)."""
+    table has one more entry, NONE, which index -1 reads: one gather, no mask (2.3M slices' parents, ops and
+    flow ends: 0.19 -> 0.03-0.12 s)."""
 
     def __init__(self, order: np.ndarray) -> None:
         self.new_id = np.empty(len(order) + 1, dtype=np.int64)
