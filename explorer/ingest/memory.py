@@ -50,6 +50,7 @@ import importlib.abc
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -68,6 +69,8 @@ ROOMY_TRIM_THRESHOLD_BYTES = 64 * 2**20
 _done = False
 _trim: Callable[[int], int] | None = None  # glibc's malloc_trim, once this process is an ingest process
 _mallopt: Callable[[int, int], int] | None = None  # glibc's mallopt, the same
+_roomy_lock = threading.Lock()
+_roomy_users = 0  # roomy_heap blocks open now
 
 
 def ingest_environment() -> None:
@@ -136,15 +139,24 @@ def roomy_heap() -> Iterator[None]:
     thread, each makes and drops per-slice arrays of a few MB to tens of MB, which as mappings of their own are
     zeroed and faulted in page by page every time; from the heap, the next array reuses the last one's pages.
     Their peaks stay below the write's (the parse's and the write's rose by 25-40 MiB with these thresholds
-    throughout, so they keep the usual ones). A no-op outside an ingest process."""
+    throughout, so they keep the usual ones). The thresholds are the process's: where several finishes overlap
+    (a queue worker's concurrent jobs), the first raises them and the last puts them back. A no-op outside an
+    ingest process."""
+    global _roomy_users
     if _mallopt is None:
         yield
         return
-    _mallopt(_M_MMAP_THRESHOLD, ROOMY_MMAP_THRESHOLD_BYTES)
-    _mallopt(_M_TRIM_THRESHOLD, ROOMY_TRIM_THRESHOLD_BYTES)
+    with _roomy_lock:
+        _roomy_users += 1
+        if _roomy_users == 1:
+            _mallopt(_M_MMAP_THRESHOLD, ROOMY_MMAP_THRESHOLD_BYTES)
+            _mallopt(_M_TRIM_THRESHOLD, ROOMY_TRIM_THRESHOLD_BYTES)
     try:
         yield
     finally:
-        _mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
-        _mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+        with _roomy_lock:
+            _roomy_users -= 1
+            if _roomy_users == 0:
+                _mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+                _mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
         release()
