@@ -91,6 +91,9 @@ class Inputs:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+HASH_CHUNK_BYTES = 1 << 20
+
+
 def sha256_file(path: Path) -> str:
     """The file's sha256, read into one buffer over and over: a new 1 MiB chunk per read came from the heap's
     top, which gives it back when freed, so every chunk's pages were zeroed and faulted in anew (54k page faults
@@ -102,9 +105,6 @@ def sha256_file(path: Path) -> str:
         while n := f.readinto(buf):
             h.update(view[:n])
     return h.hexdigest()
-
-
-HASH_CHUNK_BYTES = 1 << 20
 
 
 _HASHING = threading.BoundedSemaphore(2)  # files hashed at once (a folder of many files: not a thread storm)

@@ -26,7 +26,6 @@ _SCHEMA = pa.schema([("args", pa.string())])
 # Pass 1 keeps a file open per bucket: past this many (a 20 GB trace's 67M slices in buckets of one row group
 # would be ~1,000, the usual limit of open files) the buckets grow instead
 MAX_BUCKETS = 256
-PASS_ONE_BUDGETS = 1  # pass 1 splits about a bucket's worth of raw batches at a time (4 put the 1M peak +35 MiB)
 _BUCKET_SCHEMA = pa.schema([("pos", pa.int64()), ("args", pa.string())])
 
 
@@ -134,20 +133,22 @@ class OrderedArgs:
         writers = [ipc.new_file(s, _BUCKET_SCHEMA) for s in sinks]
         try:
             offset = 0
-            held: list[pa.Array] = []  # raw batches not split yet, their final positions, their bytes
+            # raw batches not split yet (about a bucket's worth: four put the 1M-event peak 35 MiB higher), their
+            # final positions, their bytes
+            pending: list[pa.Array] = []
             positions: list[np.ndarray] = []
             nbytes = 0
             for args in segment_batches(self.segments):
-                held.append(args)
+                pending.append(args)
                 positions.append(dest[offset:offset + len(args)])
                 offset += len(args)
                 nbytes += args.nbytes
-                if nbytes >= self.budget_bytes * PASS_ONE_BUDGETS:
-                    _split_by_bucket(held, positions, bucket, n_buckets, writers)
-                    held, positions, nbytes = [], [], 0
-            if held:
-                _split_by_bucket(held, positions, bucket, n_buckets, writers)
-            del held, positions
+                if nbytes >= self.budget_bytes:
+                    _split_by_bucket(pending, positions, bucket, n_buckets, writers)
+                    pending, positions, nbytes = [], [], 0
+            if pending:
+                _split_by_bucket(pending, positions, bucket, n_buckets, writers)
+            del pending, positions
             for w, s in zip(writers, sinks, strict=True):
                 w.close()
                 s.close()
@@ -189,7 +190,7 @@ def _inverse(pos: np.ndarray, base: int) -> np.ndarray:
     return by_pos
 
 
-def _split_by_bucket(held: list[pa.Array], positions: list[np.ndarray], bucket: int, n_buckets: int,
+def _split_by_bucket(pending: list[pa.Array], positions: list[np.ndarray], bucket: int, n_buckets: int,
                      writers: list[ipc.RecordBatchFileWriter]) -> None:
     """Pass 1 of OrderedArgs for some raw batches together: gathered once in bucket order, then cut, one record
     batch per bucket. Each write to a bucket file has a fixed cost: the 10M-event file's 254 raw batches split
@@ -198,9 +199,9 @@ def _split_by_bucket(held: list[pa.Array], positions: list[np.ndarray], bucket: 
     which = (pos // bucket).astype(np.uint8 if n_buckets <= 2**8 else np.int64)  # 8 bits: a stable radix sort
     by_bucket = np.argsort(which, kind="stable")
     cuts = np.concatenate(([0], np.cumsum(np.bincount(which, minlength=n_buckets)))).tolist()
-    grouped = pa.record_batch([pa.array(pos[by_bucket]), take_text_array(pa.chunked_array(held, pa.string()),
+    grouped = pa.record_batch([pa.array(pos[by_bucket]), take_text_array(pa.chunked_array(pending, pa.string()),
                                                                          by_bucket)], schema=_BUCKET_SCHEMA)
-    held.clear()  # the raw batches (mapped spill pages) go before the writes: only their gathered copy is held
+    pending.clear()  # the raw batches (mapped spill pages) go before the writes: only their gathered copy is held
     del pos, by_bucket
     for k in range(n_buckets):
         if cuts[k + 1] > cuts[k]:
