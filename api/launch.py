@@ -1,9 +1,9 @@
 """The console script's entry point: what must happen before the CLI's imports, then the CLI (api/cli.py).
 
-A command that exists to ingest (`ingest`, `worker`) gets Arrow's C++ default memory pool chosen before pyarrow
-loads (explorer.ingest.memory.ingest_environment), and is made an ingest process (as_ingest_process: the modules
-it refuses must be refused before api/cli.py's own imports load pyarrow.parquet). This module imports nothing
-heavy, and nothing happens on import.
+A command that exists to ingest (`ingest`, `worker`) or to serve (`serve`, `demo`) gets Arrow's C++ default memory
+pool chosen before pyarrow loads (explorer.ingest.memory.ingest_environment); one that ingests is made an ingest
+process (as_ingest_process: the modules it refuses must be refused before api/cli.py's own imports load
+pyarrow.parquet). This module imports nothing heavy, and nothing happens on import.
 """
 
 from __future__ import annotations
@@ -14,12 +14,16 @@ import sys
 from explorer.ingest.memory import as_ingest_process, ingest_environment
 
 INGEST_COMMANDS = frozenset({"ingest", "worker"})
+# long-running processes that hold runs' tables: Arrow's system pool too, whose freed pages go back (a server's
+# memo and table cache trim the heap: explorer.model.heap); mimalloc kept what a table's read once used
+SERVER_COMMANDS = frozenset({"serve", "demo"})
 
 
 def main() -> None:
     command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
-    if command in INGEST_COMMANDS:
+    if command in INGEST_COMMANDS | SERVER_COMMANDS:
         ingest_environment()
+    if command in INGEST_COMMANDS:
         as_ingest_process()
     from api.cli import main as cli
 

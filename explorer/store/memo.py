@@ -1,6 +1,7 @@
 """RunMemo: an LRU of values derived from a run (timeline index, breakdown, kernel table, op tables
 computed on load), each built once even under concurrent requests. Runs are immutable, so entries only
-leave on eviction or when the run is deleted."""
+leave on eviction or when the run is deleted. After each build the heap's free pages go back to the system
+(explorer.model.heap): a build makes and drops several times what it keeps."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from explorer.model.heap import trim_heap
 
 T = TypeVar("T")
 
@@ -36,8 +39,9 @@ class RunMemo:
             with self._lock:
                 self._values[key] = value
                 self._locks.pop(key, None)
-                while len(self._values) > self._max:
-                    self._values.popitem(last=False)
+                evicted = [self._values.popitem(last=False) for _ in range(len(self._values) - self._max)]
+            del evicted
+            trim_heap()  # what the build made and dropped (several times what it keeps), and what was evicted
             return value
 
     def holds(self, run_id: str, kind: str) -> bool:

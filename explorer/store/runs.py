@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from explorer.config import Settings
 from explorer.errors import RunNotFound, RunNotReady, StorageUnavailable
 from explorer.model.artifacts import Artifact
+from explorer.model.heap import trim_heap
 from explorer.model.op_stats import device_time_summary
 from explorer.model.split import CPU_KEY, SPLIT_KEY, TimeSplit
 from explorer.model.summary import RunSummary
@@ -271,13 +272,19 @@ class RunStore:
             raise RunNotFound(run_id)
         columns = CACHED_SLICE_COLUMNS if name == "slices" else None
         table = pq.read_table(path, columns=columns)
-        with self._cache_lock:
-            tables = self._cache.setdefault(run_id, {})
-            tables[name] = table
-            self._cache.move_to_end(run_id)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        self._cache_put(run_id, name, table)
         return table
+
+    def _cache_put(self, run_id: str, key: str, table: pa.Table) -> None:
+        """Keep `table` as the run's `key`, the run now the most recent; past `cache_runs` runs, the least recent
+        is dropped and the heap's free pages go back to the system (explorer.model.heap)."""
+        with self._cache_lock:
+            self._cache.setdefault(run_id, {})[key] = table
+            self._cache.move_to_end(run_id)
+            evicted = [self._cache.popitem(last=False) for _ in range(len(self._cache) - self._cache_size)]
+        if evicted:
+            del evicted  # (its tables are freed here unless a request still reads them)
+            trim_heap()
 
     def table_path(self, run_id: str, name: str) -> Path:
         return self.run_dir(run_id) / f"{name}.parquet"
@@ -312,11 +319,7 @@ class RunStore:
             return cached
         self.require_ready(run_id)
         loaded = load_device_table(self.run_dir(run_id), profile_id, table)
-        with self._cache_lock:
-            self._cache.setdefault(run_id, {})[key] = loaded
-            self._cache.move_to_end(run_id)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        self._cache_put(run_id, key, loaded)
         return loaded
 
     def run_json(self, run_id: str) -> dict[str, Any]:

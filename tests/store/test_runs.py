@@ -61,3 +61,14 @@ def test_ready_run_has_every_table_and_delete_removes_all(store: RunStore, tmp_p
     assert (folder / "artifacts").is_dir() and (folder / "run.json").is_file()
     store.delete(rec.id)
     assert not folder.exists() and store.catalog.list()[0] == []
+
+
+def test_the_table_cache_keeps_the_most_recent_runs(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "data", cache_runs=2)
+    runs = [ingest_paths(store, [write_trace(tmp_path)], f"run {i}").id for i in range(3)]
+    first = {run: store.table(run, "slices") for run in runs}  # the third drops the first
+    assert store.table(runs[1], "slices") is first[runs[1]] and store.table(runs[2], "slices") is first[runs[2]]
+    again = store.table(runs[0], "slices")  # read again (and now the second is the least recent)
+    assert again is not first[runs[0]] and again.equals(first[runs[0]])
+    assert store.table(runs[2], "slices") is first[runs[2]]
+    assert store.table(runs[1], "slices") is not first[runs[1]]
