@@ -50,12 +50,13 @@ def reduce_runs(items: Items, first: np.ndarray) -> Items:
         return items.take(np.zeros(0, I64))
     longest = np.maximum.reduceat(items.longest, first)
     counts = np.diff(np.append(first, len(items)))
-    run_of = np.repeat(np.arange(len(first)), counts)
-    hits = np.flatnonzero(items.longest == longest[run_of])
-    _, first_hit = np.unique(run_of[hits], return_index=True)
+    # the first item of each run as long as the run's longest: hits are ascending, and so are their runs
+    hits = np.flatnonzero(items.longest == np.repeat(longest, counts))
+    run_of_hit = np.searchsorted(first, hits, side="right") - 1
+    first_hit = hits[np.flatnonzero(np.diff(run_of_hit, prepend=-1))]
     return Items(slot=items.slot[first], ts=items.ts[first], end=np.maximum.reduceat(items.end, first),
                  count=np.add.reduceat(items.count, first), busy=np.add.reduceat(items.busy, first),
-                 longest=longest, name=items.name[hits[first_hit]], depth=items.depth[first])
+                 longest=longest, name=items.name[first_hit], depth=items.depth[first])
 
 
 def running_max_per_group(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -63,11 +64,11 @@ def running_max_per_group(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) ->
     return segmented_running_max(values, np.repeat(np.arange(len(lo), dtype=I64), hi - lo))
 
 
-def segmented_running_max(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+def segmented_running_max(values: np.ndarray, group: np.ndarray, in_place: bool = False) -> np.ndarray:
     """Running maximum of `values` restarted at every change of `group` (sorted by group). A scan by
     doubling steps, vectorised: log2(longest group) passes, never a Python loop per group (a run may
-    have a million single-slice tracks)."""
-    out = values.copy()
+    have a million single-slice tracks). `in_place`: into `values` itself."""
+    out = values if in_place else values.copy()
     n, step = len(out), 1
     while step < n:
         same = group[step:] == group[:-step]
@@ -132,8 +133,12 @@ def build_levels(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np
         p = np.flatnonzero(short)
         if len(p):
             b = ts[p] // bin_ns
-            key = group_of[p].astype(I64) * (int(b.max() - b.min()) + 1) + (b - b.min())
+            b -= b.min()
+            key = group_of[p].astype(I64) * (int(b.max()) + 1)
+            key += b
+            del b
             first = np.flatnonzero(np.diff(key, prepend=key[0] - 1))
+            del key
         else:
             first = np.zeros(0, I64)
         if len(p) and len(p) / max(len(first), 1) >= MIN_FOLD:
@@ -145,9 +150,14 @@ def build_levels(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np
 def _level(bin_ns: int, ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np.ndarray,
            group_depth: np.ndarray, n_groups: int, short: np.ndarray, p: np.ndarray, first: np.ndarray) -> Level:
     g = group_of[p]
-    raw = Items(slot=g, ts=ts[p], end=ts[p] + dur[p], count=np.ones(len(p), I64), busy=dur[p],
-                longest=dur[p], name=name[p], depth=group_depth[g])
+    short_ts, short_dur = ts[p], dur[p]
+    # busy and longest are the same array, and count a constant one (no memory): each per-slice array here is
+    # as long as the slices under the bin size, at the first level nearly all of them
+    raw = Items(slot=g, ts=short_ts, end=short_ts + short_dur, count=np.broadcast_to(np.ones(1, I64), len(p)),
+                busy=short_dur, longest=short_dur, name=name[p], depth=group_depth[g])
+    del g, short_ts, short_dur
     bins = reduce_runs(raw, first)
+    del raw
     bin_lo, bin_hi = group_ranges(bins.slot, n_groups)
     long_pos = np.flatnonzero(~short)
     long_lo, long_hi = group_ranges(group_of[long_pos], n_groups)
