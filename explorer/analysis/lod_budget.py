@@ -87,18 +87,25 @@ def build_track_order(tracks: pa.Table, track: np.ndarray, ts: np.ndarray, dur: 
     bound = int(ids.max(initial=-1)) + 1
     lane_of_track = np.zeros(bound, I64)
     lane_of_track[ids] = lane_code
-    top = np.flatnonzero((depth == 0) & (track >= 0) & (track < bound))
-    t_lane = lane_of_track[track[top]]
-    t_order = np.lexsort((ts[top], t_lane))
-    top, t_lane = top[t_order], t_lane[t_order]
-    top_ts, top_end = ts[top], ts[top] + dur[top]
+    top = np.flatnonzero(depth == 0)
+    top_track = track[top]
+    inside = (top_track >= 0) & (top_track < bound)
+    top, top_track = top[inside], top_track[inside]
+    del inside
+    t_lane = lane_of_track[top_track]
+    top_ts = ts[top]
+    t_order = np.lexsort((top_ts, t_lane))  # (each per-slice array made once, in final order: a run's top-level
+    top, t_lane, top_ts = top[t_order], t_lane[t_order], top_ts[t_order]  # slices are most of its slices)
+    top_track = top_track[t_order].astype(I64)
+    del t_order
+    top_end = top_ts + dur[top]
     codes = np.arange(len(lanes))
     return TrackOrder(ids=ids[order], lane_code=lane_code[order], lanes=lanes, id_bound=bound,
                       lane_of_track=lane_of_track, lane_count=np.bincount(lane_code, minlength=len(lanes)),
                       top_lo=np.searchsorted(t_lane, codes, side="left").astype(I64),
                       top_hi=np.searchsorted(t_lane, codes, side="right").astype(I64),
                       top_ts=top_ts, top_end=top_end, top_end_max=segmented_running_max(top_end, t_lane),
-                      top_track=track[top].astype(I64))
+                      top_track=top_track)
 
 
 def scope_of(order: TrackOrder, lanes: set[str] | None, allowed: set[int] | None = None) -> np.ndarray:

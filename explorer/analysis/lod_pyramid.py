@@ -10,6 +10,7 @@ The same run reduction merges bins and raw slices into per-pixel summaries. No I
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import reduce
 
 import numpy as np
 
@@ -122,6 +123,11 @@ class Level:
     bin_hi: np.ndarray
 
 
+# a level is built a piece of about this many positions at a time (cut where no run of short slices spans the
+# cut): what a piece makes and drops is ~70 bytes a position, so the build's peak does not grow with the run
+LEVEL_PIECE = 1 << 20
+
+
 def build_levels(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np.ndarray,
                  group_depth: np.ndarray, span_ns: int) -> list[Level]:
     """Levels from FIRST_BIN_NS up to the span, skipping those that would not fold the slices."""
@@ -130,34 +136,63 @@ def build_levels(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np
     bin_ns = FIRST_BIN_NS
     while len(ts) and bin_ns <= max(span_ns, 1):
         short = dur < bin_ns
-        p = np.flatnonzero(short)
-        if len(p):
-            b = ts[p] // bin_ns
-            b -= b.min()
-            key = group_of[p].astype(I64) * (int(b.max()) + 1)
-            key += b
-            del b
-            first = np.flatnonzero(np.diff(key, prepend=key[0] - 1))
-            del key
-        else:
-            first = np.zeros(0, I64)
-        if len(p) and len(p) / max(len(first), 1) >= MIN_FOLD:
-            levels.append(_level(bin_ns, ts, dur, name, group_of, group_depth, n_groups, short, p, first))
+        cuts = _piece_cuts(ts, group_of, bin_ns)
+        # the runs' starts per piece (as indices into the piece's short slices): counted first, the level is
+        # built only where it folds the slices enough
+        firsts = [_run_starts(ts, group_of, np.flatnonzero(short[a:b]) + a, bin_ns)
+                  for a, b in zip(cuts, cuts[1:], strict=False)]
+        n_short, n_runs = int(np.count_nonzero(short)), sum(len(f) for f in firsts)
+        if n_short and n_short / max(n_runs, 1) >= MIN_FOLD:
+            bins = [_bins(ts, dur, name, group_of, group_depth, np.flatnonzero(short[a:b]) + a, first)
+                    for (a, b), first in zip(zip(cuts, cuts[1:], strict=False), firsts, strict=True)]
+            levels.append(_level(bin_ns, ts, dur, group_of, n_groups, short, reduce(concat_items, bins)))
         bin_ns *= LEVEL_FACTOR
     return levels
 
 
-def _level(bin_ns: int, ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np.ndarray,
-           group_depth: np.ndarray, n_groups: int, short: np.ndarray, p: np.ndarray, first: np.ndarray) -> Level:
+def _piece_cuts(ts: np.ndarray, group_of: np.ndarray, bin_ns: int) -> list[int]:
+    """Cut positions, 0 and len(ts) included, about LEVEL_PIECE apart, each where the group or the bin changes
+    (positions are sorted by group, then time): a run of short slices, one group and one bin, never spans one."""
+    n = len(ts)
+    cuts = [0]
+    k = LEVEL_PIECE
+    while k < n:
+        group_end = int(np.searchsorted(group_of, group_of[k - 1], side="right"))
+        next_bin = (int(ts[k - 1]) // bin_ns + 1) * bin_ns
+        cut = k if group_end <= k else k + int(np.searchsorted(ts[k:group_end], next_bin, side="left"))
+        if cut >= n:
+            break
+        cuts.append(cut)
+        k = cut + LEVEL_PIECE
+    cuts.append(n)
+    return cuts
+
+
+def _run_starts(ts: np.ndarray, group_of: np.ndarray, p: np.ndarray, bin_ns: int) -> np.ndarray:
+    """Where a run starts among the short slices at positions `p`: at each change of (group, bin)."""
+    if not len(p):
+        return np.zeros(0, I64)
+    b = ts[p] // bin_ns
+    b -= b.min()
+    key = group_of[p].astype(I64) * (int(b.max()) + 1)
+    key += b
+    del b
+    return np.flatnonzero(np.diff(key, prepend=key[0] - 1))
+
+
+def _bins(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np.ndarray, group_depth: np.ndarray,
+          p: np.ndarray, first: np.ndarray) -> Items:
+    """The short slices at positions `p` folded into their runs (starting at `first`)."""
     g = group_of[p]
     short_ts, short_dur = ts[p], dur[p]
-    # busy and longest are the same array, and count a constant one (no memory): each per-slice array here is
-    # as long as the slices under the bin size, at the first level nearly all of them
+    # busy and longest are the same array, and count a constant one (no memory)
     raw = Items(slot=g, ts=short_ts, end=short_ts + short_dur, count=np.broadcast_to(np.ones(1, I64), len(p)),
                 busy=short_dur, longest=short_dur, name=name[p], depth=group_depth[g])
-    del g, short_ts, short_dur
-    bins = reduce_runs(raw, first)
-    del raw
+    return reduce_runs(raw, first)
+
+
+def _level(bin_ns: int, ts: np.ndarray, dur: np.ndarray, group_of: np.ndarray, n_groups: int, short: np.ndarray,
+           bins: Items) -> Level:
     bin_lo, bin_hi = group_ranges(bins.slot, n_groups)
     long_pos = np.flatnonzero(~short)
     long_lo, long_hi = group_ranges(group_of[long_pos], n_groups)

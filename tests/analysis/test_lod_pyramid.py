@@ -1,12 +1,14 @@
 """The timeline index's pre-aggregated levels (explorer.analysis.lod_pyramid) against plain loops over the same
 random slices: each run reduced to its first start, last end, count, busy time, longest slice and that slice's
-name (the first of the longest); each level folding the slices shorter than its bin per (group, bin)."""
+name (the first of the longest); each level folding the slices shorter than its bin per (group, bin), whether
+it is built in one piece or in many (cut inside groups too)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from explorer.analysis import lod_pyramid
 from explorer.analysis.lod_pyramid import Items, build_levels, reduce_runs
 
 I64 = np.int64
@@ -37,8 +39,11 @@ def test_reduce_runs_matches_a_loop_over_the_runs(seed: int) -> None:
     assert len(got) == len(first)
 
 
+@pytest.mark.parametrize("piece", [lod_pyramid.LEVEL_PIECE, 64, 7])
 @pytest.mark.parametrize("seed", range(10))
-def test_each_level_folds_the_short_slices_per_group_and_bin(seed: int) -> None:
+def test_each_level_folds_the_short_slices_per_group_and_bin(seed: int, piece: int,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lod_pyramid, "LEVEL_PIECE", piece)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(50, 3000))
     group_of = np.sort(rng.integers(0, 6, n)).astype(I64)
