@@ -58,8 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     interrupted = store.recover(worker.queue.held_runs if isinstance(worker, QueuedIngest) else None)
     if interrupted:
         log.warning("%d ingests were interrupted by the last shutdown; marked failed", interrupted)
-    state = AppState(settings, store, worker, RunMemo(settings.derived_cache_entries),
-                     RunMemo(settings.device_cache_entries))
+    state = AppState(settings, store, worker, RunMemo(settings.derived_cache_entries, store.budget),
+                     RunMemo(settings.device_cache_entries, store.budget))
     state.worker.on_ready = state.warm
     watcher = make_watcher(state)
 

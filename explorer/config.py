@@ -101,6 +101,10 @@ class Settings(BaseSettings):
     sql_timeout_s: float = Field(10.0, description="Time limit of one SQL query")
     sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")
     cache_runs: int = Field(4, description="Runs whose tables (slices without args, tracks, ...) stay in memory")
+    cache_memory_mb: int = Field(
+        4_096, ge=1, description="Most memory, in MB, that the runs kept in memory take together: their tables and "
+        "the values derived from them (timeline index, op tables, breakdowns); past it the least recently used go, "
+        "never the run in use (~230 bytes a slice: a run bigger than this is still served, alone)")
     cache_disk_mb: int = Field(
         20_480, ge=1, description="With runs on object storage: local copies of runs (read by this process) kept in "
         "the data folder's cache/, in MB; the least recently read are dropped past it")

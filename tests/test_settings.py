@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 
-CACHE_AND_LIMITS = ("cache_runs", "derived_cache_entries", "op_table_cache", "sql_timeout_s", "sql_max_rows")
+CACHE_AND_LIMITS = ("cache_runs", "cache_memory_mb", "derived_cache_entries", "op_table_cache", "sql_timeout_s", "sql_max_rows")
 
 
 def test_every_setting_has_help_text() -> None:
@@ -21,10 +21,15 @@ def test_every_setting_has_help_text() -> None:
 
 
 def test_cache_sizes_reach_the_caches(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "data", cache_runs=1, derived_cache_entries=2, op_table_cache=3)
+    settings = Settings(data_dir=tmp_path / "data", cache_runs=1, derived_cache_entries=2, op_table_cache=3,
+                        device_cache_entries=4, cache_memory_mb=5)
     with TestClient(create_app(settings)) as client:
         state = client.app.state.explorer  # type: ignore[attr-defined]
-        assert (state.store._cache_size, state.memo._max, state.store.derived._max) == (1, 2, 3)
+        assert (state.store._cache.max_runs, state.memo._max, state.store.derived._max, state.device_memo._max) == (
+            1, 2, 3, 4)
+        # one memory budget for all of them
+        assert state.store.budget.limit_bytes == 5 * 2**20
+        assert state.memo.budget is state.device_memo.budget is state.store.derived.budget is state.store.budget
 
 
 # not configuration: the process environment handed to a child whole, unread

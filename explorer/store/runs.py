@@ -14,9 +14,7 @@ import json
 import logging
 import os
 import shutil
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -30,17 +28,18 @@ import pyarrow.parquet as pq
 from explorer.config import Settings
 from explorer.errors import RunNotFound, RunNotReady, StorageUnavailable
 from explorer.model.artifacts import Artifact
-from explorer.model.heap import trim_heap
 from explorer.model.op_stats import device_time_summary
 from explorer.model.split import CPU_KEY, SPLIT_KEY, TimeSplit
 from explorer.model.summary import RunSummary
 from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
+from explorer.store.budget import MemoryBudget
 from explorer.store.catalog import LEASE_S, Catalog, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
 from explorer.store.parquet import ROW_GROUP_ROWS, ahead, parquet_options, write_schema
 from explorer.store.run_copies import RunCopies
 from explorer.store.storage import FolderStorage, Storage, answering, new_attempt, open_storage
+from explorer.store.table_cache import TableCache
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +54,10 @@ class RunStore:
     """Catalog + run files, with a local data folder for scratch and caches."""
 
     def __init__(self, data_dir: Path, cache_runs: int = 4, op_table_cache: int = 8, catalog_url: str = "",
-                 storage: Storage | None = None) -> None:
+                 storage: Storage | None = None, cache_memory_mb: int | None = None) -> None:
         """`cache_runs`: runs whose tables stay in memory; `op_table_cache`: op tables computed on load
-        (grouped by module, or of runs stored before op tables had a kind) kept in `derived`;
+        (grouped by module, or of runs stored before op tables had a kind) kept in `derived`; `cache_memory_mb`:
+        what those, and the memos given `budget`, hold together at most (None: no limit but the counts);
         `catalog_url`: the catalog database (Settings.catalog_url), empty for catalog.sqlite in the folder;
         `storage`: where the runs' files are (Settings.storage), None for the data folder itself."""
         self.data_dir = data_dir
@@ -71,17 +71,17 @@ class RunStore:
         for folder in (self.runs_dir, self.tmp_dir, self.staging_dir):
             folder.mkdir(parents=True, exist_ok=True)
         self.catalog = Catalog(catalog_url or data_dir / "catalog.sqlite")
-        self._cache: OrderedDict[str, dict[str, pa.Table]] = OrderedDict()
-        self._cache_size = cache_runs
-        self._cache_lock = threading.Lock()
+        self.budget = MemoryBudget(None if cache_memory_mb is None else cache_memory_mb * 2**20)
+        self._cache = TableCache(cache_runs, self.budget)
         self.copies = RunCopies(self.cache_dir, DEFAULT_COPIES_BYTES)  # object storage only; from_settings sizes it
-        self.derived = RunMemo(op_table_cache)
+        self.derived = RunMemo(op_table_cache, self.budget)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunStore:
         storage = open_storage(settings.storage, settings.data_dir, endpoint_url=settings.s3_endpoint_url,
                                region=settings.s3_region)
-        store = cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url, storage)
+        store = cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url, storage,
+                    settings.cache_memory_mb)
         store.copies.max_bytes = settings.cache_disk_mb * 2**20
         return store
 
@@ -250,8 +250,7 @@ class RunStore:
         """Forget the run, then remove its files from storage and from this machine's cache (a failure
         there leaves files no record references, which the sweep removes)."""
         self.catalog.get(run_id)
-        with self._cache_lock:
-            self._cache.pop(run_id, None)
+        self._cache.forget(run_id)
         self.derived.forget(run_id)
         self.catalog.delete(run_id)
         self.storage.delete(f"runs/{run_id}")
@@ -260,31 +259,16 @@ class RunStore:
 
     def table(self, run_id: str, name: str) -> pa.Table:
         """A run's table, cached in memory (runs are immutable). Slices come without args."""
-        with self._cache_lock:
-            tables = self._cache.get(run_id)
-            if tables is not None:
-                self._cache.move_to_end(run_id)
-                if name in tables:
-                    return tables[name]
+        if (cached := self._cache.get(run_id, name)) is not None:
+            return cached
         path = self.run_dir(run_id) / f"{name}.parquet"
         if not path.exists():
             self.require_ready(run_id)
             raise RunNotFound(run_id)
         columns = CACHED_SLICE_COLUMNS if name == "slices" else None
         table = pq.read_table(path, columns=columns)
-        self._cache_put(run_id, name, table)
+        self._cache.put(run_id, name, table)
         return table
-
-    def _cache_put(self, run_id: str, key: str, table: pa.Table) -> None:
-        """Keep `table` as the run's `key`, the run now the most recent; past `cache_runs` runs, the least recent
-        is dropped and the heap's free pages go back to the system (explorer.model.heap)."""
-        with self._cache_lock:
-            self._cache.setdefault(run_id, {})[key] = table
-            self._cache.move_to_end(run_id)
-            evicted = [self._cache.popitem(last=False) for _ in range(len(self._cache) - self._cache_size)]
-        if evicted:
-            del evicted  # (its tables are freed here unless a request still reads them)
-            trim_heap()
 
     def table_path(self, run_id: str, name: str) -> Path:
         return self.run_dir(run_id) / f"{name}.parquet"
@@ -313,13 +297,11 @@ class RunStore:
         """One table of a device profile, by the export's table name, cached like the run's own tables;
         the published columns, empty, when the export lacked it."""
         key = f"device/{profile_id}/{table}"
-        with self._cache_lock:
-            cached = self._cache.get(run_id, {}).get(key)
-        if cached is not None:
+        if (cached := self._cache.get(run_id, key)) is not None:
             return cached
         self.require_ready(run_id)
         loaded = load_device_table(self.run_dir(run_id), profile_id, table)
-        self._cache_put(run_id, key, loaded)
+        self._cache.put(run_id, key, loaded)
         return loaded
 
     def run_json(self, run_id: str) -> dict[str, Any]:
