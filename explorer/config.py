@@ -104,7 +104,7 @@ class Settings(BaseSettings):
     cache_memory_mb: int = Field(
         4_096, ge=1, description="Most memory, in MB, that the runs kept in memory take together: their tables and "
         "the values derived from them (timeline index, op tables, breakdowns); past it the least recently used go, "
-        "never the run in use (~230 bytes a slice: a run bigger than this is still served, alone)")
+        "never the run in use (~220 bytes a slice: a run bigger than this is still served, alone)")
     cache_disk_mb: int = Field(
         20_480, ge=1, description="With runs on object storage: local copies of runs (read by this process) kept in "
         "the data folder's cache/, in MB; the least recently read are dropped past it")

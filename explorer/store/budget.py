@@ -2,7 +2,7 @@
 (timeline index, op tables, breakdowns, kernel tables), least recently used first out, across all of them.
 
 Each cache bounds itself by a count too (runs, entries); a count alone let a few runs of tens of millions of
-slices take more memory than the box has (~230 bytes a slice kept: columns and timeline index). Entries of the
+slices take more memory than the box has (~220 bytes a slice kept: columns and timeline index). Entries of the
 run being worked on are never dropped for the budget, so a run bigger than it is still served whole, alone. The
 sizes are the arrays' and tables' bytes (`nbytes_of`), not the Python objects around them.
 """
