@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -21,6 +22,16 @@ def asset_dir(name: str) -> Path:
 
 
 SSH_HOST = re.compile(r"^[A-Za-z0-9._@-]*$")  # an ssh host alias or user@host: nothing that could bend a URL
+
+
+def default_cache_memory_mb() -> int:
+    """A third of this machine's memory, in MB (1,024 where the system does not say): what a server's runs kept in
+    memory may take by default (Settings.cache_memory_mb); the rest is for its requests and its ingests."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX, or the value is unknown
+        return 1_024
+    return max(1_024, total // 3 // 2**20)
 
 
 def parse_source_map(items: list[str]) -> tuple[tuple[str, str], ...]:
@@ -102,9 +113,11 @@ class Settings(BaseSettings):
     sql_max_rows: int = Field(10000, description="Row limit of one SQL query result")
     cache_runs: int = Field(4, description="Runs whose tables (slices without args, tracks, ...) stay in memory")
     cache_memory_mb: int = Field(
-        4_096, ge=1, description="Most memory, in MB, that the runs kept in memory take together: their tables and "
-        "the values derived from them (timeline index, op tables, breakdowns); past it the least recently used go, "
-        "never the run in use (~220 bytes a slice: a run bigger than this is still served, alone)")
+        default_factory=default_cache_memory_mb, ge=1,
+        description="Most memory, in MB, that the runs kept in memory take together: their tables and the values "
+        "derived from them (timeline index, op tables, breakdowns); past it the least recently used go, never the "
+        "run in use (~220 bytes a slice: a run bigger than this is still served, alone). Default: a third of this "
+        "machine's memory")
     cache_disk_mb: int = Field(
         20_480, ge=1, description="With runs on object storage: local copies of runs (read by this process) kept in "
         "the data folder's cache/, in MB; the least recently read are dropped past it")

@@ -6,12 +6,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 
-CACHE_AND_LIMITS = ("cache_runs", "cache_memory_mb", "derived_cache_entries", "op_table_cache", "sql_timeout_s", "sql_max_rows")
+CACHE_AND_LIMITS = ("cache_runs", "cache_memory_mb", "derived_cache_entries", "op_table_cache", "sql_timeout_s",
+                    "sql_max_rows")
 
 
 def test_every_setting_has_help_text() -> None:
@@ -48,3 +50,9 @@ def test_nothing_else_reads_the_environment() -> None:
                 if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "putenv"):
                     readers.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}")
     assert readers == []
+
+
+@pytest.mark.skipif(not Path("/proc/meminfo").exists(), reason="the machine's memory as Linux reports it")
+def test_the_runs_kept_in_memory_take_a_third_of_the_machine_by_default() -> None:
+    total_kib = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
+    assert abs(Settings().cache_memory_mb - total_kib / 1024 / 3) <= 1
