@@ -112,8 +112,7 @@ def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table,
     name_o = codes[order]
     del codes
     group_of = np.repeat(np.arange(len(lo)), hi - lo)
-    end_max = ts_o + dur_o
-    end_max = segmented_running_max(end_max, group_of, in_place=True)
+    end_max = segmented_running_max(ts_o + dur_o, group_of, in_place=True)
     t_ids = tracks.column("track_id").to_pylist()
     counter_ranges = _track_ranges(counters.column("track_id").to_numpy().astype(np.int32))
     if instants is None or instants.num_rows == 0:

@@ -10,7 +10,6 @@ The same run reduction merges bins and raw slices into per-pixel summaries. No I
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from functools import reduce
 
 import numpy as np
 
@@ -41,8 +40,9 @@ class Items:
         return len(self.ts)
 
 
-def concat_items(a: Items, b: Items) -> Items:
-    return Items(*(np.concatenate((getattr(a, f.name), getattr(b, f.name))) for f in fields(a)))
+def concat_items(*parts: Items) -> Items:
+    """The parts' items, one after another (each field concatenated once)."""
+    return Items(*(np.concatenate([getattr(part, f.name) for part in parts]) for f in fields(Items)))
 
 
 def reduce_runs(items: Items, first: np.ndarray) -> Items:
@@ -143,9 +143,10 @@ def build_levels(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np
                   for a, b in zip(cuts, cuts[1:], strict=False)]
         n_short, n_runs = int(np.count_nonzero(short)), sum(len(f) for f in firsts)
         if n_short and n_short / max(n_runs, 1) >= MIN_FOLD:
+            # (each piece's short positions found again: kept from the count, they would be 8 bytes a slice)
             bins = [_bins(ts, dur, name, group_of, group_depth, np.flatnonzero(short[a:b]) + a, first)
                     for (a, b), first in zip(zip(cuts, cuts[1:], strict=False), firsts, strict=True)]
-            levels.append(_level(bin_ns, ts, dur, group_of, n_groups, short, reduce(concat_items, bins)))
+            levels.append(_level(bin_ns, ts, dur, group_of, n_groups, short, concat_items(*bins)))
         bin_ns *= LEVEL_FACTOR
     return levels
 

@@ -54,6 +54,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from explorer.model.heap import trim_heap
+
 log = logging.getLogger(__name__)
 
 MMAP_THRESHOLD_BYTES = 2 * 2**20  # kept fixed (setting it stops glibc's raising it); see the module docstring
@@ -67,8 +69,7 @@ ROOMY_MMAP_THRESHOLD_BYTES = 32 * 2**20  # within the finish's steps (roomy_heap
 ROOMY_TRIM_THRESHOLD_BYTES = 64 * 2**20
 
 _done = False
-_trim: Callable[[int], int] | None = None  # glibc's malloc_trim, once this process is an ingest process
-_mallopt: Callable[[int, int], int] | None = None  # glibc's mallopt, the same
+_mallopt: Callable[[int, int], int] | None = None  # glibc's mallopt, once this process is an ingest process
 _roomy_lock = threading.Lock()
 _roomy_users = 0  # roomy_heap blocks open now
 
@@ -110,16 +111,15 @@ def as_ingest_process() -> None:
     pa.set_memory_pool(pa.system_memory_pool())
     try:
         libc = ctypes.CDLL(None)  # the C library this interpreter runs on
-        mallopt, trim = libc.mallopt, libc.malloc_trim
+        mallopt = libc.mallopt
     except (OSError, AttributeError):  # not glibc (musl, macOS): its allocator returns memory its own way
         log.debug("mallopt not available; glibc thresholds left as they are")
         return
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
     mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
-    trim.argtypes = (ctypes.c_size_t,)
-    global _trim, _mallopt
-    _trim, _mallopt = trim, mallopt
+    global _mallopt
+    _mallopt = mallopt
 
 
 def release() -> None:
@@ -128,8 +128,8 @@ def release() -> None:
     of each step of an ingest (explorer.model.split.TimeSplit's `after_step`): what a step freed is not part
     of the next step's RSS. The 1M-event file's nine took 23 ms together (8.5 ms the longest),
     the 10M-event file's 168 ms (67 ms)."""
-    if _trim is not None:
-        _trim(0)
+    if _mallopt is not None:  # (set in an ingest process, where glibc is the allocator)
+        trim_heap()
 
 
 @contextmanager
