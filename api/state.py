@@ -13,7 +13,7 @@ from api.upload import Ingester
 from explorer.analysis.collectives import has_executions
 from explorer.analysis.device_tracks import DeviceTimeline, build_device_index
 from explorer.analysis.kernels import KernelTable
-from explorer.analysis.lod import TimelineIndex, build_timeline_index
+from explorer.analysis.lod import TimelineIndex
 from explorer.config import Settings
 from explorer.device_pages import compute_device_view
 from explorer.export import load_device_timeline
@@ -41,12 +41,7 @@ class AppState:
     device_memo: RunMemo = field(default_factory=RunMemo)  # sized by Settings.device_cache_entries
 
     def timeline_index(self, run_id: str, origin_ns: int) -> TimelineIndex:
-        def build() -> TimelineIndex:
-            t = self.store.table
-            return build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"),
-                                        t(run_id, "flows"), origin_ns, t(run_id, "instants"))
-
-        return self.memo.get(run_id, "timeline", build)
+        return self.memo.get(run_id, "timeline", lambda: self.store.timeline_index(run_id, origin_ns))
 
     def breakdown(self, run_id: str, ranks: tuple[int, ...] | None = None) -> Breakdown:
         """Lane busy/idle and device gaps of a run (or of some of its ranks), computed once (API twin and

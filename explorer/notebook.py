@@ -18,7 +18,7 @@ import jinja2
 import numpy as np
 import pyarrow as pa
 
-from explorer.analysis.lod import TimelineIndex, build_timeline_index
+from explorer.analysis.lod import TimelineIndex
 from explorer.analysis.lod_pyramid import gather, window_ranges
 from explorer.config import Settings
 from explorer.errors import BadRequest, RunNotFound
@@ -177,12 +177,7 @@ class Run:
         return self._cached("breakdown", lambda: compute_run_breakdown(self.store, self.id))
 
     def _index(self) -> TimelineIndex:
-        def build() -> TimelineIndex:
-            t = self.store.table
-            return build_timeline_index(t(self.id, "slices"), t(self.id, "tracks"), t(self.id, "counters"),
-                                        t(self.id, "flows"), self.origin_ns, t(self.id, "instants"))
-
-        return self._cached("timeline", build)
+        return self._cached("timeline", lambda: self.store.timeline_index(self.id, self.origin_ns))
 
     def _cached(self, key: str, build: Callable[[], T]) -> T:
         """Computed once per Run object, as the server's RunMemo keeps them once per run."""

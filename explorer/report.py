@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from explorer import __version__
 from explorer.analysis.kernels import KernelTable
-from explorer.analysis.lod import TimelineIndex, WindowPart, build_timeline_index, compute_bounded_window
+from explorer.analysis.lod import TimelineIndex, WindowPart, compute_bounded_window
 from explorer.analysis.lod_budget import MAX_HEIGHT_PX, track_budget
 from explorer.config import asset_dir
 from explorer.device_pages import DevicePage, build_device_pages
@@ -74,12 +74,10 @@ def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_
     """The bounded window of the whole span (the server's compute_bounded_window: the first tracks that
     fit `height_px` in full, the rest summarised per lane) and the listing of those tracks (`total`: all
     of the run's), so a report's size does not grow with the run's track count. A server passes its
-    cached `index`; without one it is built here."""
+    cached `index`; without one the store gives it (stored by the ingest, or built)."""
     rec = store.require_ready(run_id)
     origin, span = rec.summary.start_ns, max(rec.summary.span_ns, 1)
-    t = store.table
-    ix = index or build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"),
-                                       t(run_id, "flows"), origin, t(run_id, "instants"))
+    ix = index or store.timeline_index(run_id, origin)
     window = compute_bounded_window([WindowPart(ix, ix.order.ids)], 0, span, width_px, height_px)
     # the window's full tracks are the first track_budget in display order: the listing's first page is them
     tracks = build_tracks(store, run_id, limit=track_budget(height_px))

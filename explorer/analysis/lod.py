@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -25,11 +25,12 @@ from explorer.analysis.lod_budget import (
     track_budget,
 )
 from explorer.analysis.lod_pyramid import (
+    LEVEL_PIECE,
     Items,
     Level,
-    build_levels,
     concat_items,
     gather,
+    iter_levels,
     pick_level,
     reduce_runs,
     segmented_running_max,
@@ -83,61 +84,132 @@ class TimelineIndex:
 
 
 def _dictionary(column: pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
+    """The column's distinct values, sorted, and each row's code into them: the same whatever encoding the column
+    came in (the ingest's tables hold sorted dictionaries already; a table read back from Parquet, plain text),
+    so an index the ingest stored equals one a server builds."""
     encoded = pc.dictionary_encode(column).combine_chunks()
-    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    values = encoded.dictionary
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    by_value = np.asarray(pc.array_sort_indices(values))
+    if not np.array_equal(by_value, np.arange(len(by_value))):
+        rank = np.empty(len(by_value), np.int32)
+        rank[by_value] = np.arange(len(by_value), dtype=np.int32)
+        codes = rank[codes]
+        values = values.take(pa.array(by_value))
+    return values.to_pylist(), codes
+
+
+class IndexSink(Protocol):
+    """Where an index's parts go as each becomes final: kept in memory (MemorySink) or written to files and
+    dropped (explorer.analysis.lod_files.FileSink, the ingest's: what the build holds then stays small)."""
+
+    def put(self, name: str, value: Any) -> None: ...
+
+    def level(self, level: Level) -> None: ...
+
+
+class MemorySink:
+    def __init__(self) -> None:
+        self.parts: dict[str, Any] = {}
+        self.levels: list[Level] = []
+
+    def put(self, name: str, value: Any) -> None:
+        self.parts[name] = value
+
+    def level(self, level: Level) -> None:
+        self.levels.append(level)
+
+    def index(self) -> TimelineIndex:
+        return TimelineIndex(**self.parts, levels=self.levels)
 
 
 def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table, flows: pa.Table,
                          origin_ns: int, instants: pa.Table | None = None) -> TimelineIndex:
     """Arrange a run's columns for window queries. Cost is a sort of the slices, paid once per run."""
-    # (no copy that is not needed, and each per-slice temporary dropped once used: on a run of 6.7M slices the
-    # build's peak above what it keeps was 730 MiB)
+    sink = MemorySink()
+    build_index_into(sink, slices, tracks, counters, flows, origin_ns, instants)
+    return sink.index()
+
+
+def build_index_into(sink: IndexSink, slices: pa.Table, tracks: pa.Table, counters: pa.Table, flows: pa.Table,
+                     origin_ns: int, instants: pa.Table | None = None, piece: int = LEVEL_PIECE) -> None:
+    """The index's parts, each handed to `sink` as soon as it is final and then dropped here: the parts in the
+    slices' own order first, then those in (track, depth, ts) order, the levels one by one, `piece` positions
+    of a level at a time. (No copy that is not needed: on a run of 6.7M slices kept in memory, the build's peak
+    above what it keeps was 730 MiB; written to files, ~50 bytes a slice.)"""
     track = slices.column("track_id").to_numpy().astype(np.int32, copy=False)
     ts = np.subtract(slices.column("ts_ns").to_numpy(), origin_ns, dtype=I64)
     dur = slices.column("dur_ns").to_numpy().astype(I64, copy=False)
     depth = slices.column("depth").to_numpy().astype(np.int32, copy=False)
+    sink.put("origin_ns", origin_ns)
+    t_ids = tracks.column("track_id").to_pylist()
+    sink.put("track_kind", dict(zip(t_ids, tracks.column("kind").to_pylist(), strict=True)))
+    sink.put("track_lane", dict(zip(t_ids, tracks.column("lane").to_pylist(), strict=True)))
+    sink.put("counter_ranges", _track_ranges(counters.column("track_id").to_numpy().astype(np.int32)))
+    sink.put("counter_ts", counters.column("ts_ns").to_numpy().astype(I64) - origin_ns)
+    sink.put("counter_value", counters.column("value").to_numpy().astype(np.float64))
+    _instant_parts(sink, instants, origin_ns)
+    _flow_parts(sink, flows, track, ts, dur)
+    sink.put("order", build_track_order(tracks, track, ts, dur, depth))
     names, codes = _dictionary(slices.column("name")) if slices.num_rows else ([], np.zeros(0, np.int32))
+    sink.put("names", names)
+    del names
     order = np.lexsort((ts, depth, track)).astype(I64, copy=False) if len(ts) else np.zeros(0, I64)
-    depth_o = depth[order]
-    g_track = track[order]
-    if len(order):
-        change = np.flatnonzero((np.diff(g_track) != 0) | (np.diff(depth_o) != 0)) + 1
-        lo = np.concatenate(([0], change)).astype(I64)
-    else:
-        lo = np.zeros(0, I64)
-    group_track = g_track[lo]
-    del g_track
-    hi = np.append(lo[1:], len(order)).astype(I64) if len(order) else np.zeros(0, I64)
-    ts_o, dur_o = ts[order], dur[order]
+    ts_o = ts[order]
+    del ts
+    dur_o = dur[order]
+    del dur
     name_o = codes[order]
     del codes
-    group_of = np.repeat(np.arange(len(lo)), hi - lo)
-    end_max = segmented_running_max(ts_o + dur_o, group_of, in_place=True)
-    t_ids = tracks.column("track_id").to_pylist()
-    counter_ranges = _track_ranges(counters.column("track_id").to_numpy().astype(np.int32))
-    if instants is None or instants.num_rows == 0:
-        i_ranges: dict[int, tuple[int, int]] = {}
-        i_names: list[str] = []
-        i_ts, i_codes = np.zeros(0, I64), np.zeros(0, np.int32)
+    depth_o = depth[order]
+    del depth
+    g_track = track[order]
+    sink.put("slice_track", track)
+    del track
+    sink.put("slice_id", order)
+    del order
+    if len(g_track):
+        change = np.flatnonzero((np.diff(g_track) != 0) | (np.diff(depth_o) != 0)) + 1
+        lo = np.concatenate(([0], change)).astype(I64)
+        del change
     else:
-        i_ranges = _track_ranges(instants.column("track_id").to_numpy().astype(np.int32))
-        i_ts = instants.column("ts_ns").to_numpy().astype(I64) - origin_ns
-        i_names, i_codes = _dictionary(instants.column("name"))
-    fl = _flow_arrays(flows, track, ts, dur)
+        lo = np.zeros(0, I64)
+    hi = np.append(lo[1:], len(g_track)).astype(I64) if len(g_track) else np.zeros(0, I64)
+    sink.put("group_track", g_track[lo])
+    del g_track
+    group_depth = depth_o[lo]
+    sink.put("depth", depth_o)
+    del depth_o
+    sink.put("group_depth", group_depth)
+    sink.put("group_lo", lo)
+    sink.put("group_hi", hi)
+    group_of = np.repeat(np.arange(len(lo)), hi - lo)
+    del lo, hi
+    end_max = segmented_running_max(ts_o + dur_o, group_of, in_place=True)
     span = int(end_max.max(initial=0)) - int(ts_o.min(initial=0))
-    levels = build_levels(ts_o, dur_o, name_o, group_of, depth_o[lo], span)
+    sink.put("end_max", end_max)
+    del end_max
+    for level in iter_levels(ts_o, dur_o, name_o, group_of, group_depth, span, piece):
+        sink.level(level)
+        del level  # (before the next is built)
     del group_of
-    return TimelineIndex(
-        origin_ns=origin_ns, names=names, slice_id=order, ts=ts_o, dur=dur_o, end_max=end_max,
-        depth=depth_o, name=name_o, group_track=group_track, group_depth=depth_o[lo], group_lo=lo, group_hi=hi,
-        track_kind=dict(zip(t_ids, tracks.column("kind").to_pylist(), strict=True)),
-        track_lane=dict(zip(t_ids, tracks.column("lane").to_pylist(), strict=True)),
-        counter_ranges=counter_ranges,
-        counter_ts=counters.column("ts_ns").to_numpy().astype(I64) - origin_ns,
-        counter_value=counters.column("value").to_numpy().astype(np.float64),
-        instant_ranges=i_ranges, instant_ts=i_ts, instant_names=i_names, instant_name=i_codes,
-        slice_track=track, levels=levels, order=build_track_order(tracks, track, ts, dur, depth), **fl,
-    )
+    sink.put("ts", ts_o)
+    sink.put("dur", dur_o)
+    sink.put("name", name_o)
+
+
+def _instant_parts(sink: IndexSink, instants: pa.Table | None, origin_ns: int) -> None:
+    if instants is None or instants.num_rows == 0:
+        sink.put("instant_ranges", {})
+        sink.put("instant_names", [])
+        sink.put("instant_ts", np.zeros(0, I64))
+        sink.put("instant_name", np.zeros(0, np.int32))
+        return
+    sink.put("instant_ranges", _track_ranges(instants.column("track_id").to_numpy().astype(np.int32)))
+    sink.put("instant_ts", instants.column("ts_ns").to_numpy().astype(I64) - origin_ns)
+    names, codes = _dictionary(instants.column("name"))
+    sink.put("instant_names", names)
+    sink.put("instant_name", codes)
 
 
 def _track_ranges(track: np.ndarray) -> dict[int, tuple[int, int]]:
@@ -149,7 +221,8 @@ def _track_ranges(track: np.ndarray) -> dict[int, tuple[int, int]]:
     return {int(track[a]): (int(a), int(b)) for a, b in zip(lo, hi, strict=True)}
 
 
-def _flow_arrays(flows: pa.Table, track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> dict[str, Any]:
+def _flow_parts(sink: IndexSink, flows: pa.Table, track: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> None:
+    """The flows, sorted by the start of their source slice, each array handed over as it is made."""
     flows = flows.cast(FLOWS)
     f_from = flows.column("from_slice").to_numpy().astype(I64, copy=False)
     f_to = flows.column("to_slice").to_numpy().astype(I64, copy=False)
@@ -159,15 +232,20 @@ def _flow_arrays(flows: pa.Table, track: np.ndarray, ts: np.ndarray, dur: np.nda
     keep = np.flatnonzero(ok)
     del ok
     keep = keep[np.argsort(ts[f_from[keep]], kind="stable")]  # by the start of the source slice
+    sink.put("flow_id", flows.column("flow_id").to_numpy().astype(I64, copy=False)[keep])
+    sink.put("flow_kind", kinds)
+    sink.put("flow_kind_code", kind_code[keep])
+    del kind_code
     f_from, f_to = f_from[keep], f_to[keep]
+    del keep
+    sink.put("flow_from_track", track[f_from])
+    sink.put("flow_to_track", track[f_to])
     from_ts, to_ts = ts[f_from], ts[f_to]
     wide = np.maximum(dur[f_from], dur[f_to])
     np.maximum(wide, np.abs(to_ts - from_ts) // 2, out=wide)
-    return {
-        "flow_id": flows.column("flow_id").to_numpy().astype(I64, copy=False)[keep], "flow_from": f_from,
-        "flow_to": f_to, "flow_kind": kinds, "flow_kind_code": kind_code[keep], "flow_from_ts": from_ts,
-        "flow_to_ts": to_ts, "flow_from_track": track[f_from], "flow_to_track": track[f_to], "flow_wide_ns": wide,
-    }
+    for name, value in (("flow_from", f_from), ("flow_to", f_to), ("flow_from_ts", from_ts), ("flow_to_ts", to_ts),
+                        ("flow_wide_ns", wide)):
+        sink.put(name, value)
 
 
 def compute_window(ix: TimelineIndex, start_ns: int, end_ns: int, width_px: int,

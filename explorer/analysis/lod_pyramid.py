@@ -9,6 +9,7 @@ The same run reduction merges bins and raw slices into per-pixel summaries. No I
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -131,32 +132,51 @@ LEVEL_PIECE = 1 << 20
 def build_levels(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np.ndarray,
                  group_depth: np.ndarray, span_ns: int) -> list[Level]:
     """Levels from FIRST_BIN_NS up to the span, skipping those that would not fold the slices."""
+    return list(iter_levels(ts, dur, name, group_of, group_depth, span_ns, LEVEL_PIECE))
+
+
+def iter_levels(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np.ndarray,
+                group_depth: np.ndarray, span_ns: int, piece: int) -> Iterator[Level]:
+    """build_levels' levels one at a time (a caller that writes each away holds one), built `piece` positions
+    at a time."""
     n_groups = len(group_depth)
-    levels: list[Level] = []
     bin_ns = FIRST_BIN_NS
     while len(ts) and bin_ns <= max(span_ns, 1):
         short = dur < bin_ns
-        cuts = _piece_cuts(ts, group_of, bin_ns)
+        cuts = _piece_cuts(ts, group_of, bin_ns, piece)
         # the runs' starts per piece (as indices into the piece's short slices): counted first, the level is
         # built only where it folds the slices enough
         firsts = [_run_starts(ts, group_of, np.flatnonzero(short[a:b]) + a, bin_ns)
                   for a, b in zip(cuts, cuts[1:], strict=False)]
         n_short, n_runs = int(np.count_nonzero(short)), sum(len(f) for f in firsts)
         if n_short and n_short / max(n_runs, 1) >= MIN_FOLD:
-            # (each piece's short positions found again: kept from the count, they would be 8 bytes a slice)
-            bins = [_bins(ts, dur, name, group_of, group_depth, np.flatnonzero(short[a:b]) + a, first)
-                    for (a, b), first in zip(zip(cuts, cuts[1:], strict=False), firsts, strict=True)]
-            levels.append(_level(bin_ns, ts, dur, group_of, n_groups, short, concat_items(*bins)))
+            # each piece's runs go straight into the level's arrays (no list of pieces to concatenate: the
+            # level's bins held once), each piece's short positions found again (kept from the count, they
+            # would be 8 bytes a slice)
+            bins: Items | None = None
+            at = 0
+            for (a, b), first in zip(zip(cuts, cuts[1:], strict=False), firsts, strict=True):
+                part = _bins(ts, dur, name, group_of, group_depth, np.flatnonzero(short[a:b]) + a, first)
+                bins = bins or Items(*(np.empty(n_runs, getattr(part, f.name).dtype) for f in fields(Items)))
+                for f in fields(Items):
+                    getattr(bins, f.name)[at:at + len(part)] = getattr(part, f.name)
+                at += len(part)
+                del part
+            del firsts
+            assert bins is not None and at == n_runs
+            level = _level(bin_ns, ts, dur, group_of, n_groups, short, bins)
+            del bins  # (nor does this frame hold a level once the caller has it)
+            yield level
+            del level
         bin_ns *= LEVEL_FACTOR
-    return levels
 
 
-def _piece_cuts(ts: np.ndarray, group_of: np.ndarray, bin_ns: int) -> list[int]:
-    """Cut positions, 0 and len(ts) included, about LEVEL_PIECE apart, each where the group or the bin changes
+def _piece_cuts(ts: np.ndarray, group_of: np.ndarray, bin_ns: int, piece: int) -> list[int]:
+    """Cut positions, 0 and len(ts) included, about `piece` apart, each where the group or the bin changes
     (positions are sorted by group, then time): a run of short slices, one group and one bin, never spans one."""
     n = len(ts)
     cuts = [0]
-    k = LEVEL_PIECE
+    k = piece
     while k < n:
         group_end = int(np.searchsorted(group_of, group_of[k - 1], side="right"))
         next_bin = (int(ts[k - 1]) // bin_ns + 1) * bin_ns
@@ -164,7 +184,7 @@ def _piece_cuts(ts: np.ndarray, group_of: np.ndarray, bin_ns: int) -> list[int]:
         if cut >= n:
             break
         cuts.append(cut)
-        k = cut + LEVEL_PIECE
+        k = cut + piece
     cuts.append(n)
     return cuts
 

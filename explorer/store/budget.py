@@ -77,6 +77,8 @@ def nbytes_of(value: Any, _depth: int = 0) -> int:
         return 0
     if isinstance(value, (pa.Table, pa.Array, pa.ChunkedArray, pa.RecordBatch)):
         return int(value.nbytes)
+    if isinstance(value, np.memmap):  # a file's pages, mapped: the page cache's to drop, not this process's
+        return 0
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
     if isinstance(value, (str, bytes)):

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from explorer.analysis.lod import TimelineIndex, build_timeline_index
+from explorer.analysis.lod_files import INDEX_DIR, load_timeline_index, save_timeline_index
 from explorer.config import Settings
 from explorer.errors import RunNotFound, RunNotReady, StorageUnavailable
 from explorer.model.artifacts import Artifact
@@ -222,22 +225,28 @@ class RunStore:
     def _write(self, work: Path, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool) -> RunSummary:
         timed = TimeSplit()
         # the artifacts are copied (and made durable, for a folder store) beside the tables' write: kernel
-        # copies and disk waits, outside the GIL (the 1M-event trace: ~0.35 s of fsync at publish before)
-        with ThreadPoolExecutor(1, thread_name_prefix="artifacts") as pool:
+        # copies and disk waits, outside the GIL (the 1M-event trace: ~0.35 s of fsync at publish before). The
+        # timeline index is built beside the write too, once the slices' Parquet is written: beside that write,
+        # the two builds' buffers together put the 1M-event file's peak 20-25 MiB higher (README, "Benchmark:
+        # ingest")
+        slices_written, failed = threading.Event(), threading.Event()
+        with ThreadPoolExecutor(2, thread_name_prefix="beside-write") as pool:
             copied = pool.submit(_copy_artifacts, work, artifacts, copy_artifacts,
                                  isinstance(self.storage, FolderStorage))
-            with timed.step("write"):
-                for name, table in trace.tables.items():
-                    if name == "slices" and trace.slice_args is not None:
-                        _write_slices(work / "slices.parquet", table, trace.slice_args)
-                    elif name == "slices":
-                        written = write_schema(table, TABLE_SCHEMAS[name])
-                        pq.write_table(table.cast(written), work / f"{name}.parquet", store_schema=False,
-                                       **parquet_options(TABLE_SCHEMAS[name]))
-                    else:
-                        pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
-                                       **parquet_options(TABLE_SCHEMAS[name]))
+            indexed = pool.submit(_write_index, work, trace, timed, slices_written, failed)
+            try:
+                with timed.step("write"):
+                    for name, table in trace.tables.items():
+                        _write_table(work, name, table, trace)
+                        if name == "slices":
+                            slices_written.set()
+            except BaseException:
+                failed.set()  # (the index's build, not begun, is not)
+                raise
+            finally:
+                slices_written.set()
             art_rows = copied.result()
+            indexed.result()
         for key, step in ((SPLIT_KEY, timed.ns), (CPU_KEY, timed.cpu)):  # when the ingest timed itself
             if isinstance(recorded := trace.meta.get(key), dict):
                 recorded.update(step)
@@ -269,6 +278,17 @@ class RunStore:
         table = pq.read_table(path, columns=columns)
         self._cache.put(run_id, name, table)
         return table
+
+    def timeline_index(self, run_id: str, origin_ns: int) -> TimelineIndex:
+        """The run's timeline index as its ingest stored it (mapped, not read: explorer/analysis/lod_files.py),
+        or, for a run stored without one, built from its tables (seconds on millions of slices). Not cached
+        here: the caller keeps it (a server's RunMemo)."""
+        stored = load_timeline_index(self.run_dir(run_id) / INDEX_DIR, origin_ns)
+        if stored is not None:
+            return stored
+        t = self.table
+        return build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"),
+                                    t(run_id, "flows"), origin_ns, t(run_id, "instants"))
 
     def table_path(self, run_id: str, name: str) -> Path:
         return self.run_dir(run_id) / f"{name}.parquet"
@@ -338,6 +358,35 @@ def _write_slices(path: Path, slices: pa.Table, args: OrderedText) -> None:
             writer.write_table(group, row_group_size=ROW_GROUP_ROWS)
         if not slices.num_rows:
             writer.write_table(schema.empty_table())
+
+
+def _write_table(work: Path, name: str, table: pa.Table, trace: IngestedTrace) -> None:
+    if name == "slices" and trace.slice_args is not None:
+        _write_slices(work / "slices.parquet", table, trace.slice_args)
+    elif name == "slices":
+        written = write_schema(table, TABLE_SCHEMAS[name])
+        pq.write_table(table.cast(written), work / f"{name}.parquet", store_schema=False,
+                       **parquet_options(TABLE_SCHEMAS[name]))
+    else:
+        pq.write_table(table.cast(TABLE_SCHEMAS[name]), work / f"{name}.parquet",
+                       **parquet_options(TABLE_SCHEMAS[name]))
+
+
+def _write_index(work: Path, trace: IngestedTrace, timed: TimeSplit, slices_written: threading.Event,
+                 failed: threading.Event) -> None:
+    """The run's timeline index into work/index (explorer.analysis.lod_files), once the slices' Parquet is
+    written; not at all when the write failed."""
+    slices_written.wait()
+    if failed.is_set():
+        return
+    tables = trace.tables
+
+    def table(name: str) -> pa.Table:
+        return tables[name] if name in tables else TABLE_SCHEMAS[name].empty_table()
+
+    with timed.step("index"):
+        save_timeline_index(work / INDEX_DIR, table("slices"), table("tracks"), table("counters"), table("flows"),
+                            _meta_int(trace.meta, "start_ns"), table("instants"))
 
 
 def _copy_artifacts(work: Path, artifacts: list[Artifact], copy: bool, durable: bool) -> list[dict[str, Any]]:

@@ -1,0 +1,116 @@
+"""A run's timeline index as files in its folder: written by the ingest beside the tables' Parquet, read by a
+server by mapping them (no build on a run's first view, and the pages are the page cache's: a server holding
+many big runs' indexes holds no copy of them in its own memory).
+
+The folder `index/` holds one `.npy` per array of explorer.analysis.lod.TimelineIndex (its levels' and track
+order's too) and `index.json`, written last: the names, the per-track dictionaries, the levels' bin sizes, and
+the format's version. An index is read only whole, of this version and of the origin asked for; anything else
+(a run ingested before indexes were stored, a folder an interrupted write left) reads as none, and the caller
+builds the index from the tables as before. No I/O but the folder given.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from explorer.analysis.lod import IndexSink, TimelineIndex, build_index_into
+from explorer.analysis.lod_budget import TrackOrder
+from explorer.analysis.lod_pyramid import Items, Level
+from explorer.model.heap import trim_heap
+
+INDEX_DIR = "index"
+INDEX_VERSION = 1
+META = "index.json"
+# the ingest builds a level this many positions at a time (the server's build in memory: LEVEL_PIECE)
+FILE_PIECE = 1 << 17
+# the per-track dictionaries (int keys in JSON are strings) and how a value reads back
+_DICTS = {"track_kind": str, "track_lane": str, "counter_ranges": tuple, "instant_ranges": tuple}
+_LISTS = ("names", "instant_names", "flow_kind")
+
+
+class FileSink(IndexSink):
+    """Writes each part to `folder` as it comes and keeps none of it."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=False)
+        self.folder = folder
+        self.meta: dict[str, Any] = {"version": INDEX_VERSION, "levels": []}
+
+    def put(self, name: str, value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            self._array(name, value)
+        elif isinstance(value, TrackOrder):
+            for f in fields(TrackOrder):
+                part = getattr(value, f.name)
+                if isinstance(part, np.ndarray):
+                    self._array(f"order.{f.name}", part)
+                else:
+                    self.meta[f"order.{f.name}"] = part
+        elif name in _DICTS:
+            self.meta[name] = [[k, v] for k, v in value.items()]
+        else:
+            self.meta[name] = value
+
+    def level(self, level: Level) -> None:
+        at = len(self.meta["levels"])
+        for f in fields(Level):
+            if f.name == "bins":
+                for g in fields(Items):
+                    self._array(f"level{at}.bins.{g.name}", getattr(level.bins, g.name))
+            elif f.name != "bin_ns":
+                self._array(f"level{at}.{f.name}", getattr(level, f.name))
+        self.meta["levels"].append(level.bin_ns)
+
+    def close(self) -> None:
+        """The index is complete: its metadata written last, so a folder without it is no index."""
+        (self.folder / META).write_text(json.dumps(self.meta, separators=(",", ":")))
+
+    def _array(self, name: str, value: np.ndarray) -> None:
+        np.save(self.folder / f"{name}.npy", np.ascontiguousarray(value), allow_pickle=False)
+        trim_heap()  # (what the build dropped before this part: its small blocks are the heap's, not mappings)
+
+
+def save_timeline_index(folder: Path, slices: pa.Table, tracks: pa.Table, counters: pa.Table, flows: pa.Table,
+                        origin_ns: int, instants: pa.Table | None = None) -> None:
+    """Build a run's timeline index into `folder` (which must not exist), holding one part at a time."""
+    sink = FileSink(folder)
+    build_index_into(sink, slices, tracks, counters, flows, origin_ns, instants, piece=FILE_PIECE)
+    sink.close()
+
+
+def load_timeline_index(folder: Path, origin_ns: int) -> TimelineIndex | None:
+    """The index stored in `folder`, its arrays mapped read-only; None when there is none of this version and
+    origin (the caller builds it)."""
+    try:
+        meta = json.loads((folder / META).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("version") != INDEX_VERSION or meta.get("origin_ns") != origin_ns:
+        return None
+
+    def array(name: str) -> np.ndarray:
+        path = folder / f"{name}.npy"
+        try:
+            loaded: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+        except ValueError:  # an empty array cannot be mapped
+            loaded = np.load(path, allow_pickle=False)
+        return loaded
+
+    plain = {f.name for f in fields(TimelineIndex)} - {"levels", "order", "origin_ns", *_DICTS, *_LISTS}
+    parts: dict[str, Any] = {name: array(name) for name in plain}
+    for name, kind in _DICTS.items():
+        parts[name] = {int(k): tuple(v) if kind is tuple else v for k, v in meta[name]}
+    for name in _LISTS:
+        parts[name] = list(meta[name])
+    order: dict[str, Any] = {f.name: meta[f"order.{f.name}"] if f"order.{f.name}" in meta
+                             else array(f"order.{f.name}") for f in fields(TrackOrder)}
+    levels = [Level(bin_ns=int(bin_ns), bins=Items(*(array(f"level{i}.bins.{g.name}") for g in fields(Items))),
+                    **{f.name: array(f"level{i}.{f.name}") for f in fields(Level) if f.name not in ("bin_ns", "bins")})
+              for i, bin_ns in enumerate(meta["levels"])]
+    return TimelineIndex(origin_ns=origin_ns, levels=levels, order=TrackOrder(**order), **parts)

@@ -1,0 +1,183 @@
+"""The timeline index the ingest stores in a run's folder (explorer/analysis/lod_files.py), against the index a
+server builds from the run's stored tables: every array, list and mapping equal, the windows equal, the arrays
+mapped rather than read, and anything but a complete index of this version and origin read as none."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import tracemalloc
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from explorer.analysis import lod_files
+from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
+from explorer.analysis.lod_files import INDEX_DIR, load_timeline_index, save_timeline_index
+from explorer.model.split import SPLIT_KEY
+from explorer.service import ingest_paths
+from explorer.store import runs as runs_module
+from explorer.store.budget import nbytes_of
+from explorer.store.runs import RunStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from synth import write_kineto_trace  # noqa: E402
+
+REAL = ("HolisticTraceAnalysis/tests/data/trace_diff/control/control.json.gz",
+        "kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz")
+
+
+def built(store: RunStore, run_id: str) -> TimelineIndex:
+    """The index as a server built it before indexes were stored: from the tables read back."""
+    t = store.table
+    return build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"), t(run_id, "flows"),
+                                store.get(run_id).summary.start_ns, t(run_id, "instants"))
+
+
+def assert_same(a: Any, b: Any, where: str = "index") -> None:
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray), where
+        assert a.dtype == b.dtype, where
+        assert np.array_equal(a, b), where
+    elif is_dataclass(a):
+        assert type(a) is type(b), where
+        for f in fields(a):
+            assert_same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+    elif isinstance(a, list) and a and not isinstance(a[0], str):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def windows(ix: TimelineIndex, span: int) -> list[dict[str, Any]]:
+    return [compute_window(ix, a, b, 1500) for a, b in ((0, span), (span // 3, span // 3 + span // 50),
+                                                         (span // 2, span // 2 + span // 5000 + 1))]
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunStore, str]:
+    tmp = tmp_path_factory.mktemp("lod_files")
+    write_kineto_trace(tmp / "trace.json", 60_000)
+    store = RunStore(tmp / "data")
+    return store, ingest_paths(store, [tmp / "trace.json"]).id
+
+
+def test_the_ingest_stores_the_index_a_server_would_build(synthetic_run: tuple[RunStore, str]) -> None:
+    store, run_id = synthetic_run
+    rec = store.get(run_id)
+    stored = load_timeline_index(store.run_dir(run_id) / INDEX_DIR, rec.summary.start_ns)
+    assert stored is not None
+    fresh = built(store, run_id)
+    assert len(fresh.levels) >= 3 and len(fresh.slice_id) == rec.summary.slices  # a run with levels to compare
+    assert_same(fresh, stored)
+    assert windows(fresh, rec.summary.span_ns) == windows(stored, rec.summary.span_ns)
+    assert fresh.names == sorted(fresh.names)  # one encoding of the names, whatever the column's was
+    assert store.run_json(run_id)["meta"][SPLIT_KEY]["index"] > 0  # the ingest's time split names the step
+
+
+def test_the_store_maps_the_stored_index_and_builds_one_where_none_is(synthetic_run: tuple[RunStore, str]) -> None:
+    store, run_id = synthetic_run
+    origin = store.get(run_id).summary.start_ns
+    ix = store.timeline_index(run_id, origin)
+    assert isinstance(ix.ts, np.memmap) and isinstance(ix.levels[0].bins.end, np.memmap)
+    assert not ix.ts.flags.writeable
+    # mapped pages are the page cache's: the server's memory budget does not count them
+    assert nbytes_of(ix) < nbytes_of(built(store, run_id)) // 20
+    # a run stored before indexes were: built from its tables, the same
+    folder = store.run_dir(run_id) / INDEX_DIR
+    kept = folder.with_name("index-kept")
+    folder.rename(kept)
+    try:
+        rebuilt = store.timeline_index(run_id, origin)
+        assert not isinstance(rebuilt.ts, np.memmap)
+        assert_same(rebuilt, ix)
+    finally:
+        kept.rename(folder)
+
+
+def test_an_incomplete_or_other_index_reads_as_none(synthetic_run: tuple[RunStore, str], tmp_path: Path) -> None:
+    store, run_id = synthetic_run
+    origin = store.get(run_id).summary.start_ns
+    copy = tmp_path / INDEX_DIR
+    shutil.copytree(store.run_dir(run_id) / INDEX_DIR, copy)
+    assert load_timeline_index(copy, origin) is not None
+    assert load_timeline_index(copy, origin + 1) is None  # another origin: its times would be shifted
+    meta = json.loads((copy / "index.json").read_text())
+    (copy / "index.json").write_text(json.dumps({**meta, "version": meta["version"] + 1}))
+    assert load_timeline_index(copy, origin) is None
+    (copy / "index.json").write_text("{not json")
+    assert load_timeline_index(copy, origin) is None
+    (copy / "index.json").unlink()  # an interrupted write: the metadata is written last
+    assert load_timeline_index(copy, origin) is None
+    assert load_timeline_index(tmp_path / "nothing", origin) is None
+
+
+def test_written_part_by_part_the_build_holds_a_fraction_of_the_index(synthetic_run: tuple[RunStore, str],
+                                                                    tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ingest's build hands each part to a file as it is made: what it holds at most is well under what a
+    build kept in memory holds at the end (the whole index), measured by Python's allocation tracer. (Its
+    levels are built in pieces as on a run 16 times this one's size.)"""
+    monkeypatch.setattr(lod_files, "FILE_PIECE", lod_files.FILE_PIECE // 16)
+    store, run_id = synthetic_run
+    t = store.table
+    tables = (t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"), t(run_id, "flows"))
+    origin, instants = store.get(run_id).summary.start_ns, t(run_id, "instants")
+    kept = nbytes_of(built(store, run_id))
+    tracemalloc.start()
+    try:
+        save_timeline_index(tmp_path / "ix", *tables, origin, instants)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.75 * kept, (peak, kept)
+    assert_same(load_timeline_index(tmp_path / "ix", origin), built(store, run_id))
+
+
+def test_a_failed_write_stops_the_index_build_and_leaves_no_run(store: RunStore, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index waits for the slices' Parquet; a write that fails first must not leave it waiting (the ingest
+    would hang) nor let it build."""
+    write_kineto_trace(tmp_path / "trace.json", 2_000)
+    real_write = runs_module._write_table
+    builds: list[str] = []
+    monkeypatch.setattr(lod_files, "build_index_into", lambda *a, **k: builds.append("built"))
+
+    def failing(work: Path, name: str, *args: Any) -> None:
+        if name == "slices":
+            raise OSError(28, "No space left on device")
+        real_write(work, name, *args)
+
+    monkeypatch.setattr(runs_module, "_write_table", failing)
+    done: list[BaseException] = []
+
+    def ingest() -> None:
+        try:
+            ingest_paths(store, [tmp_path / "trace.json"])
+        except BaseException as exc:
+            done.append(exc)
+
+    worker = threading.Thread(target=ingest, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "the ingest hung on its index"
+    assert isinstance(done[0], OSError) and "No space left" in str(done[0])
+    assert builds == []
+    assert store.catalog.list()[0] == [] and not any(store.staging_dir.iterdir())
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_traces_store_the_index_a_server_would_build(shared_traces: Path, store: RunStore, name: str) -> None:
+    rec = ingest_paths(store, [shared_traces / name])
+    stored = store.timeline_index(rec.id, rec.summary.start_ns)
+    assert isinstance(stored.ts, np.memmap)
+    fresh = built(store, rec.id)
+    assert_same(fresh, stored)
+    assert windows(fresh, rec.summary.span_ns) == windows(stored, rec.summary.span_ns)
