@@ -94,6 +94,10 @@ class Settings(BaseSettings):
         "threads", description="Where those parsers run: threads of the ingest's process (no start-up cost; the "
         "default, measured faster on 2 cores) or worker processes started from a forkserver (no GIL shared, "
         "for many cores: each costs ~1.4 CPU s of imports)")
+    ingest_index: bool = Field(
+        True, description="Build a run's timeline index at ingest, into the run's folder, once its slices are "
+        "written (a server then maps it: no build on the first view, and no copy in the server's memory); false: "
+        "the server builds it after the ingest, in its own memory, as before (an ingest ~20-30 % faster)")
     ingest_queue: Literal["inline", "postgres"] = Field(
         "inline", description="Where uploads are ingested: inline (the web process's own worker threads) or "
         "postgres (jobs on a procrastinate queue in the catalog's PostgreSQL database, run by `trace-explorer "

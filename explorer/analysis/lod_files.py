@@ -28,7 +28,7 @@ INDEX_DIR = "index"
 INDEX_VERSION = 1
 META = "index.json"
 # the ingest builds a level this many positions at a time (the server's build in memory: LEVEL_PIECE)
-FILE_PIECE = 1 << 17
+FILE_PIECE = 1 << 19
 # the per-track dictionaries (int keys in JSON are strings) and how a value reads back
 _DICTS = {"track_kind": str, "track_lane": str, "counter_ranges": tuple, "instant_ranges": tuple}
 _LISTS = ("names", "instant_names", "flow_kind")
@@ -66,6 +66,7 @@ class FileSink(IndexSink):
             elif f.name != "bin_ns":
                 self._array(f"level{at}.{f.name}", getattr(level, f.name))
         self.meta["levels"].append(level.bin_ns)
+        trim_heap()  # (what the level's build dropped: a piece's blocks are the heap's, not mappings)
 
     def close(self) -> None:
         """The index is complete: its metadata written last, so a folder without it is no index."""
@@ -73,7 +74,6 @@ class FileSink(IndexSink):
 
     def _array(self, name: str, value: np.ndarray) -> None:
         np.save(self.folder / f"{name}.npy", np.ascontiguousarray(value), allow_pickle=False)
-        trim_heap()  # (what the build dropped before this part: its small blocks are the heap's, not mappings)
 
 
 def save_timeline_index(folder: Path, slices: pa.Table, tracks: pa.Table, counters: pa.Table, flows: pa.Table,

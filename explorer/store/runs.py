@@ -78,6 +78,7 @@ class RunStore:
         self._cache = TableCache(cache_runs, self.budget)
         self.copies = RunCopies(self.cache_dir, DEFAULT_COPIES_BYTES)  # object storage only; from_settings sizes it
         self.derived = RunMemo(op_table_cache, self.budget)
+        self.index_at_ingest = True  # runs are saved with their timeline index (Settings.ingest_index)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunStore:
@@ -86,6 +87,7 @@ class RunStore:
         store = cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url, storage,
                     settings.cache_memory_mb)
         store.copies.max_bytes = settings.cache_disk_mb * 2**20
+        store.index_at_ingest = settings.ingest_index
         return store
 
     def recover(self, held: Callable[[], Collection[str]] | None = None) -> int:
@@ -228,12 +230,13 @@ class RunStore:
         # copies and disk waits, outside the GIL (the 1M-event trace: ~0.35 s of fsync at publish before). The
         # timeline index is built beside the write too, once the slices' Parquet is written: beside that write,
         # the two builds' buffers together put the 1M-event file's peak 20-25 MiB higher (README, "Benchmark:
-        # ingest")
+        # ingest"; Settings.ingest_index)
         slices_written, failed = threading.Event(), threading.Event()
         with ThreadPoolExecutor(2, thread_name_prefix="beside-write") as pool:
             copied = pool.submit(_copy_artifacts, work, artifacts, copy_artifacts,
                                  isinstance(self.storage, FolderStorage))
-            indexed = pool.submit(_write_index, work, trace, timed, slices_written, failed)
+            indexed = pool.submit(_write_index, work, trace, timed, slices_written, failed) if self.index_at_ingest \
+                else None
             try:
                 with timed.step("write"):
                     for name, table in trace.tables.items():
@@ -246,7 +249,8 @@ class RunStore:
             finally:
                 slices_written.set()
             art_rows = copied.result()
-            indexed.result()
+            if indexed is not None:
+                indexed.result()
         for key, step in ((SPLIT_KEY, timed.ns), (CPU_KEY, timed.cpu)):  # when the ingest timed itself
             if isinstance(recorded := trace.meta.get(key), dict):
                 recorded.update(step)

@@ -124,8 +124,8 @@ def test_written_part_by_part_the_build_holds_a_fraction_of_the_index(synthetic_
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The ingest's build hands each part to a file as it is made: what it holds at most is well under what a
     build kept in memory holds at the end (the whole index), measured by Python's allocation tracer. (Its
-    levels are built in pieces as on a run 16 times this one's size.)"""
-    monkeypatch.setattr(lod_files, "FILE_PIECE", lod_files.FILE_PIECE // 16)
+    levels are built in pieces of 8,192 positions, as a run of millions of slices is.)"""
+    monkeypatch.setattr(lod_files, "FILE_PIECE", 1 << 13)
     store, run_id = synthetic_run
     t = store.table
     tables = (t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"), t(run_id, "flows"))
@@ -181,3 +181,22 @@ def test_real_traces_store_the_index_a_server_would_build(shared_traces: Path, s
     fresh = built(store, rec.id)
     assert_same(fresh, stored)
     assert windows(fresh, rec.summary.span_ns) == windows(stored, rec.summary.span_ns)
+
+
+def test_the_setting_off_leaves_the_index_to_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EXPLORER_INGEST_INDEX=false: the run is stored without an index (an ingest as before), and the store builds
+    the same index from the tables."""
+    from explorer.config import Settings
+
+    monkeypatch.setenv("EXPLORER_INGEST_INDEX", "false")
+    store = RunStore.from_settings(Settings(data_dir=tmp_path / "data"))
+    assert store.index_at_ingest is False
+    write_kineto_trace(tmp_path / "trace.json", 3_000)
+    rec = ingest_paths(store, [tmp_path / "trace.json"])
+    assert not (store.run_dir(rec.id) / INDEX_DIR).exists()
+    assert "index" not in store.run_json(rec.id)["meta"][SPLIT_KEY]
+    ix = store.timeline_index(rec.id, rec.summary.start_ns)
+    assert not isinstance(ix.ts, np.memmap)
+    on = RunStore(tmp_path / "on")
+    rec_on = ingest_paths(on, [tmp_path / "trace.json"])
+    assert_same(ix, on.timeline_index(rec_on.id, rec_on.summary.start_ns))
