@@ -1,5 +1,6 @@
 """The first timeline view of a stored run, as a server makes it: its tables read into memory, its timeline index
-built (explorer.analysis.lod), the heap trimmed, then one window of the whole run at 2,000 px. Prints the seconds
+mapped from the run's folder where its ingest stored it (EXPLORER_INGEST_INDEX=true), else built
+(explorer.analysis.lod), the heap trimmed, then one window of the whole run at 2,000 px. Prints the seconds
 of each, the memory the tables and the index hold after, and the process's peak RSS. Run it as a server runs
 (Arrow's system pool, as `serve` sets it) in a fresh process; asserts nothing. Usage:
     ARROW_DEFAULT_MEMORY_POOL=system .venv/bin/python bench/first_view.py --data-dir DIR [--run RUN_ID]
@@ -13,7 +14,9 @@ import resource
 import time
 from pathlib import Path
 
-from explorer.analysis.lod import build_timeline_index, compute_window
+import numpy as np
+
+from explorer.analysis.lod import compute_window
 from explorer.model.heap import trim_heap
 from explorer.store.runs import RunStore
 
@@ -37,15 +40,14 @@ def main() -> None:
     tables = {name: store.table(run_id, name) for name in TABLES}
     read = time.perf_counter()
     tables_mib = rss_mib() - before
-    index = build_timeline_index(tables["slices"], tables["tracks"], tables["counters"], tables["flows"],
-                                 rec.summary.start_ns, tables["instants"])
+    index = store.timeline_index(run_id, rec.summary.start_ns)  # (as AppState.timeline_index)
     built = time.perf_counter()
     trim_heap()
     window = compute_window(index, 0, rec.summary.end_ns - rec.summary.start_ns, 2000)
     done = time.perf_counter()
     print(json.dumps({
         "run": run_id, "slices": tables["slices"].num_rows, "read_s": round(read - started, 2),
-        "index_s": round(built - read, 2), "window_s": round(done - built, 3),
+        "index": "mapped" if isinstance(index.ts, np.memmap) else "built", "index_s": round(built - read, 2), "window_s": round(done - built, 3),
         "window_tracks": len(window.get("tracks", [])), "before_mib": round(before),
         "tables_mib": round(tables_mib), "held_after_mib": round(rss_mib() - before),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),

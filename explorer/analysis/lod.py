@@ -9,6 +9,8 @@ pixel. Times in the index and the output are relative to the run's origin. No I/
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any, Protocol
@@ -132,16 +134,77 @@ def build_timeline_index(slices: pa.Table, tracks: pa.Table, counters: pa.Table,
 
 
 def build_index_into(sink: IndexSink, slices: pa.Table, tracks: pa.Table, counters: pa.Table, flows: pa.Table,
-                     origin_ns: int, instants: pa.Table | None = None, piece: int = LEVEL_PIECE) -> None:
-    """The index's parts, each handed to `sink` as soon as it is final and then dropped here: the parts in the
-    slices' own order first, then those in (track, depth, ts) order, the levels one by one, `piece` positions
-    of a level at a time. (No copy that is not needed: on a run of 6.7M slices kept in memory, the build's peak
-    above what it keeps was 730 MiB; written to files, ~50 bytes a slice.)"""
+                     origin_ns: int, instants: pa.Table | None = None, piece: int = LEVEL_PIECE,
+                     threads: int = 1) -> None:
+    """The index's parts, each handed to `sink` as soon as it is final and then dropped here: the parts in
+    (track, depth, ts) order, the levels one by one, `piece` positions of a level at a time, and beside them
+    the parts in the slices' own order. (No copy that is not needed: on a run of 6.7M slices kept in memory,
+    the build's peak above what it keeps was 730 MiB; written to files, ~60 bytes a slice.) `threads`: 2 builds
+    the parts in the slices' order and the levels on two threads (numpy's passes run outside the GIL)."""
     track = slices.column("track_id").to_numpy().astype(np.int32, copy=False)
     ts = np.subtract(slices.column("ts_ns").to_numpy(), origin_ns, dtype=I64)
     dur = slices.column("dur_ns").to_numpy().astype(I64, copy=False)
     depth = slices.column("depth").to_numpy().astype(np.int32, copy=False)
     sink.put("origin_ns", origin_ns)
+    with ThreadPoolExecutor(threads, thread_name_prefix="index") if threads > 1 else nullcontext() as pool:
+        args = (sink, tracks, counters, flows, instants, origin_ns, track, ts, dur, depth)
+        beside = pool.submit(_parts_in_slice_order, *args) if pool is not None else None
+        if beside is None:
+            _parts_in_slice_order(*args)
+        del args
+        names, codes = _dictionary(slices.column("name")) if slices.num_rows else ([], np.zeros(0, np.int32))
+        sink.put("names", names)
+        del names
+        order = np.lexsort((ts, depth, track)).astype(I64, copy=False) if len(ts) else np.zeros(0, I64)
+        ts_o = ts[order]
+        del ts
+        dur_o = dur[order]
+        del dur
+        name_o = codes[order]
+        del codes
+        depth_o = depth[order]
+        del depth
+        g_track = track[order]
+        sink.put("slice_track", track)
+        del track
+        sink.put("slice_id", order)
+        del order
+        if len(g_track):
+            change = np.flatnonzero((np.diff(g_track) != 0) | (np.diff(depth_o) != 0)) + 1
+            lo = np.concatenate(([0], change)).astype(I64)
+            del change
+        else:
+            lo = np.zeros(0, I64)
+        hi = np.append(lo[1:], len(g_track)).astype(I64) if len(g_track) else np.zeros(0, I64)
+        sink.put("group_track", g_track[lo])
+        del g_track
+        group_depth = depth_o[lo]
+        sink.put("depth", depth_o)
+        del depth_o
+        sink.put("group_depth", group_depth)
+        sink.put("group_lo", lo)
+        sink.put("group_hi", hi)
+        group_of = np.repeat(np.arange(len(lo)), hi - lo)
+        del lo, hi
+        end_max = segmented_running_max(ts_o + dur_o, group_of, in_place=True)
+        span = int(end_max.max(initial=0)) - int(ts_o.min(initial=0))
+        sink.put("end_max", end_max)
+        del end_max
+        for level in iter_levels(ts_o, dur_o, name_o, group_of, group_depth, span, piece, pool):
+            sink.level(level)
+            del level  # (before the next is built)
+        del group_of
+        sink.put("ts", ts_o)
+        sink.put("dur", dur_o)
+        sink.put("name", name_o)
+        if beside is not None:
+            beside.result()
+
+
+def _parts_in_slice_order(sink: IndexSink, tracks: pa.Table, counters: pa.Table, flows: pa.Table,
+                          instants: pa.Table | None, origin_ns: int, track: np.ndarray, ts: np.ndarray,
+                          dur: np.ndarray, depth: np.ndarray) -> None:
+    """The tracks' kinds and lanes, the counters, instants and flows, and the track order (lod_budget)."""
     t_ids = tracks.column("track_id").to_pylist()
     sink.put("track_kind", dict(zip(t_ids, tracks.column("kind").to_pylist(), strict=True)))
     sink.put("track_lane", dict(zip(t_ids, tracks.column("lane").to_pylist(), strict=True)))
@@ -151,51 +214,6 @@ def build_index_into(sink: IndexSink, slices: pa.Table, tracks: pa.Table, counte
     _instant_parts(sink, instants, origin_ns)
     _flow_parts(sink, flows, track, ts, dur)
     sink.put("order", build_track_order(tracks, track, ts, dur, depth))
-    names, codes = _dictionary(slices.column("name")) if slices.num_rows else ([], np.zeros(0, np.int32))
-    sink.put("names", names)
-    del names
-    order = np.lexsort((ts, depth, track)).astype(I64, copy=False) if len(ts) else np.zeros(0, I64)
-    ts_o = ts[order]
-    del ts
-    dur_o = dur[order]
-    del dur
-    name_o = codes[order]
-    del codes
-    depth_o = depth[order]
-    del depth
-    g_track = track[order]
-    sink.put("slice_track", track)
-    del track
-    sink.put("slice_id", order)
-    del order
-    if len(g_track):
-        change = np.flatnonzero((np.diff(g_track) != 0) | (np.diff(depth_o) != 0)) + 1
-        lo = np.concatenate(([0], change)).astype(I64)
-        del change
-    else:
-        lo = np.zeros(0, I64)
-    hi = np.append(lo[1:], len(g_track)).astype(I64) if len(g_track) else np.zeros(0, I64)
-    sink.put("group_track", g_track[lo])
-    del g_track
-    group_depth = depth_o[lo]
-    sink.put("depth", depth_o)
-    del depth_o
-    sink.put("group_depth", group_depth)
-    sink.put("group_lo", lo)
-    sink.put("group_hi", hi)
-    group_of = np.repeat(np.arange(len(lo)), hi - lo)
-    del lo, hi
-    end_max = segmented_running_max(ts_o + dur_o, group_of, in_place=True)
-    span = int(end_max.max(initial=0)) - int(ts_o.min(initial=0))
-    sink.put("end_max", end_max)
-    del end_max
-    for level in iter_levels(ts_o, dur_o, name_o, group_of, group_depth, span, piece):
-        sink.level(level)
-        del level  # (before the next is built)
-    del group_of
-    sink.put("ts", ts_o)
-    sink.put("dur", dur_o)
-    sink.put("name", name_o)
 
 
 def _instant_parts(sink: IndexSink, instants: pa.Table | None, origin_ns: int) -> None:

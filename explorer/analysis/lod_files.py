@@ -27,8 +27,10 @@ from explorer.model.heap import trim_heap
 INDEX_DIR = "index"
 INDEX_VERSION = 1
 META = "index.json"
-# the ingest builds a level this many positions at a time (the server's build in memory: LEVEL_PIECE)
+# the ingest builds a level this many positions at a time (the server's build in memory: LEVEL_PIECE), on two
+# threads (it runs once the slices' Parquet is written: the write's threads are done by then)
 FILE_PIECE = 1 << 19
+FILE_THREADS = 2
 # the per-track dictionaries (int keys in JSON are strings) and how a value reads back
 _DICTS = {"track_kind": str, "track_lane": str, "counter_ranges": tuple, "instant_ranges": tuple}
 _LISTS = ("names", "instant_names", "flow_kind")
@@ -80,7 +82,8 @@ def save_timeline_index(folder: Path, slices: pa.Table, tracks: pa.Table, counte
                         origin_ns: int, instants: pa.Table | None = None) -> None:
     """Build a run's timeline index into `folder` (which must not exist), holding one part at a time."""
     sink = FileSink(folder)
-    build_index_into(sink, slices, tracks, counters, flows, origin_ns, instants, piece=FILE_PIECE)
+    build_index_into(sink, slices, tracks, counters, flows, origin_ns, instants, piece=FILE_PIECE,
+                     threads=FILE_THREADS)
     sink.close()
 
 

@@ -10,6 +10,7 @@ The same run reduction merges bins and raw slices into per-pixel summaries. No I
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -136,39 +137,51 @@ def build_levels(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np
 
 
 def iter_levels(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np.ndarray,
-                group_depth: np.ndarray, span_ns: int, piece: int) -> Iterator[Level]:
+                group_depth: np.ndarray, span_ns: int, piece: int, pool: Executor | None = None) -> Iterator[Level]:
     """build_levels' levels one at a time (a caller that writes each away holds one), built `piece` positions
-    at a time."""
-    n_groups = len(group_depth)
+    at a time; with `pool`, on its threads, in order (a level depends on the slices only, not on another level:
+    numpy's passes run outside the GIL, two levels at a time on two threads)."""
+    sizes = []
     bin_ns = FIRST_BIN_NS
     while len(ts) and bin_ns <= max(span_ns, 1):
-        short = dur < bin_ns
-        cuts = _piece_cuts(ts, group_of, bin_ns, piece)
-        # the runs' starts per piece (as indices into the piece's short slices): counted first, the level is
-        # built only where it folds the slices enough
-        firsts = [_run_starts(ts, group_of, np.flatnonzero(short[a:b]) + a, bin_ns)
-                  for a, b in zip(cuts, cuts[1:], strict=False)]
-        n_short, n_runs = int(np.count_nonzero(short)), sum(len(f) for f in firsts)
-        if n_short and n_short / max(n_runs, 1) >= MIN_FOLD:
-            # each piece's runs go straight into the level's arrays (no list of pieces to concatenate: the
-            # level's bins held once), each piece's short positions found again (kept from the count, they
-            # would be 8 bytes a slice)
-            bins: Items | None = None
-            at = 0
-            for (a, b), first in zip(zip(cuts, cuts[1:], strict=False), firsts, strict=True):
-                part = _bins(ts, dur, name, group_of, group_depth, np.flatnonzero(short[a:b]) + a, first)
-                bins = bins or Items(*(np.empty(n_runs, getattr(part, f.name).dtype) for f in fields(Items)))
-                for f in fields(Items):
-                    getattr(bins, f.name)[at:at + len(part)] = getattr(part, f.name)
-                at += len(part)
-                del part
-            del firsts
-            assert bins is not None and at == n_runs
-            level = _level(bin_ns, ts, dur, group_of, n_groups, short, bins)
-            del bins  # (nor does this frame hold a level once the caller has it)
-            yield level
-            del level
+        sizes.append(bin_ns)
         bin_ns *= LEVEL_FACTOR
+
+    def one(size: int) -> Level | None:
+        return build_level(ts, dur, name, group_of, group_depth, size, piece)
+
+    for level in (pool.map(one, sizes) if pool is not None else map(one, sizes)):
+        if level is not None:
+            yield level
+        del level  # (nor does this frame hold a level once the caller has it)
+
+
+def build_level(ts: np.ndarray, dur: np.ndarray, name: np.ndarray, group_of: np.ndarray, group_depth: np.ndarray,
+                bin_ns: int, piece: int) -> Level | None:
+    """The level of bins `bin_ns` wide, None where it would not fold the slices MIN_FOLD times."""
+    short = dur < bin_ns
+    cuts = _piece_cuts(ts, group_of, bin_ns, piece)
+    # the runs' starts per piece (as indices into the piece's short slices): counted first, the level is
+    # built only where it folds the slices enough
+    firsts = [_run_starts(ts, group_of, np.flatnonzero(short[a:b]) + a, bin_ns)
+              for a, b in zip(cuts, cuts[1:], strict=False)]
+    n_short, n_runs = int(np.count_nonzero(short)), sum(len(f) for f in firsts)
+    if not n_short or n_short / max(n_runs, 1) < MIN_FOLD:
+        return None
+    # each piece's runs go straight into the level's arrays (no list of pieces to concatenate: the level's bins
+    # held once), each piece's short positions found again (kept from the count, they would be 8 bytes a slice)
+    bins: Items | None = None
+    at = 0
+    for (a, b), first in zip(zip(cuts, cuts[1:], strict=False), firsts, strict=True):
+        part = _bins(ts, dur, name, group_of, group_depth, np.flatnonzero(short[a:b]) + a, first)
+        bins = bins or Items(*(np.empty(n_runs, getattr(part, f.name).dtype) for f in fields(Items)))
+        for f in fields(Items):
+            getattr(bins, f.name)[at:at + len(part)] = getattr(part, f.name)
+        at += len(part)
+        del part
+    del firsts
+    assert bins is not None and at == n_runs
+    return _level(bin_ns, ts, dur, group_of, len(group_depth), short, bins)
 
 
 def _piece_cuts(ts: np.ndarray, group_of: np.ndarray, bin_ns: int, piece: int) -> list[int]:
