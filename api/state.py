@@ -21,7 +21,13 @@ from explorer.model.device_shapes import DeviceProfileJson, DeviceView
 from explorer.model.rank_slices import rank_key
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import Breakdown, RanksResult
-from explorer.pages import RunCollectives, compute_run_breakdown, compute_run_collectives, compute_run_kernels
+from explorer.pages import (
+    RunCollectives,
+    compute_run_breakdown,
+    compute_run_collectives,
+    compute_run_kernels,
+    timeline_index,
+)
 from explorer.rank_pages import compute_run_ranks
 from explorer.store.catalog import RunRecord
 from explorer.store.memo import RunMemo
@@ -41,7 +47,7 @@ class AppState:
     device_memo: RunMemo = field(default_factory=RunMemo)  # sized by Settings.device_cache_entries
 
     def timeline_index(self, run_id: str, origin_ns: int) -> TimelineIndex:
-        return self.memo.get(run_id, "timeline", lambda: self.store.timeline_index(run_id, origin_ns))
+        return self.memo.get(run_id, "timeline", lambda: timeline_index(self.store, run_id, origin_ns))
 
     def breakdown(self, run_id: str, ranks: tuple[int, ...] | None = None) -> Breakdown:
         """Lane busy/idle and device gaps of a run (or of some of its ranks), computed once (API twin and

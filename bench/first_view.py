@@ -18,6 +18,7 @@ import numpy as np
 
 from explorer.analysis.lod import compute_window
 from explorer.model.heap import trim_heap
+from explorer.pages import timeline_index
 from explorer.store.runs import RunStore
 
 TABLES = ("slices", "tracks", "counters", "flows", "instants")
@@ -40,7 +41,7 @@ def main() -> None:
     tables = {name: store.table(run_id, name) for name in TABLES}
     read = time.perf_counter()
     tables_mib = rss_mib() - before
-    index = store.timeline_index(run_id, rec.summary.start_ns)  # (as AppState.timeline_index)
+    index = timeline_index(store, run_id, rec.summary.start_ns)  # (as AppState.timeline_index)
     built = time.perf_counter()
     trim_heap()
     window = compute_window(index, 0, rec.summary.end_ns - rec.summary.start_ns, 2000)

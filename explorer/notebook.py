@@ -33,6 +33,7 @@ from explorer.pages import (
     compute_run_ops,
     kernels_json,
     run_json,
+    timeline_index,
 )
 from explorer.render import make_environment
 from explorer.service import combined_sha256, ingest_paths
@@ -177,7 +178,7 @@ class Run:
         return self._cached("breakdown", lambda: compute_run_breakdown(self.store, self.id))
 
     def _index(self) -> TimelineIndex:
-        return self._cached("timeline", lambda: self.store.timeline_index(self.id, self.origin_ns))
+        return self._cached("timeline", lambda: timeline_index(self.store, self.id, self.origin_ns))
 
     def _cached(self, key: str, build: Callable[[], T]) -> T:
         """Computed once per Run object, as the server's RunMemo keeps them once per run."""

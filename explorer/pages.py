@@ -37,7 +37,9 @@ from explorer.analysis.kernels import (
     sort_descending,
     sort_kernel_rows,
 )
+from explorer.analysis.lod import TimelineIndex, build_timeline_index
 from explorer.analysis.lod_budget import display_order
+from explorer.analysis.lod_files import INDEX_DIR, load_timeline_index
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, compute_steps
 from explorer.charts import (
     make_compare_figure,
@@ -608,3 +610,15 @@ def build_collectives_page(store: RunStore, run_id: str, sort: str = COLLECTIVES
     page = CollectivesPage(run_json(rec), data, sort, limit)
     page.twin = f"/api/runs/{run_id}/collectives?{page.query()}"
     return page
+
+
+def timeline_index(store: RunStore, run_id: str, origin_ns: int) -> TimelineIndex:
+    """The run's timeline index as its ingest stored it (mapped, not read: explorer/analysis/lod_files.py), or, for
+    a run stored without one, built from its tables (seconds on millions of slices). Not cached here: the caller
+    keeps it (a server's RunMemo)."""
+    stored = load_timeline_index(store.run_dir(run_id) / INDEX_DIR, origin_ns)
+    if stored is not None:
+        return stored
+    t = store.table
+    return build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"), t(run_id, "flows"),
+                                origin_ns, t(run_id, "instants"))

@@ -35,6 +35,7 @@ from explorer.pages import (
     build_overview,
     build_steps_page,
     build_tracks,
+    timeline_index,
 )
 from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
 from explorer.snapshot import snapshot_chains, snapshot_rules
@@ -77,7 +78,7 @@ def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_
     cached `index`; without one the store gives it (stored by the ingest, or built)."""
     rec = store.require_ready(run_id)
     origin, span = rec.summary.start_ns, max(rec.summary.span_ns, 1)
-    ix = index or store.timeline_index(run_id, origin)
+    ix = index or timeline_index(store, run_id, origin)
     window = compute_bounded_window([WindowPart(ix, ix.order.ids)], 0, span, width_px, height_px)
     # the window's full tracks are the first track_budget in display order: the listing's first page is them
     tracks = build_tracks(store, run_id, limit=track_budget(height_px))

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from explorer.analysis.lod_files import write_run_index
 from explorer.errors import ExplorerError, IngestBug
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.parts import Part
@@ -114,7 +115,7 @@ def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int,
         if isinstance(split, dict):
             split.update(inputs=collected - started, hash=time.perf_counter_ns() - parsed)
         report(0.95, "writing tables")
-        store.save(run_id, trace, inputs.artifacts)
+        store.save(run_id, trace, inputs.artifacts, beside=("index", write_run_index) if store.index_at_ingest else None)
     finally:
         inputs.cleanup()
 

@@ -23,6 +23,7 @@ from explorer.analysis.lod import IndexSink, TimelineIndex, build_index_into
 from explorer.analysis.lod_budget import TrackOrder
 from explorer.analysis.lod_pyramid import Items, Level
 from explorer.model.heap import trim_heap
+from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace
 
 INDEX_DIR = "index"
 INDEX_VERSION = 1
@@ -85,6 +86,18 @@ def save_timeline_index(folder: Path, slices: pa.Table, tracks: pa.Table, counte
     build_index_into(sink, slices, tracks, counters, flows, origin_ns, instants, piece=FILE_PIECE,
                      threads=FILE_THREADS)
     sink.close()
+
+
+def write_run_index(work: Path, trace: IngestedTrace) -> None:
+    """An ingested trace's index into its run's folder `work` (RunStore.save's `beside`)."""
+    tables = trace.tables
+
+    def table(name: str) -> pa.Table:
+        return tables[name] if name in tables else TABLE_SCHEMAS[name].empty_table()
+
+    start = trace.meta.get("start_ns", 0)
+    save_timeline_index(work / INDEX_DIR, table("slices"), table("tracks"), table("counters"), table("flows"),
+                        start if isinstance(start, int) else int(str(start)), table("instants"))
 
 
 def load_timeline_index(folder: Path, origin_ns: int) -> TimelineIndex | None:

@@ -26,8 +26,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from explorer.analysis.lod import TimelineIndex, build_timeline_index
-from explorer.analysis.lod_files import INDEX_DIR, load_timeline_index, save_timeline_index
 from explorer.config import Settings
 from explorer.errors import RunNotFound, RunNotReady, StorageUnavailable
 from explorer.model.artifacts import Artifact
@@ -51,6 +49,8 @@ CACHED_SLICE_COLUMNS = ["slice_id", "track_id", "ts_ns", "dur_ns", "depth", "par
                         "op_id", "is_op", "device_time", "correlation", "external_id"]
 UNFINISHED = ("queued", "ingesting")
 DEFAULT_COPIES_BYTES = 20 * 2**30  # Settings.cache_disk_mb's default
+# RunStore.save's `beside`: a step's name (in the run's time split) and what writes into the run's folder
+Beside = tuple[str, Callable[[Path, IngestedTrace], None]]
 
 
 class RunStore:
@@ -203,16 +203,19 @@ class RunStore:
             raise RunNotReady(f"run {run_id} is {rec.status}" + (f": {rec.message}" if rec.message else ""))
         return rec
 
-    def save(self, run_id: str, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool = True) -> RunSummary:
+    def save(self, run_id: str, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool = True,
+             beside: Beside | None = None) -> RunSummary:
         """Write a run, publish it to storage whole, then mark it ready with its location in one catalog
         transaction. Returns the summary stored in the catalog. On any failure nothing of it stays
-        published (and what a killed process left is unreferenced, for the sweep)."""
+        published (and what a killed process left is unreferenced, for the sweep). `beside`: (step name, writer)
+        of more files into the run's folder, made on a thread once the slices' Parquet is written (the timeline
+        index: explorer.service, Settings.ingest_index)."""
         work = self.staging_dir / run_id
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         key = f"runs/{run_id}/{new_attempt()}" if self.storage.attempts else f"runs/{run_id}"
         try:
-            summary = self._write(work, trace, artifacts, copy_artifacts)
+            summary = self._write(work, trace, artifacts, copy_artifacts, beside)
             self.storage.publish(work, key)
             self.catalog.update(run_id, status="ready", progress=1.0, message="", summary=summary, location=key)
         except BaseException:
@@ -224,19 +227,19 @@ class RunStore:
             raise
         return summary
 
-    def _write(self, work: Path, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool) -> RunSummary:
+    def _write(self, work: Path, trace: IngestedTrace, artifacts: list[Artifact], copy_artifacts: bool,
+               beside: Beside | None) -> RunSummary:
         timed = TimeSplit()
         # the artifacts are copied (and made durable, for a folder store) beside the tables' write: kernel
-        # copies and disk waits, outside the GIL (the 1M-event trace: ~0.35 s of fsync at publish before). The
-        # timeline index is built beside the write too, once the slices' Parquet is written: beside that write,
-        # the two builds' buffers together put the 1M-event file's peak 20-25 MiB higher (README, "Benchmark:
-        # ingest"; Settings.ingest_index)
+        # copies and disk waits, outside the GIL (the 1M-event trace: ~0.35 s of fsync at publish before). What
+        # is `beside` (the timeline index) is made once the slices' Parquet is written: beside that write, the two
+        # builds' buffers together put the 1M-event file's peak 1.46x -> 1.63-1.66x (README, "Benchmark: ingest")
         slices_written, failed = threading.Event(), threading.Event()
         with ThreadPoolExecutor(2, thread_name_prefix="beside-write") as pool:
             copied = pool.submit(_copy_artifacts, work, artifacts, copy_artifacts,
                                  isinstance(self.storage, FolderStorage))
-            indexed = pool.submit(_write_index, work, trace, timed, slices_written, failed) if self.index_at_ingest \
-                else None
+            extra = None if beside is None else pool.submit(_write_beside, work, trace, timed, beside, slices_written,
+                                                             failed)
             try:
                 with timed.step("write"):
                     for name, table in trace.tables.items():
@@ -249,8 +252,8 @@ class RunStore:
             finally:
                 slices_written.set()
             art_rows = copied.result()
-            if indexed is not None:
-                indexed.result()
+            if extra is not None:
+                extra.result()
         for key, step in ((SPLIT_KEY, timed.ns), (CPU_KEY, timed.cpu)):  # when the ingest timed itself
             if isinstance(recorded := trace.meta.get(key), dict):
                 recorded.update(step)
@@ -282,17 +285,6 @@ class RunStore:
         table = pq.read_table(path, columns=columns)
         self._cache.put(run_id, name, table)
         return table
-
-    def timeline_index(self, run_id: str, origin_ns: int) -> TimelineIndex:
-        """The run's timeline index as its ingest stored it (mapped, not read: explorer/analysis/lod_files.py),
-        or, for a run stored without one, built from its tables (seconds on millions of slices). Not cached
-        here: the caller keeps it (a server's RunMemo)."""
-        stored = load_timeline_index(self.run_dir(run_id) / INDEX_DIR, origin_ns)
-        if stored is not None:
-            return stored
-        t = self.table
-        return build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"),
-                                    t(run_id, "flows"), origin_ns, t(run_id, "instants"))
 
     def table_path(self, run_id: str, name: str) -> Path:
         return self.run_dir(run_id) / f"{name}.parquet"
@@ -376,21 +368,15 @@ def _write_table(work: Path, name: str, table: pa.Table, trace: IngestedTrace) -
                        **parquet_options(TABLE_SCHEMAS[name]))
 
 
-def _write_index(work: Path, trace: IngestedTrace, timed: TimeSplit, slices_written: threading.Event,
-                 failed: threading.Event) -> None:
-    """The run's timeline index into work/index (explorer.analysis.lod_files), once the slices' Parquet is
-    written; not at all when the write failed."""
+def _write_beside(work: Path, trace: IngestedTrace, timed: TimeSplit, beside: Beside,
+                  slices_written: threading.Event, failed: threading.Event) -> None:
+    """RunStore.save's `beside`, once the slices' Parquet is written; not at all when the write failed."""
     slices_written.wait()
     if failed.is_set():
         return
-    tables = trace.tables
-
-    def table(name: str) -> pa.Table:
-        return tables[name] if name in tables else TABLE_SCHEMAS[name].empty_table()
-
-    with timed.step("index"):
-        save_timeline_index(work / INDEX_DIR, table("slices"), table("tracks"), table("counters"), table("flows"),
-                            _meta_int(trace.meta, "start_ns"), table("instants"))
+    step, write = beside
+    with timed.step(step):
+        write(work, trace)
 
 
 def _copy_artifacts(work: Path, artifacts: list[Artifact], copy: bool, durable: bool) -> list[dict[str, Any]]:
