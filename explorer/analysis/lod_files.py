@@ -118,6 +118,13 @@ def load_timeline_index(folder: Path, origin_ns: int) -> TimelineIndex | None:
             loaded = np.load(path, allow_pickle=False)
         return loaded
 
+    try:
+        return _read(folder, meta, array, origin_ns)
+    except (OSError, ValueError, KeyError, TypeError):  # a part missing or damaged: no index (the caller builds it)
+        return None
+
+
+def _read(folder: Path, meta: dict[str, Any], array: Any, origin_ns: int) -> TimelineIndex:
     plain = {f.name for f in fields(TimelineIndex)} - {"levels", "order", "origin_ns", *_DICTS, *_LISTS}
     parts: dict[str, Any] = {name: array(name) for name in plain}
     for name, kind in _DICTS.items():

@@ -78,7 +78,7 @@ class RunStore:
         self._cache = TableCache(cache_runs, self.budget)
         self.copies = RunCopies(self.cache_dir, DEFAULT_COPIES_BYTES)  # object storage only; from_settings sizes it
         self.derived = RunMemo(op_table_cache, self.budget)
-        self.index_at_ingest = False  # runs are saved with their timeline index (Settings.ingest_index)
+        self.index_at_ingest = False  # whether an ingest stores the run's timeline index with it (Settings.ingest_index)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunStore:
@@ -247,7 +247,7 @@ class RunStore:
                         if name == "slices":
                             slices_written.set()
             except BaseException:
-                failed.set()  # (the index's build, not begun, is not)
+                failed.set()  # (`beside`, if not begun yet, does not begin)
                 raise
             finally:
                 slices_written.set()

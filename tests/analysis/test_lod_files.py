@@ -114,6 +114,15 @@ def test_an_incomplete_or_other_index_reads_as_none(synthetic_run: tuple[RunStor
     meta = json.loads((copy / "index.json").read_text())
     (copy / "index.json").write_text(json.dumps({**meta, "version": meta["version"] + 1}))
     assert load_timeline_index(copy, origin) is None
+    (copy / "index.json").write_text(json.dumps(meta))
+    assert load_timeline_index(copy, origin) is not None
+    (copy / "slice_id.npy").rename(copy / "moved.npy")  # a part missing
+    assert load_timeline_index(copy, origin) is None
+    (copy / "moved.npy").rename(copy / "slice_id.npy")
+    (copy / "ts.npy").write_bytes(b"\x93NUMPY damaged")  # a part damaged
+    assert load_timeline_index(copy, origin) is None
+    (copy / "index.json").write_text(json.dumps({**meta, "levels": "x"}))  # damaged metadata
+    assert load_timeline_index(copy, origin) is None
     (copy / "index.json").write_text("{not json")
     assert load_timeline_index(copy, origin) is None
     (copy / "index.json").unlink()  # an interrupted write: the metadata is written last
