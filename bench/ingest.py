@@ -35,7 +35,7 @@ from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
 limits = IngestLimits.from_settings(Settings())  # (EXPLORER_NATIVE_READER=false: DuckDB's reader, as before)
 store = RunStore(Path(sys.argv[2]))
-store.index_at_ingest = Settings().ingest_index  # (EXPLORER_INGEST_INDEX, as the CLI's store has it)
+store.index_files = Settings().index_files  # (EXPLORER_INDEX_FILES=ingest: the index built by the ingest, as the CLI's)
 t = time.perf_counter()
 trace = Path(sys.argv[1])
 rec = ingest_paths(store, [trace], "bench", max_bytes=trace.stat().st_size + 1,  # any size: the bench decides

@@ -94,11 +94,12 @@ class Settings(BaseSettings):
         "threads", description="Where those parsers run: threads of the ingest's process (no start-up cost; the "
         "default, measured faster on 2 cores) or worker processes started from a forkserver (no GIL shared, "
         "for many cores: each costs ~1.4 CPU s of imports)")
-    ingest_index: bool = Field(
-        False, description="Build a run's timeline index at ingest, into the run's folder (~100 bytes a slice), "
-        "once its slices are written: a server then maps it, with no build on the run's first view (4.4 s on 6.7M "
-        "slices) and no copy in the server's memory; the ingest takes 15-30 % longer. False: the server builds it "
-        "after the ingest, in its own memory")
+    index_files: Literal["first_build", "ingest", "off"] = Field(
+        "first_build", description="Where a run's timeline index (the timeline's windows) is kept as files in the "
+        "run's folder (~100 bytes a slice), which a server then maps (no copy in its memory, none rebuilt after a "
+        "restart): first_build, by the first build of a run of at least 200k slices (a server's warm-up after an "
+        "upload, or the run's first view); ingest, by the ingest itself, once its slices are written (the ingest "
+        "takes 15-40 % longer); off, never (each server process builds it in its own memory)")
     ingest_queue: Literal["inline", "postgres"] = Field(
         "inline", description="Where uploads are ingested: inline (the web process's own worker threads) or "
         "postgres (jobs on a procrastinate queue in the catalog's PostgreSQL database, run by `trace-explorer "

@@ -39,7 +39,7 @@ from explorer.analysis.kernels import (
 )
 from explorer.analysis.lod import TimelineIndex, build_timeline_index
 from explorer.analysis.lod_budget import display_order
-from explorer.analysis.lod_files import INDEX_DIR, load_timeline_index
+from explorer.analysis.lod_files import FILES_FROM_SLICES, INDEX_DIR, load_timeline_index, save_timeline_index
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, compute_steps
 from explorer.charts import (
     make_compare_figure,
@@ -613,12 +613,19 @@ def build_collectives_page(store: RunStore, run_id: str, sort: str = COLLECTIVES
 
 
 def timeline_index(store: RunStore, run_id: str, origin_ns: int) -> TimelineIndex:
-    """The run's timeline index as its ingest stored it (mapped, not read: explorer/analysis/lod_files.py), or, for
-    a run stored without one, built from its tables (seconds on millions of slices). Not cached here: the caller
-    keeps it (a server's RunMemo)."""
+    """The run's timeline index, mapped from the run's folder where it is stored there (explorer/analysis/lod_files.py:
+    no build, and its pages are the page cache's), else built from the run's tables (seconds on millions of slices):
+    into the run's folder, where the store keeps indexes as files (RunStore.index_files, "first_build") and the run is
+    big enough for it to matter (FILES_FROM_SLICES), else in memory. Not cached here: the caller keeps it (a
+    server's RunMemo)."""
     stored = load_timeline_index(store.run_dir(run_id) / INDEX_DIR, origin_ns)
     if stored is not None:
         return stored
     t = store.table
-    return build_timeline_index(t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"), t(run_id, "flows"),
-                                origin_ns, t(run_id, "instants"))
+    tables = (t(run_id, "slices"), t(run_id, "tracks"), t(run_id, "counters"), t(run_id, "flows"))
+    instants = t(run_id, "instants")
+    if store.index_files == "first_build" and tables[0].num_rows >= FILES_FROM_SLICES:
+        folder = store.add_to_run(run_id, INDEX_DIR, lambda f: save_timeline_index(f, *tables, origin_ns, instants))
+        if folder is not None and (written := load_timeline_index(folder, origin_ns)) is not None:
+            return written
+    return build_timeline_index(*tables, origin_ns, instants)

@@ -115,7 +115,8 @@ def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int,
         if isinstance(split, dict):
             split.update(inputs=collected - started, hash=time.perf_counter_ns() - parsed)
         report(0.95, "writing tables")
-        store.save(run_id, trace, inputs.artifacts, beside=("index", write_run_index) if store.index_at_ingest else None)
+        beside = ("index", write_run_index) if store.index_files == "ingest" else None
+        store.save(run_id, trace, inputs.artifacts, beside=beside)
     finally:
         inputs.cleanup()
 

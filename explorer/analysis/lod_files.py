@@ -1,6 +1,7 @@
-"""A run's timeline index as files in its folder: written by the ingest beside the tables' Parquet, read by a
-server by mapping them (no build on a run's first view, and the pages are the page cache's: a server holding
-many big runs' indexes holds no copy of them in its own memory).
+"""A run's timeline index as files in its folder, read by a server by mapping them (no build after a restart, and
+the pages are the page cache's: a server holding many big runs' indexes holds no copy of them in its own memory).
+Written by the first build of a big run's index (explorer.pages.timeline_index: a server's warm-up after an upload,
+or the run's first view), or by the ingest itself beside the tables' Parquet (Settings.index_files).
 
 The folder `index/` holds one `.npy` per array of explorer.analysis.lod.TimelineIndex (its levels' and track
 order's too) and `index.json`, written last: the names, the per-track dictionaries, the levels' bin sizes, and
@@ -32,6 +33,9 @@ META = "index.json"
 # threads (it runs once the slices' Parquet is written: the write's threads are done by then)
 FILE_PIECE = 1 << 19
 FILE_THREADS = 2
+# a server writes the index of a run stored without one at its first build from this many slices on (~20 MB of
+# files; explorer.pages.timeline_index): under it the build takes a tenth of a second, and mapping saves little
+FILES_FROM_SLICES = 200_000
 # the per-track dictionaries (int keys in JSON are strings) and how a value reads back
 _DICTS = {"track_kind": str, "track_lane": str, "counter_ranges": tuple, "instant_ranges": tuple}
 _LISTS = ("names", "instant_names", "flow_kind")
@@ -41,7 +45,7 @@ class FileSink(IndexSink):
     """Writes each part to `folder` as it comes and keeps none of it."""
 
     def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=False)
+        folder.mkdir()  # (its parent, the run's folder, is there: a run deleted meanwhile is not made again)
         self.folder = folder
         self.meta: dict[str, Any] = {"version": INDEX_VERSION, "levels": []}
 

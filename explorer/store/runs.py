@@ -16,6 +16,7 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -49,6 +50,7 @@ CACHED_SLICE_COLUMNS = ["slice_id", "track_id", "ts_ns", "dur_ns", "depth", "par
                         "op_id", "is_op", "device_time", "correlation", "external_id"]
 UNFINISHED = ("queued", "ingesting")
 DEFAULT_COPIES_BYTES = 20 * 2**30  # Settings.cache_disk_mb's default
+STALE_ADDITION_S = 3600  # a half-written addition to a run's folder older than this is a killed process's (add_to_run)
 # RunStore.save's `beside`: a step's name (in the run's time split) and what writes into the run's folder
 Beside = tuple[str, Callable[[Path, IngestedTrace], None]]
 
@@ -78,7 +80,8 @@ class RunStore:
         self._cache = TableCache(cache_runs, self.budget)
         self.copies = RunCopies(self.cache_dir, DEFAULT_COPIES_BYTES)  # object storage only; from_settings sizes it
         self.derived = RunMemo(op_table_cache, self.budget)
-        self.index_at_ingest = False  # whether an ingest stores the run's timeline index with it (Settings.ingest_index)
+        # where a run's timeline index is kept as files (Settings.index_files): "first_build", "ingest" or "off"
+        self.index_files = "first_build"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunStore:
@@ -87,7 +90,7 @@ class RunStore:
         store = cls(settings.data_dir, settings.cache_runs, settings.op_table_cache, settings.catalog_url, storage,
                     settings.cache_memory_mb)
         store.copies.max_bytes = settings.cache_disk_mb * 2**20
-        store.index_at_ingest = settings.ingest_index
+        store.index_files = settings.index_files
         return store
 
     def recover(self, held: Callable[[], Collection[str]] | None = None) -> int:
@@ -176,6 +179,36 @@ class RunStore:
 
         return self.copies.get(location, fetch)
 
+    def add_to_run(self, run_id: str, name: str, write: Callable[[Path], None]) -> Path | None:
+        """Add a folder of derived files, `name`, to a ready run's own folder (the timeline index, built on a run's
+        first view: explorer.pages.timeline_index). `write(folder)` fills a new folder beside, which then takes the
+        name at once (replacing one already there), so a reader never sees a half-written one. Returns its path, or
+        None where the run's folder is not its own (object storage: a local copy, which the copies' size bound
+        does not expect to grow) or the write failed (logged; nothing of it left)."""
+        if not self._in_place:
+            return None
+        run = self.runs_dir / run_id
+        if not run.is_dir():  # (deleted meanwhile: nothing to add to, and nothing to make again)
+            return None
+        final, fresh, old = run / name, run / f".{name}.{uuid.uuid4().hex}", run / f".{name}.old.{uuid.uuid4().hex}"
+        try:
+            for stale in run.glob(f".{name}.*"):  # what a process killed in a write left, an hour ago or more
+                if time.time() - stale.stat().st_mtime > STALE_ADDITION_S:
+                    shutil.rmtree(stale, ignore_errors=True)
+            write(fresh)
+            try:
+                fresh.rename(final)
+            except OSError:  # one is there (a damaged one, or another process's: the same files)
+                final.rename(old)
+                fresh.rename(final)
+        except Exception:
+            log.warning("could not add %s to run %s's folder", name, run_id, exc_info=True)
+            shutil.rmtree(fresh, ignore_errors=True)
+            return None
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
     def fetch_run(self, run_id: str, local_dir: Path, artifacts: bool = True) -> None:
         """Copy a ready run's files (artifacts too unless told otherwise) into `local_dir`, streamed."""
         rec = self.require_ready(run_id)
@@ -209,7 +242,7 @@ class RunStore:
         transaction. Returns the summary stored in the catalog. On any failure nothing of it stays
         published (and what a killed process left is unreferenced, for the sweep). `beside`: (step name, writer)
         of more files into the run's folder, made on a thread once the slices' Parquet is written (the timeline
-        index: explorer.service, Settings.ingest_index)."""
+        index: explorer.service, Settings.index_files)."""
         work = self.staging_dir / run_id
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)

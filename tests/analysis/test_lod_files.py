@@ -5,10 +5,13 @@ mapped rather than read, and anything but a complete index of this version and o
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import threading
+import time
 import tracemalloc
+from collections.abc import Iterator
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from explorer import pages
 from explorer.analysis import lod_files
 from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
 from explorer.analysis.lod_files import INDEX_DIR, load_timeline_index, save_timeline_index
@@ -67,7 +71,7 @@ def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunStore, s
     tmp = tmp_path_factory.mktemp("lod_files")
     write_kineto_trace(tmp / "trace.json", 60_000)
     store = RunStore(tmp / "data")
-    store.index_at_ingest = True
+    store.index_files = "ingest"
     return store, ingest_paths(store, [tmp / "trace.json"]).id
 
 
@@ -158,7 +162,7 @@ def test_a_failed_write_stops_the_index_build_and_leaves_no_run(store: RunStore,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The index waits for the slices' Parquet; a write that fails first must not leave it waiting (the ingest
     would hang) nor let it build."""
-    store.index_at_ingest = True
+    store.index_files = "ingest"
     write_kineto_trace(tmp_path / "trace.json", 2_000)
     real_write = runs_module._write_table
     builds: list[str] = []
@@ -189,7 +193,7 @@ def test_a_failed_write_stops_the_index_build_and_leaves_no_run(store: RunStore,
 
 @pytest.mark.parametrize("name", REAL)
 def test_real_traces_store_the_index_a_server_would_build(shared_traces: Path, store: RunStore, name: str) -> None:
-    store.index_at_ingest = True
+    store.index_files = "ingest"
     rec = ingest_paths(store, [shared_traces / name])
     stored = timeline_index(store, rec.id, rec.summary.start_ns)
     assert isinstance(stored.ts, np.memmap)
@@ -199,22 +203,163 @@ def test_real_traces_store_the_index_a_server_would_build(shared_traces: Path, s
 
 
 def test_the_setting_decides_where_the_index_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """By default (EXPLORER_INGEST_INDEX unset) a run is stored without an index, as before, and the store builds
-    it from the tables; EXPLORER_INGEST_INDEX=true stores the same index with the run."""
+    """By default (EXPLORER_INDEX_FILES unset) a run is stored without an index and its first build writes it into
+    the run's folder; =ingest stores the same index with the run; =off never writes one (built in memory)."""
     from explorer.config import Settings
 
+    monkeypatch.setattr(pages, "FILES_FROM_SLICES", 1)
     write_kineto_trace(tmp_path / "trace.json", 3_000)
-    monkeypatch.delenv("EXPLORER_INGEST_INDEX", raising=False)
+    monkeypatch.delenv("EXPLORER_INDEX_FILES", raising=False)
+    default = RunStore.from_settings(Settings(data_dir=tmp_path / "default"))
+    assert default.index_files == "first_build"
+    rec = ingest_paths(default, [tmp_path / "trace.json"])
+    assert not (default.run_dir(rec.id) / INDEX_DIR).exists()
+    assert "index" not in default.run_json(rec.id)["meta"][SPLIT_KEY]
+    written = timeline_index(default, rec.id, rec.summary.start_ns)
+    assert isinstance(written.ts, np.memmap) and (default.run_dir(rec.id) / INDEX_DIR / "index.json").is_file()
+    monkeypatch.setenv("EXPLORER_INDEX_FILES", "off")
     off = RunStore.from_settings(Settings(data_dir=tmp_path / "off"))
-    assert off.index_at_ingest is False
-    rec = ingest_paths(off, [tmp_path / "trace.json"])
-    assert not (off.run_dir(rec.id) / INDEX_DIR).exists()
-    assert "index" not in off.run_json(rec.id)["meta"][SPLIT_KEY]
-    ix = timeline_index(off, rec.id, rec.summary.start_ns)
-    assert not isinstance(ix.ts, np.memmap)
-    monkeypatch.setenv("EXPLORER_INGEST_INDEX", "true")
+    rec_off = ingest_paths(off, [tmp_path / "trace.json"])
+    ix = timeline_index(off, rec_off.id, rec_off.summary.start_ns)
+    assert not isinstance(ix.ts, np.memmap) and not (off.run_dir(rec_off.id) / INDEX_DIR).exists()
+    monkeypatch.setenv("EXPLORER_INDEX_FILES", "ingest")
     on = RunStore.from_settings(Settings(data_dir=tmp_path / "on"))
     rec_on = ingest_paths(on, [tmp_path / "trace.json"])
+    assert (on.run_dir(rec_on.id) / INDEX_DIR / "index.json").is_file()
     stored = timeline_index(on, rec_on.id, rec_on.summary.start_ns)
     assert isinstance(stored.ts, np.memmap)
     assert_same(ix, stored)
+    assert_same(ix, written)
+
+
+@pytest.fixture
+def unindexed(synthetic_run: tuple[RunStore, str], tmp_path: Path) -> Iterator[tuple[RunStore, str, Path]]:
+    """The synthetic run as a run stored without an index (its stored one moved away for the test and back)."""
+    store, run_id = synthetic_run
+    folder = store.run_dir(run_id) / INDEX_DIR
+    kept = tmp_path / "kept-index"
+    folder.rename(kept)
+    store.index_files = "first_build"
+    try:
+        yield store, run_id, folder
+    finally:
+        store.index_files = "ingest"
+        shutil.rmtree(folder, ignore_errors=True)
+        kept.rename(folder)
+
+
+def leftovers(run_dir: Path) -> list[str]:
+    return sorted(p.name for p in run_dir.iterdir() if p.name.startswith("."))
+
+
+def test_a_big_runs_first_build_writes_its_index_and_later_ones_map_it(
+        unindexed: tuple[RunStore, str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run stored without an index (the default ingest) of at least FILES_FROM_SLICES slices: its first build
+    writes the index into the run's folder and answers from the files; every later one (a restarted server) maps
+    them without building; a smaller run's is built in memory and nothing is written."""
+    store, run_id, folder = unindexed
+    rec = store.get(run_id)
+    monkeypatch.setattr(pages, "FILES_FROM_SLICES", rec.summary.slices + 1)
+    small = timeline_index(store, run_id, rec.summary.start_ns)
+    assert not isinstance(small.ts, np.memmap) and not folder.exists()
+    monkeypatch.setattr(pages, "FILES_FROM_SLICES", rec.summary.slices)
+    first = timeline_index(store, run_id, rec.summary.start_ns)
+    assert isinstance(first.ts, np.memmap) and (folder / "index.json").is_file()
+    assert leftovers(folder.parent) == []
+    assert_same(built(store, run_id), first)
+    assert windows(small, rec.summary.span_ns) == windows(first, rec.summary.span_ns)
+
+    def no_build(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(pages, "build_timeline_index", no_build)
+    monkeypatch.setattr(pages, "save_timeline_index", no_build)
+    again = timeline_index(store, run_id, rec.summary.start_ns)
+    assert isinstance(again.ts, np.memmap)
+    assert_same(first, again)
+
+
+def test_a_damaged_index_is_replaced_and_a_failed_write_leaves_nothing(
+        unindexed: tuple[RunStore, str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index folder without its metadata (a write cut short by hand, or a copy) is replaced whole by the next
+    build; a write that fails (a full disk) answers from memory and leaves neither an index nor a part of one."""
+    store, run_id, folder = unindexed
+    rec = store.get(run_id)
+    monkeypatch.setattr(pages, "FILES_FROM_SLICES", 1)
+    folder.mkdir()
+    (folder / "ts.npy").write_bytes(b"junk")
+    ix = timeline_index(store, run_id, rec.summary.start_ns)
+    assert isinstance(ix.ts, np.memmap) and (folder / "index.json").is_file()
+    assert leftovers(folder.parent) == []
+    assert_same(built(store, run_id), ix)
+    shutil.rmtree(folder)
+    real_save = pages.save_timeline_index
+
+    def full_disk(target: Path, *args: Any) -> None:
+        real_save(target, *args)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pages, "save_timeline_index", full_disk)
+    from_memory = timeline_index(store, run_id, rec.summary.start_ns)
+    assert not isinstance(from_memory.ts, np.memmap)
+    assert not folder.exists() and leftovers(folder.parent) == []
+    assert_same(ix, from_memory)
+
+
+def test_an_addition_to_a_run_needs_the_runs_own_folder(store: RunStore, tmp_path: Path) -> None:
+    """RunStore.add_to_run: nothing is made for a run whose folder is gone (deleted while its index was built), and a
+    killed process's half-written addition is removed by the next one once it is an hour old."""
+    made: list[Path] = []
+    assert store.add_to_run("gone", INDEX_DIR, lambda f: made.append(f)) is None
+    assert made == [] and not (store.runs_dir / "gone").exists()
+    write_kineto_trace(tmp_path / "trace.json", 500)
+    run_id = ingest_paths(store, [tmp_path / "trace.json"]).id
+    run_dir = store.run_dir(run_id)
+    old, recent = run_dir / f".{INDEX_DIR}.killed", run_dir / f".{INDEX_DIR}.writing"
+    for half in (old, recent):
+        half.mkdir()
+        (half / "ts.npy").write_bytes(b"part")
+    os.utime(old, (time.time() - runs_module.STALE_ADDITION_S - 60,) * 2)
+    added = store.add_to_run(run_id, INDEX_DIR, lambda f: (f.mkdir(), (f / "a.npy").write_bytes(b"x")))
+    assert added == run_dir / INDEX_DIR and (added / "a.npy").read_bytes() == b"x"
+    assert leftovers(run_dir) == [recent.name]  # (a write in progress elsewhere is left to finish)
+
+
+def test_a_server_writes_a_fresh_uploads_index_and_a_restarted_one_maps_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over HTTP: an upload's warm-up (the ingest worker, once the run is ready) writes the run's index into its
+    folder; a server started again on the same data folder answers the same timeline windows from the mapped files,
+    building nothing."""
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from explorer.config import Settings
+
+    monkeypatch.setattr(pages, "FILES_FROM_SLICES", 1)
+    write_kineto_trace(tmp_path / "trace.json", 4_000)
+    settings = Settings(data_dir=tmp_path / "data")
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/api/runs", files=[("files", ("trace.json", (tmp_path / "trace.json").read_bytes()))])
+        assert r.status_code in (200, 202), r.text
+        run_id = r.json()["id"]
+        index_json = settings.data_dir / "runs" / run_id / INDEX_DIR / "index.json"
+        deadline = time.monotonic() + 60
+        while not index_json.is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.get(f"/api/runs/{run_id}").json()["status"] == "ready"
+        assert index_json.is_file(), "the warm-up wrote no index"
+        first = [client.get(f"/api/runs/{run_id}/timeline", params=q).json() for q in WINDOW_QUERIES]
+
+    def no_build(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(pages, "build_timeline_index", no_build)
+    monkeypatch.setattr(pages, "save_timeline_index", no_build)
+    with TestClient(create_app(settings)) as client:
+        again = [client.get(f"/api/runs/{run_id}/timeline", params=q).json() for q in WINDOW_QUERIES]
+        state = client.app.state.explorer  # type: ignore[attr-defined]
+        assert isinstance(state.timeline_index(run_id, state.store.get(run_id).summary.start_ns).ts, np.memmap)
+    assert again == first and first[0]["tracks"]
+
+
+WINDOW_QUERIES = ({"width_px": 1200}, {"start_ns": 1_000, "end_ns": 2_000_000, "width_px": 800})
