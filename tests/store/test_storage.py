@@ -13,13 +13,17 @@ from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
 from api.cli import main as serve_main
+from explorer import pages
+from explorer.analysis.lod_files import INDEX_DIR
 from explorer.config import Settings
 from explorer.errors import RunNotFound, StorageUnavailable
+from explorer.pages import timeline_index
 from explorer.service import ingest_paths
 from explorer.store.catalog_db import sqlite_url
 from explorer.store.fleet_queries import load_fleet_series
@@ -177,6 +181,28 @@ def test_a_replica_that_never_saw_the_run_serves_the_same_tables(storage: Storag
         fetched = tmp_path / "fetched"
         replica.fetch_run(rec.id, fetched)
         assert (fetched / "artifacts").is_dir()
+
+
+def test_where_a_runs_index_files_go_on_each_storage(storage: Storage, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index written by the ingest (EXPLORER_INDEX_FILES=ingest) travels with the run: a replica that never saw
+    it maps it from its folder or its copy. A first build's files go into the run's own folder, which every replica
+    of a shared folder then maps; on S3 a replica's folder is a copy of the run, and nothing is added to it (the
+    index is built in memory, as before)."""
+    monkeypatch.setattr(pages, "FILES_FROM_SLICES", 1)
+    ingester, replica = stores(tmp_path, storage)
+    ingester.index_files = "ingest"
+    rec = ingest_paths(ingester, [TRACE], "indexed")
+    mapped = timeline_index(replica, rec.id, rec.summary.start_ns)
+    assert isinstance(mapped.ts, np.memmap) and len(mapped.slice_id) == rec.summary.slices
+    ingester.index_files = "first_build"
+    plain = ingest_paths(ingester, [TRACE], "not indexed")
+    first = timeline_index(replica, plain.id, plain.summary.start_ns)
+    if storage.attempts:  # S3: the replica's copy is left as fetched
+        assert not isinstance(first.ts, np.memmap) and not (replica.run_dir(plain.id) / INDEX_DIR).exists()
+    else:  # one shared folder: the other replica maps what the first build wrote
+        assert isinstance(timeline_index(ingester, plain.id, plain.summary.start_ns).ts, np.memmap)
+    assert np.array_equal(first.ts, mapped.ts) and first.names == mapped.names
 
 
 def test_the_fleet_query_reads_in_place(storage: Storage, tmp_path: Path) -> None:
