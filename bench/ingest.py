@@ -5,7 +5,10 @@ Each size runs in a fresh subprocess so peak RSS is that ingest's alone. With --
 also loaded by HolisticTraceAnalysis and by the Perfetto UI in headless Chromium, alternating with the
 explorer for --rounds rounds, and the median ratios are printed (bench/peers.py; bench/PEERS.md has the
 peers' virtualenvs and the exact commands). Usage:
-    .venv/bin/python bench/ingest.py [--events 100000 1000000] [--peer hta] [--peer perfetto] [--workdir DIR]
+    .venv/bin/python bench/ingest.py [--events 100000 1000000] [--real] [--peer hta] [--peer perfetto] [--workdir DIR]
+With --real, the real traces are also ingested on their own, --rounds fresh processes each, and their
+throughput and peak RSS printed, the RSS split into the process before the ingest (and the shared libraries'
+pages of it) and what the ingest added.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,16 +39,23 @@ from explorer.config import Settings
 from explorer.ingest.limits import IngestLimits
 from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
+def status_kib(field):  # a line of /proc/self/status (Linux), in KiB; 0 elsewhere
+    try:
+        with open("/proc/self/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith(field + ":")), 0)
+    except OSError:
+        return 0
 limits = IngestLimits.from_settings(Settings())  # (EXPLORER_NATIVE_READER=false: DuckDB's reader, as before)
 store = RunStore(Path(sys.argv[2]))
 store.index_files = Settings().index_files  # (EXPLORER_INDEX_FILES=ingest: the index built by the ingest, as the CLI's)
+before = {"rss_before_bytes": status_kib("VmRSS") * 1024, "rss_file_before_bytes": status_kib("RssFile") * 1024}
 t = time.perf_counter()
 trace = Path(sys.argv[1])
 rec = ingest_paths(store, [trace], "bench", max_bytes=trace.stat().st_size + 1,  # any size: the bench decides
                    limits=limits)
 dt = time.perf_counter() - t
 print(json.dumps({"seconds": dt, "slices": rec.summary.slices, "flows": rec.summary.flows,
-                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, **before}))
 """
 
 
@@ -63,6 +76,56 @@ def run_one(n_events: int, workdir: Path) -> dict[str, float]:
     result = ingest_child(trace, workdir / f"data_{n_events}")
     result.update({"events": n_events, "bytes": size, "trace": str(trace)})
     return result
+
+
+@dataclass(frozen=True)
+class RealRow:
+    """One real trace's ingest: the median over its fresh processes of each figure (bytes, seconds)."""
+
+    trace: str
+    size_bytes: int
+    seconds: float
+    peak_rss_bytes: int  # the process's peak (ru_maxrss): what the issue's "peak RSS <= 2x" reads
+    rss_before_bytes: int  # the process once its imports are done, before the ingest reads a byte
+    rss_file_before_bytes: int  # of which the pages of files it maps: the shared libraries' code and data
+
+    @property
+    def share_bytes(self) -> int:
+        """What the ingest itself added to the process's peak."""
+        return self.peak_rss_bytes - self.rss_before_bytes
+
+
+REAL_FIGURES = ("seconds", "peak_rss_bytes", "rss_before_bytes", "rss_file_before_bytes")
+
+
+def real_rows(traces: Iterable[Path], workdir: Path, rounds: int,
+              ingest: Callable[[Path, Path], dict[str, float]] = ingest_child) -> Iterator[RealRow]:
+    """Each trace ingested `rounds` times, each time by a fresh process into a fresh data folder."""
+    for trace in traces:
+        runs = []
+        for r in range(rounds):
+            data = workdir / f"data_{trace.stem}_{r}"
+            try:
+                runs.append(ingest(trace, data))
+            finally:
+                shutil.rmtree(data, ignore_errors=True)
+        seconds, *rss = (statistics.median(run[k] for run in runs) for k in REAL_FIGURES)
+        yield RealRow(trace.name, trace.stat().st_size, seconds, *(round(b) for b in rss))
+
+
+def real_header() -> str:
+    return (f"{'real trace':<40} {'MB':>6} {'seconds':>8} {'MB/s':>6} {'peak RSS':>9} {'x file':>6} "
+            f"{'before':>7} {'(libs)':>7} {'ingest':>7} {'x file':>6}")
+
+
+def real_line(row: RealRow) -> str:
+    """A row of the real traces' table: RSS in MiB, each `x file` a multiple of the trace's bytes."""
+    mib = 2**20
+    return (f"{row.trace[:40]:<40} {row.size_bytes / 1e6:>6.1f} {row.seconds:>8.2f} "
+            f"{row.size_bytes / 1e6 / row.seconds:>6.0f} {row.peak_rss_bytes / mib:>5.0f} MiB "
+            f"{row.peak_rss_bytes / row.size_bytes:>5.2f}x {row.rss_before_bytes / mib:>3.0f} MiB "
+            f"{row.rss_file_before_bytes / mib:>3.0f} MiB {row.share_bytes / mib:>3.0f} MiB "
+            f"{row.share_bytes / row.size_bytes:>5.2f}x")
 
 
 def explorer_loader(workdir: Path) -> peers.Loader:
@@ -93,14 +156,19 @@ def print_split(data_dir: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--events", type=int, nargs="*", default=[100_000, 1_000_000],
+                        help="synthetic traces of these many events (none after the flag: none)")
+    parser.add_argument("--real", action="store_true",
+                        help="also ingest the real traces (--traces, default the larger Kineto traces of "
+                             "../shared/traces) in --rounds fresh processes each: medians, with the RSS split")
     parser.add_argument("--split", action="store_true", help="also print each ingest's time split")
     parser.add_argument("--workdir", type=Path, help="keep the traces (and runs) here, reusing the traces already "
                         "written (a 20 GB trace takes minutes to write); default: a temporary folder")
     peers.add_arguments(parser)
     args = parser.parse_args()
-    print(f"{'events':>10} {'size MB':>8} {'seconds':>8} {'MB/s':>7} {'events/s':>10} {'peak RSS MB':>11} "
-          f"{'RSS/size':>8}")
+    if args.events:
+        print(f"{'events':>10} {'size MB':>8} {'seconds':>8} {'MB/s':>7} {'events/s':>10} {'peak RSS MB':>11} "
+              f"{'RSS/size':>8}")
     with nullcontext(str(args.workdir)) if args.workdir else tempfile.TemporaryDirectory() as tmp:
         Path(tmp).mkdir(parents=True, exist_ok=True)
         synthetic = []
@@ -113,6 +181,13 @@ def main() -> None:
             if args.split:
                 print_split(Path(tmp) / f"data_{n}")
             synthetic.append(Path(str(r["trace"])))
+        if args.real:
+            real = [peers.decompress(t, Path(tmp)) for t in
+                    (peers.real_traces() if args.traces is None else args.traces)]
+            print(f"\n{real_header()}  (medians of {args.rounds} fresh processes; before: the process once "
+                  "its imports are done, (libs) the mapped files' pages of it; ingest: the peak less before)")
+            for row in real_rows(real, Path(tmp), args.rounds):
+                print(real_line(row), flush=True)
         if peers.chosen_peers(args):
             peers.side_by_side(args, synthetic, Path(tmp), explorer_loader(Path(tmp)))
 

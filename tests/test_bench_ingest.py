@@ -1,0 +1,98 @@
+"""bench/ingest.py's real-trace rows (--real): the medians, the RSS split and the printed arithmetic, then one
+real fresh-process ingest through them. The full benchmark is run by hand (README, "Benchmark: ingest")."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def bench() -> Iterator[ModuleType]:
+    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
+    try:
+        import ingest as module
+    finally:
+        sys.path.remove(str(PROJECT_ROOT / "bench"))
+    yield module
+
+
+def test_real_rows_take_each_figure_s_median_and_remove_each_round_s_data(bench: ModuleType,
+                                                                          tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
+    trace.write_bytes(b"x" * 1000)
+    # per round: seconds, peak, before, of which files; each column's median is another round's
+    rounds = [(0.5, 300 * MIB, 150 * MIB, 80 * MIB), (0.25, 310 * MIB, 140 * MIB, 90 * MIB),
+              (0.75, 290 * MIB, 160 * MIB, 85 * MIB)]
+    seen: list[Path] = []
+
+    def ingest(path: Path, data: Path) -> dict[str, float]:
+        assert path == trace and not data.exists()
+        data.mkdir()
+        (data / "run.parquet").write_bytes(b"p")
+        seen.append(data)
+        return dict(zip(bench.REAL_FIGURES, rounds[len(seen) - 1], strict=True))
+
+    [row] = bench.real_rows([trace], tmp_path, 3, ingest)
+    assert len(set(seen)) == 3 and not any(d.exists() for d in seen)
+    assert row == bench.RealRow("t.json", 1000, 0.5, 300 * MIB, 150 * MIB, 85 * MIB)
+    assert row.share_bytes == 150 * MIB
+
+
+def test_a_failed_round_still_removes_its_data(bench: ModuleType, tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
+    trace.write_bytes(b"{}")
+
+    def ingest(path: Path, data: Path) -> dict[str, float]:
+        data.mkdir()
+        raise SystemExit("the ingest of t.json failed")
+
+    with pytest.raises(SystemExit):
+        list(bench.real_rows([trace], tmp_path, 2, ingest))
+    assert not list(tmp_path.glob("data_*"))
+
+
+def test_real_line_arithmetic(bench: ModuleType) -> None:
+    row = bench.RealRow("mtia_rank_0.json", 86_940_133, 0.37, 188 * MIB, 111 * MIB, 80 * MIB)
+    cells = bench.real_line(row).split()
+    size = Decimal(86_940_133)
+    assert cells[0] == "mtia_rank_0.json"
+    assert cells[1] == str((size / 10**6).quantize(Decimal("0.1"))) == "86.9"
+    assert cells[3] == str((size / 10**6 / Decimal("0.37")).quantize(Decimal(1))) == "235"  # MB/s
+    assert cells[4:6] == ["188", "MiB"]
+    assert cells[6] == f"{(188 * MIB / size).quantize(Decimal('0.01'))}x" == "2.27x"
+    assert cells[7:11] == ["111", "MiB", "80", "MiB"]
+    assert cells[11:13] == ["77", "MiB"]  # the ingest's share: the peak less the process before it
+    assert cells[13] == f"{(77 * MIB / size).quantize(Decimal('0.01'))}x" == "0.93x"
+
+
+def test_one_real_ingest_in_a_fresh_process(bench: ModuleType, tmp_path: Path) -> None:
+    """The child's own figures, read from its process: the RSS before the ingest is within its peak, the mapped
+    files' pages within that, and the run it stored holds the trace's slices."""
+    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
+    try:
+        from synth import write_kineto_trace
+    finally:
+        sys.path.remove(str(PROJECT_ROOT / "bench"))
+    trace = tmp_path / "small.json"
+    write_kineto_trace(trace, 2000)
+    slices = sum(1 for e in json.loads(trace.read_text())["traceEvents"] if e.get("ph") == "X")
+
+    result = bench.ingest_child(trace, tmp_path / "data")
+    assert result["slices"] == slices
+    assert 0 < result["rss_file_before_bytes"] < result["rss_before_bytes"] <= result["peak_rss_bytes"]
+    assert 0 < result["seconds"] < 60
+
+    [row] = bench.real_rows([trace], tmp_path, 1)
+    assert row.trace == "small.json" and row.size_bytes == trace.stat().st_size
+    assert 0 < row.rss_file_before_bytes < row.rss_before_bytes <= row.peak_rss_bytes
+    assert not (tmp_path / "data_small_0").exists()
