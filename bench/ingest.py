@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers  # noqa: E402
@@ -32,6 +33,7 @@ from synth import write_kineto_trace  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
+from typing import Any
 from explorer.ingest.memory import as_ingest_process, ingest_environment
 ingest_environment()  # as the console script does for `ingest` (api/launch.py), before pyarrow loads
 as_ingest_process()  # as `trace-explorer ingest` does (before the ingest's imports), and with its settings
@@ -45,10 +47,24 @@ def status_kib(field):  # a line of /proc/self/status (Linux), in KiB; 0 elsewhe
             return next((int(line.split()[1]) for line in f if line.startswith(field + ":")), 0)
     except OSError:
         return 0
+def rss_by_mapping():  # /proc/self/smaps: the resident bytes of each mapped file, and of the anonymous memory
+    sizes, name = {}, None
+    try:
+        with open("/proc/self/smaps") as f:
+            for line in f:
+                head = line.split()
+                if not head[0].endswith(":"):  # a mapping's first line: address perms offset dev inode [path]
+                    name = " ".join(head[5:]).rsplit("/", 1)[-1] if len(head) > 5 else "[anonymous]"
+                elif head[0] == "Rss:":
+                    sizes[name] = sizes.get(name, 0) + int(head[1]) * 1024
+    except OSError:
+        pass
+    return sorted(sizes.items(), key=lambda kv: -kv[1])
 limits = IngestLimits.from_settings(Settings())  # (EXPLORER_NATIVE_READER=false: DuckDB's reader, as before)
 store = RunStore(Path(sys.argv[2]))
 store.index_files = Settings().index_files  # (EXPLORER_INDEX_FILES=ingest: the index built by the ingest, as the CLI's)
-before = {"rss_before_bytes": status_kib("VmRSS") * 1024, "rss_file_before_bytes": status_kib("RssFile") * 1024}
+before = {"rss_before_bytes": status_kib("VmRSS") * 1024, "rss_file_before_bytes": status_kib("RssFile") * 1024,
+          "rss_map_before": rss_by_mapping()}
 t = time.perf_counter()
 trace = Path(sys.argv[1])
 rec = ingest_paths(store, [trace], "bench", max_bytes=trace.stat().st_size + 1,  # any size: the bench decides
@@ -59,16 +75,16 @@ print(json.dumps({"seconds": dt, "slices": rec.summary.slices, "flows": rec.summ
 """
 
 
-def ingest_child(trace: Path, data_dir: Path) -> dict[str, float]:
+def ingest_child(trace: Path, data_dir: Path) -> dict[str, Any]:
     """The explorer's ingest of one file in a fresh interpreter (imports done before the clock starts)."""
     out = subprocess.run([sys.executable, "-c", CHILD, str(trace), str(data_dir)], capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"the ingest of {trace.name} failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
-def run_one(n_events: int, workdir: Path) -> dict[str, float]:
+def run_one(n_events: int, workdir: Path) -> dict[str, Any]:
     """Write the trace (or reuse it: a --workdir kept from an earlier run) and ingest it into a new data folder."""
     trace = workdir / f"synthetic_{n_events}.json"
     size = trace.stat().st_size if trace.exists() else write_kineto_trace(trace, n_events)
@@ -88,6 +104,7 @@ class RealRow:
     peak_rss_bytes: int  # the process's peak (ru_maxrss): what the issue's "peak RSS <= 2x" reads
     rss_before_bytes: int  # the process once its imports are done, before the ingest reads a byte
     rss_file_before_bytes: int  # of which the pages of files it maps: the shared libraries' code and data
+    rss_map_before: tuple[tuple[str, int], ...] = ()  # the first round's before, by mapping, largest first
 
     @property
     def share_bytes(self) -> int:
@@ -99,7 +116,7 @@ REAL_FIGURES = ("seconds", "peak_rss_bytes", "rss_before_bytes", "rss_file_befor
 
 
 def real_rows(traces: Iterable[Path], workdir: Path, rounds: int,
-              ingest: Callable[[Path, Path], dict[str, float]] = ingest_child) -> Iterator[RealRow]:
+              ingest: Callable[[Path, Path], dict[str, Any]] = ingest_child) -> Iterator[RealRow]:
     """Each trace ingested `rounds` times, each time by a fresh process into a fresh data folder."""
     for trace in traces:
         runs = []
@@ -109,8 +126,18 @@ def real_rows(traces: Iterable[Path], workdir: Path, rounds: int,
                 runs.append(ingest(trace, data))
             finally:
                 shutil.rmtree(data, ignore_errors=True)
-        seconds, *rss = (statistics.median(run[k] for run in runs) for k in REAL_FIGURES)
-        yield RealRow(trace.name, trace.stat().st_size, seconds, *(round(b) for b in rss))
+        seconds, peak, before, files = (statistics.median(run[k] for run in runs) for k in REAL_FIGURES)
+        by_mapping = tuple((str(name), int(size)) for name, size in runs[0].get("rss_map_before", ()))
+        yield RealRow(trace.name, trace.stat().st_size, seconds, round(peak), round(before), round(files),
+                      by_mapping)
+
+
+def mapping_lines(row: RealRow, top: int = 12) -> list[str]:
+    """Where the process's RSS before the ingest is: its largest mappings (the anonymous memory, the heap, each
+    shared library's pages), then the rest together, in MiB."""
+    head, rest = row.rss_map_before[:top], row.rss_map_before[top:]
+    parts = [*head, *([(f"{len(rest)} others", sum(size for _, size in rest))] if rest else [])]
+    return [f"  {size / 2**20:>6.1f} MiB  {name}" for name, size in parts]
 
 
 def real_header() -> str:
@@ -135,7 +162,7 @@ def explorer_loader(workdir: Path) -> peers.Loader:
     def load(trace: Path, round_: int) -> float:
         data = workdir / f"data_{trace.stem}_{round_}"
         try:
-            return ingest_child(trace, data)["seconds"]
+            return float(ingest_child(trace, data)["seconds"])
         finally:
             shutil.rmtree(data, ignore_errors=True)
 
@@ -186,8 +213,13 @@ def main() -> None:
                     (peers.real_traces() if args.traces is None else args.traces)]
             print(f"\n{real_header()}  (medians of {args.rounds} fresh processes; before: the process once "
                   "its imports are done, (libs) the mapped files' pages of it; ingest: the peak less before)")
+            rows = []
             for row in real_rows(real, Path(tmp), args.rounds):
                 print(real_line(row), flush=True)
+                rows.append(row)
+            if rows:
+                print(f"\nthe process before the ingest ({rows[0].trace}'s first round), by mapping:")
+                print("\n".join(mapping_lines(rows[0])))
         if peers.chosen_peers(args):
             peers.side_by_side(args, synthetic, Path(tmp), explorer_loader(Path(tmp)))
 

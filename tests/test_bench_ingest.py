@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ def test_real_rows_take_each_figure_s_median_and_remove_each_round_s_data(bench:
               (0.75, 290 * MIB, 160 * MIB, 85 * MIB)]
     seen: list[Path] = []
 
-    def ingest(path: Path, data: Path) -> dict[str, float]:
+    def ingest(path: Path, data: Path) -> dict[str, Any]:
         assert path == trace and not data.exists()
         data.mkdir()
         (data / "run.parquet").write_bytes(b"p")
@@ -52,7 +53,7 @@ def test_a_failed_round_still_removes_its_data(bench: ModuleType, tmp_path: Path
     trace = tmp_path / "t.json"
     trace.write_bytes(b"{}")
 
-    def ingest(path: Path, data: Path) -> dict[str, float]:
+    def ingest(path: Path, data: Path) -> dict[str, Any]:
         data.mkdir()
         raise SystemExit("the ingest of t.json failed")
 
@@ -91,8 +92,25 @@ def test_one_real_ingest_in_a_fresh_process(bench: ModuleType, tmp_path: Path) -
     assert result["slices"] == slices
     assert 0 < result["rss_file_before_bytes"] < result["rss_before_bytes"] <= result["peak_rss_bytes"]
     assert 0 < result["seconds"] < 60
+    by_mapping = dict(result["rss_map_before"])
+    # the smaps reading accounts for the whole RSS read from status at the same moment (within the pages the
+    # reading itself touched), and it names what the process maps: the interpreter and pyarrow's library
+    assert abs(sum(by_mapping.values()) - result["rss_before_bytes"]) < 4 * MIB
+    assert any(name.startswith("libarrow.so") for name in by_mapping)
+    assert "[heap]" in by_mapping
 
     [row] = bench.real_rows([trace], tmp_path, 1)
     assert row.trace == "small.json" and row.size_bytes == trace.stat().st_size
     assert 0 < row.rss_file_before_bytes < row.rss_before_bytes <= row.peak_rss_bytes
     assert not (tmp_path / "data_small_0").exists()
+    assert [name for name, _ in row.rss_map_before] == [name for name, _ in sorted(
+        row.rss_map_before, key=lambda kv: -kv[1])]  # largest first
+
+
+def test_mapping_lines_show_the_largest_then_the_rest_together(bench: ModuleType) -> None:
+    sizes = [("libarrow.so.2600", 30 * MIB), ("[anonymous]", 28 * MIB), ("[heap]", 17 * MIB),
+             ("libc.so.6", MIB), ("libm.so.6", MIB // 2)]
+    row = bench.RealRow("t.json", 1, 1.0, 100 * MIB, 77 * MIB, 32 * MIB, tuple(sizes))
+    assert bench.mapping_lines(row, top=3) == ["    30.0 MiB  libarrow.so.2600", "    28.0 MiB  [anonymous]",
+                                               "    17.0 MiB  [heap]", "     1.5 MiB  2 others"]
+    assert len(bench.mapping_lines(row)) == 5
