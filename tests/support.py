@@ -1,4 +1,4 @@
-"""Helpers shared by tests that run the real command line or a real server (no fixtures here)."""
+"""Helpers shared by tests that run the real command line, a real server or a bench script (no fixtures here)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,21 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def bench_module(name: str) -> ModuleType:
+    """A script of bench/ imported as a module (its own imports of its sibling scripts resolve while it loads)."""
+    import importlib
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
 
 
 def cli(*args: str) -> list[str]:

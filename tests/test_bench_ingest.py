@@ -4,8 +4,6 @@ real fresh-process ingest through them. The full benchmark is run by hand (READM
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
@@ -13,18 +11,14 @@ from typing import Any
 
 import pytest
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from tests.support import bench_module
+
 MIB = 2**20
 
 
 @pytest.fixture(scope="module")
-def bench() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    try:
-        import ingest as module
-    finally:
-        sys.path.remove(str(PROJECT_ROOT / "bench"))
-    yield module
+def bench() -> ModuleType:
+    return bench_module("ingest")
 
 
 def test_real_rows_take_each_figure_s_median_and_remove_each_round_s_data(bench: ModuleType,
@@ -79,13 +73,8 @@ def test_real_line_arithmetic(bench: ModuleType) -> None:
 def test_one_real_ingest_in_a_fresh_process(bench: ModuleType, tmp_path: Path) -> None:
     """The child's own figures, read from its process: the RSS before the ingest is within its peak, the mapped
     files' pages within that, and the run it stored holds the trace's slices."""
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    try:
-        from synth import write_kineto_trace
-    finally:
-        sys.path.remove(str(PROJECT_ROOT / "bench"))
     trace = tmp_path / "small.json"
-    write_kineto_trace(trace, 2000)
+    bench_module("synth").write_kineto_trace(trace, 2000)
     slices = sum(1 for e in json.loads(trace.read_text())["traceEvents"] if e.get("ph") == "X")
 
     result = bench.ingest_child(trace, tmp_path / "data")

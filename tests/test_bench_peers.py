@@ -5,26 +5,20 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import sys
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from tests.support import bench_module
 
 
 @pytest.fixture(scope="module")
-def peers() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    try:
-        import peers as module
-    finally:
-        sys.path.remove(str(PROJECT_ROOT / "bench"))
-    yield module
+def peers() -> ModuleType:
+    return bench_module("peers")
 
 
 def parse(peers: ModuleType, *argv: str) -> argparse.Namespace:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from explorer.pages import ComparePage, NotReadyPage, OpsPage, OverviewPage, Run
 from explorer.render import fmt_dur, fmt_ns, inline_plotly, json_for_script, make_environment
 from explorer.report import build_report, render_report
 from explorer.service import ingest_paths
+from tests.support import bench_module
 
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"  # with_stack + module frames
@@ -34,11 +34,7 @@ def hostile_trace(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def app_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, str]]]:
     tmp = tmp_path_factory.mktemp("render")
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    try:
-        from synth import write_kineto_trace
-    finally:
-        sys.path.remove(str(PROJECT_ROOT / "bench"))
+    write_kineto_trace = bench_module("synth").write_kineto_trace
     write_kineto_trace(tmp / "big.json", 600)
     write_kineto_trace(tmp / "small.json", 240)
     app = create_app(Settings(data_dir=tmp / "data"))
