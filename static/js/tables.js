@@ -133,7 +133,8 @@
     const params = new URLSearchParams(location.search);
     const state = { sort: table.dataset.sort, q: params.get("q") || "", page: Math.max(1, Number(params.get("page")) || 1) };
     const ties = (table.dataset.tieBreak || "name").split(",");
-    let all = [], shown = [];
+    let all = [], shown = [], loaded = false;  // until the rows arrive, the header and pager links and the
+    // filter's form go to the server, which sorts, pages and filters the same way (no empty table drawn)
 
     const descOf = (sort) => (sort[0] === "-" ? true : sort[0] === "+" ? false : headFor(sort.replace(/^[-+]/, "")).dataset.desc === "1");
     const keyOf = (sort) => sort.replace(/^[-+]/, "");
@@ -215,7 +216,7 @@
 
     table.tHead.addEventListener("click", (e) => {
       const th = e.target.closest("th[data-col]");
-      if (!th || !th.querySelector("a")) return;
+      if (!th || !th.querySelector("a") || !loaded) return;
       e.preventDefault();
       const col = th.dataset.col, desc = keyOf(state.sort) === col ? !descOf(state.sort) : th.dataset.desc === "1";
       const t0 = performance.now();
@@ -226,7 +227,7 @@
     });
     if (opts.pager) opts.pager.addEventListener("click", (e) => {
       const a = e.target.closest("a[data-page]");
-      if (!a) return;
+      if (!a || !loaded) return;
       e.preventDefault();
       state.page = Number(a.dataset.page);
       apply();
@@ -235,11 +236,11 @@
       let timer = null;
       opts.filter.addEventListener("input", () => {
         clearTimeout(timer);
-        timer = setTimeout(() => { state.q = opts.filter.value; state.page = 1; apply(); }, 120);
+        timer = setTimeout(() => { state.q = opts.filter.value; state.page = 1; if (loaded) apply(); }, 120);
       });
       // Enter filters here too; the form's other fields (view, grouping, category) still reload the page
       opts.filter.form.addEventListener("submit", (e) => {
-        if (opts.filter.form.dataset.dirty) return;
+        if (opts.filter.form.dataset.dirty || !loaded) return;
         e.preventDefault();
         clearTimeout(timer);
         state.q = opts.filter.value; state.page = 1; apply();
@@ -251,6 +252,7 @@
     ["sort", "q", "page", "limit"].forEach((k) => url.searchParams.delete(k));
     return TE.api(url.pathname + url.search).then((data) => {
       all = data.rows.map((row, i) => ({ row: row, i: i }));
+      loaded = true;
       apply();
       table.dataset.live = "1";  // sorting, filtering and paging happen here from now on
     });

@@ -119,6 +119,41 @@ def test_op_table_pages_and_filters_without_reloading(page: Any, server: Any, wi
     assert names(page, "#ops-table") == api[2 * n:3 * n]
 
 
+def test_a_click_before_the_rows_arrive_goes_to_the_server_never_to_an_empty_table(page: Any, server: Any,
+                                                                                  wide: tuple[str, Path]) -> None:
+    """The browser takes a table over once its rows have come (a big run's take a moment). A header or pager
+    clicked before then is a plain link: the server renders that page sorted, instead of the browser drawing
+    an empty table under the new address (as it did: "No rows." until the rows came)."""
+    run_id, trace = wide
+    held: list[Any] = []  # the table's requests for its rows, answered only when the test says
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    page.route("**/api/runs/*/ops*", hold)
+    page.goto(f"{server.url}/runs/{run_id}/ops")
+    page.wait_for_function("() => document.readyState === 'complete'")
+    while not held:
+        page.wait_for_timeout(20)
+    page.click("#ops-table th[data-col='calls'] a")
+    page.wait_for_url("**sort=-calls**")
+    api = [r["name"] for r in api_rows(server, f"/api/runs/{run_id}/ops?sort=-calls")]
+    assert names(page, "#ops-table") == api[:PAGE_ROWS]  # the server's page, sorted
+    page.click("#ops-pager a.next")
+    page.wait_for_url("**page=2**")
+    assert names(page, "#ops-table") == api[PAGE_ROWS:2 * PAGE_ROWS]
+    assert page.get_attribute("#ops-table", "data-live") == ""  # still the server's table
+
+    page.unroute("**/api/runs/*/ops*")
+    held[-1].continue_()  # this page's request: now the browser takes the table over, on the same rows
+    page.wait_for_selector("#ops-table[data-live='1']")
+    assert names(page, "#ops-table") == api[PAGE_ROWS:2 * PAGE_ROWS]
+    assert page.inner_text("#ops-pager .where").startswith(f"rows {PAGE_ROWS + 1}–")
+    calls = expected_op_calls(trace)
+    assert [calls[n] for n in names(page, "#ops-table")] == sorted(
+        (calls[n] for n in names(page, "#ops-table")), reverse=True)
+
+
 def test_rows_drawn_in_the_browser_read_as_the_server_renders_them(page: Any, browser: Any, server: Any,
                                                                     wide: tuple[str, Path]) -> None:
     run_id, trace = wide
