@@ -15,6 +15,7 @@ from api.guard import OriginGuard
 from api.responses import HeadAsGet
 from api.routes import (
     analysis,
+    apidocs,
     check,
     collectives,
     device,
@@ -76,13 +77,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.worker.shutdown()
 
     app = FastAPI(title="Trace Explorer", version=__version__, lifespan=lifespan,
-                  docs_url="/docs", openapi_url="/openapi.json", responses=ERROR_RESPONSES)
+                  docs_url=None, openapi_url="/openapi.json", responses=ERROR_RESPONSES)
     app.state.explorer = state
     install_error_handlers(app)
     # the API, then the HTML pages (api/routes/pages.py) last; each module's docstring says what it serves
     for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router,
                    kernels.router, collectives.router, check.router, device.router, device.pages, export.router,
-                   neuron_v1.router, ranks.router, ranks.pages, fleet.router, pages.router):
+                   neuron_v1.router, ranks.router, ranks.pages, fleet.router, apidocs.router, pages.router):
         app.include_router(router)
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
