@@ -17,7 +17,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -31,9 +30,11 @@ from explorer.store.catalog import RunRecord
 from explorer.store.catalog_db import make_engine, shown, sqlite_url, upgrade
 from explorer.store.runs import RunStore
 
-console = Console(stderr=True, soft_wrap=True)  # one error, one line: never wrapped at 80 columns
+# Names from traces are printed literally: no console interprets `[...]` as markup or `:x:` as an emoji code
+# (an op named `load [/data/shard_0.bin]` would be a MarkupError, `[param|cuda]` would print blank).
+console = Console(stderr=True, soft_wrap=True, markup=False, emoji=False, highlight=False)  # one error, one line
 # piped output (scripts, `| less`) gets a wide table rather than rich's 80-column default
-out = Console() if Console().is_terminal else Console(width=200)
+out = Console(width=None if Console().is_terminal else 200, markup=False, emoji=False, highlight=False)
 
 
 def fmt_ns(ns: int | float) -> str:
@@ -132,7 +133,7 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], dat
                                    limits=IngestLimits.from_settings(Settings()))
         except ExplorerError as exc:
             bar.stop()
-            console.print(f"[red]error:[/red] {escape(exc.message)}", markup=True, highlight=False)
+            console.print(Text("error:", style="red"), exc.message, highlight=False)
             sys.exit(2)
         except KeyboardInterrupt:
             bar.stop()

@@ -151,3 +151,25 @@ def test_runs_without_a_data_dir_says_which_folder_it_read(tmp_path: Path, monke
     other = tmp_path / "elsewhere"
     monkeypatch.setenv("EXPLORER_DATA_DIR", str(other))
     assert f"no data folder at {other}" in runner.invoke(main, ["runs"]).stderr
+
+
+MARKUP_NAMES = ["load [/data/shard_0.bin]", "[param|cuda]", "[bold]v2", ":smile: op", "[red]x[/red]"]
+
+
+def test_names_are_printed_literally_never_as_markup(tmp_path: Path) -> None:
+    """Rich markup and emoji codes in op and run names: printed as written, in tables and in messages."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 1.0 + 10 * k, "dur": 2.5}
+              for k, name in enumerate(MARKUP_NAMES)]
+    path = tmp_path / "markup.json"
+    path.write_bytes(event_file(events))
+    data = str(tmp_path / "data")
+    runner = CliRunner()
+    ingested = runner.invoke(main, ["ingest", str(path), "--name", "[bold]v2", "--data-dir", data])
+    assert ingested.exit_code == 0, ingested.output
+    run_id = ingested.stdout.strip().splitlines()[-1]
+    table = runner.invoke(main, ["ops", run_id, "--data-dir", data])
+    assert table.exit_code == 0, table.output
+    for name in MARKUP_NAMES:
+        assert name in table.stdout, (name, table.stdout)
+    runs = runner.invoke(main, ["runs", "--data-dir", data])
+    assert runs.exit_code == 0 and "[bold]v2" in runs.stdout, runs.stdout
