@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from explorer.ingest.magic import MAGICS, neff_version
+
 
 class Format(StrEnum):
     CHROME = "chrome"  # Chrome Trace Event Format, incl. Kineto trace.json
@@ -34,6 +36,8 @@ def detect_format(data: bytes) -> Format:
         text = text[3:].lstrip()
     if not text:
         return Format.UNKNOWN
+    if neff_version(head) is not None or any(head.startswith(m.prefix) for m in MAGICS):
+        return Format.BINARY
     if b"\x00" in head[:4096] or (text[:1] not in (b"{", b"[")):
         return Format.BINARY if _mostly_binary(head) else Format.UNKNOWN
     if text.startswith(b"["):

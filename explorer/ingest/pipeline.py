@@ -25,6 +25,7 @@ from explorer.ingest.chrome_fast import parse_chrome_file
 from explorer.ingest.clock import align_hosts
 from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.limits import IngestLimits
+from explorer.ingest.magic import describe_binary
 from explorer.ingest.neuron_device import collect_device_profiles, link_device_profiles, span_device_profiles
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
@@ -49,14 +50,9 @@ PARSERS: dict[Format, Parser] = {
     Format.PARQUET: parse_neuron_parquet,
 }
 
-NEURON_BINARY_HINT = (
-    "undocumented Neuron binary kept as an artifact; convert it with "
-    "`neuron-explorer view --output-format json` (or `--output-format parquet`) and upload the result"
-)
 UNSUPPORTED: dict[Format, str] = {
     Format.CHAKRA_ET: "PyTorch execution trace (Chakra ET) is not a timeline; upload the Kineto trace.json beside it",
     Format.MEMORY_TIMELINE: "export_memory_timeline raw output is not a timeline; upload the Kineto trace.json",
-    Format.BINARY: NEURON_BINARY_HINT,
     Format.UNKNOWN: "not a recognized trace format",
 }
 
@@ -176,6 +172,9 @@ class _Parsing:
             self.builder.warn("empty_file", f"{member.name}: empty file (0 bytes)", 1, member.name)
         elif folder is not None and fmt is Format.BINARY:
             folder.binaries.append(member.name)
+        elif fmt is Format.BINARY:
+            self.builder.warn("unreadable_file", f"{member.name}: {describe_binary(member.head(), member.name)}", 1,
+                              member.name)
         else:
             self.builder.warn("unreadable_file", f"{member.name}: {UNSUPPORTED[fmt]}", 1, member.name)
 

@@ -155,9 +155,11 @@ def iter_input_files(paths: list[Path]) -> Iterator[tuple[Path, str, bool]]:
         if not path.is_dir():
             yield path, path.name, False
             continue
-        for file in sorted(path.rglob("*")):
-            if file.is_symlink() or file.is_file():
-                yield file, file.relative_to(path.parent).as_posix(), file.is_symlink()
+        files = [f for f in sorted(path.rglob("*")) if f.is_symlink() or f.is_file()]
+        if not files:
+            raise BadTrace(str(path), "the folder has no files (point at the folder the profiler wrote into)")
+        for file in files:
+            yield file, file.relative_to(path.parent).as_posix(), file.is_symlink()
 
 
 def _add_file(path: Path, name: str, out: Inputs, max_bytes: int) -> None:
