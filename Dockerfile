@@ -2,7 +2,8 @@
 # Add PyTorch (for `trace-explorer demo` inside the container):  --build-arg WITH_TORCH=1
 #
 # Two stages: the first builds the wheel (templates/ and static/ mapped into the package), the second
-# installs only that wheel, so the image runs exactly what `pip install trace-explorer-*.whl` gives a user.
+# installs only that wheel with its `team` extra (PostgreSQL, job queue, S3: the image is the team server's), so
+# the image runs exactly what `pip install "trace-explorer-*.whl[team]"` gives a user.
 FROM python:3.11-slim AS wheel
 
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -36,9 +37,9 @@ COPY --from=wheel /dist /dist
 # The wheel, not a checkout: templates and static assets come from inside the installed package.
 RUN wheel="$(ls /dist/trace_explorer-*.whl)" \
     && if [ "$WITH_TORCH" = "1" ]; then \
-        pip install --extra-index-url "$TORCH_INDEX_URL" "${wheel}[torch]"; \
+        pip install --extra-index-url "$TORCH_INDEX_URL" "${wheel}[team,torch]"; \
     else \
-        pip install "$wheel"; \
+        pip install "${wheel}[team]"; \
     fi \
     && rm -rf /dist \
     && useradd --create-home --uid 10001 explorer \

@@ -1,5 +1,8 @@
-# Two entry points: `make run` (install + serve) and `make test` (install + every check and test).
+# Two entry points: `make run` (install the runtime package + serve) and `make test` (install the dev extra +
+# every check and test). They use two virtual environments: the runtime one holds no torch, no CUDA libraries
+# and no team-server libraries (the `team` extra), as a user's install would.
 VENV ?= .venv
+RUN_VENV ?= .venv-run
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 ARTIFACTS ?= test-artifacts
@@ -10,7 +13,7 @@ PG_TEST_URL ?= postgresql://postgres@127.0.0.1:5432/test
 TEST_WORKERS ?= 2
 XDIST = -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: install run test test-postgres lint browser bench clean
+.PHONY: install install-run run test test-postgres lint browser bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +28,17 @@ $(NATIVE) &: explorer/ingest/_kscan.c explorer/ingest/_gather.c explorer/model/_
 
 install: $(VENV)/.installed $(NATIVE)
 
-run: install
-	$(VENV)/bin/trace-explorer serve
+$(RUN_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(RUN_VENV)
+	$(RUN_VENV)/bin/python -m pip install -q --upgrade pip
+	$(RUN_VENV)/bin/python -m pip install -q -e .
+	touch $@
+
+install-run: $(RUN_VENV)/.installed
+
+# TRACE=path/to/trace.json (or a capture folder) to open one: `make run TRACE=trace.json`
+run: install-run
+	$(RUN_VENV)/bin/trace-explorer serve $(TRACE)
 
 # Debian's chromium for the browser tests (Playwright's own browser download cannot work offline).
 browser:
@@ -56,4 +68,4 @@ bench: install
 	$(PY) bench/ui.py
 
 clean:
-	rm -rf $(VENV) explorer-data $(ARTIFACTS)
+	rm -rf $(VENV) $(RUN_VENV) explorer-data $(ARTIFACTS)

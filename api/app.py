@@ -37,9 +37,9 @@ from api.static import mount_assets
 from api.upload import Ingester, IngestWorker, QueuedIngest
 from explorer import __version__
 from explorer.config import Settings
+from explorer.errors import require_extra
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest_apart import IngestProcesses
-from explorer.jobs.queue import IngestQueue
 from explorer.render import assets_for
 from explorer.store.runs import RunStore
 from explorer.watch import Watcher
@@ -99,6 +99,9 @@ def make_ingester(settings: Settings, store: RunStore) -> Ingester:
     if settings.ingest_queue == "inline":
         return IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes,
                             IngestLimits.from_settings(settings), IngestProcesses(settings))
+    require_extra("procrastinate", "--ingest-queue postgres")
+    from explorer.jobs.queue import IngestQueue  # the team extra's libraries, loaded only by a queued server
+
     queue = IngestQueue(settings, store)
     queue.app.open()
     try:

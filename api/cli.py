@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from pydantic import ValidationError
@@ -15,6 +16,10 @@ from pydantic import ValidationError
 from api import client_commands
 from explorer.cli import STORAGE_HELP, main
 from explorer.errors import ExplorerError
+
+if TYPE_CHECKING:
+    from explorer.store.catalog import RunRecord
+    from explorer.store.runs import RunStore
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -35,7 +40,47 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
             f"From your laptop: ssh -L {port}:localhost:{port} {socket.gethostname()}   then open {url}"]
 
 
+def port_is_free(host: str, port: int) -> bool:
+    """Whether `port` can be bound on `host` now (as uvicorn will bind it, SO_REUSEADDR set)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def next_free_port(host: str, port: int, tries: int = 50) -> int | None:
+    return next((p for p in range(port + 1, min(port + 1 + tries, 65536)) if port_is_free(host, p)), None)
+
+
+def check_port(host: str, port: int) -> None:
+    """A busy port is a usage error naming the next free one, before anything is printed or ingested."""
+    if port_is_free(host, port):
+        return
+    free = next_free_port(host, port)
+    hint = f"; the next free port is {free}: trace-explorer serve --port {free}" if free else ""
+    raise click.UsageError(f"port {port} on {host} is in use (another explorer or server?){hint}")
+
+
+def open_paths(store: RunStore, paths: list[Path]) -> RunRecord:
+    """The run holding `paths` (one run, as `ingest` makes it): an identical earlier run is reused and said so."""
+    from explorer.service import ingest_or_find, paths_sha256
+
+    existing = store.catalog.find_by_sha(paths_sha256(paths))
+    rec = ingest_or_find(store, paths)
+    names = ", ".join(str(p) for p in paths)
+    if existing is not None and existing.id == rec.id:
+        click.echo(f"{names}: already ingested as run {rec.id} ({rec.name}); opening it")
+    else:
+        click.echo(f"{names}: ingested as run {rec.id} ({rec.name})")
+    return rec
+
+
 @click.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1; others need a token)")
 @click.option("--port", type=int, default=None, help="Port (default 8000)")
 @click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="Data folder")
@@ -56,11 +101,12 @@ def tunnel_hint(port: int, root_path: str) -> list[str]:
 @click.option("--source-map", "source_map", multiple=True, metavar="FROM=TO",
               help="Rewrite profiled path prefix FROM to TO in source links (repeatable)")
 @click.option("--source-root", default=None, help="Folder relative frame paths are joined to in source links")
-def serve(host: str | None, port: int | None, data_dir: Path | None, catalog_url: str | None, storage: str | None,
+def serve(paths: tuple[Path, ...], host: str | None, port: int | None, data_dir: Path | None, catalog_url: str | None, storage: str | None,
           root_path: str | None, ingest_queue: str | None, token: str | None, allowed_hosts: tuple[str, ...],
           forwarded_allow_ips: str | None,
           watch: tuple[Path, ...], source_host: str | None, source_map: tuple[str, ...], source_root: str | None) -> None:
-    """Serve pages, API and static files on one port."""
+    """Serve pages, API and static files on one port; with PATHS (a trace file, several files of one run, or a
+    capture folder), ingest them first (an identical earlier run is reused) and print that run's address."""
     import uvicorn
 
     from api.app import create_app
@@ -79,12 +125,20 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, catalog_url
     if not is_loopback(settings.host) and not settings.token:
         raise click.UsageError(f"refusing to bind {settings.host} (not loopback) without a token: "
                                "pass --token or set EXPLORER_TOKEN")
+    check_port(settings.host, settings.port)
     try:
         app = create_app(settings)
+        store = app.state.explorer.store
+        opened = open_paths(store, list(paths)) if paths else None
     except ExplorerError as exc:  # the catalog does not answer or needs `db upgrade`: one line, no traceback
         raise click.ClickException(exc.message) from None
+    count = store.catalog.list(limit=1)[1]
+    click.echo(f"Data folder {Path(settings.data_dir).resolve()}: {count} run{'' if count == 1 else 's'}")
     for line in tunnel_hint(settings.port, settings.root_path):
         click.echo(line)
+    if opened is not None:
+        click.echo(f"Run {opened.name}: {tunnel_hint(settings.port, settings.root_path)[0].split()[-1]}"
+                   f"runs/{opened.id}")
     for folder in settings.watch_dirs:
         click.echo(f"Watching {folder} for new traces")
     if settings.token:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from python_multipart.exceptions import MultipartParseError
@@ -29,9 +29,11 @@ from starlette.requests import Request
 from explorer.errors import BadRequest, RunNotFound, TooLarge
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest_apart import IngestProcesses, killed_message
-from explorer.jobs.queue import IngestQueue
 from explorer.service import combined_sha256
 from explorer.store.runs import UNFINISHED, RunStore
+
+if TYPE_CHECKING:  # the team extra's job queue: imported only by a queued server (api.app.make_ingester)
+    from explorer.jobs.queue import IngestQueue
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from rich.text import Text
 
 from explorer import __version__
 from explorer.config import Settings
-from explorer.errors import ExplorerError
+from explorer.errors import ExplorerError, require_extra
 from explorer.ingest.limits import IngestLimits
 from explorer.model.lanes import Lane
 from explorer.store.catalog import RunRecord
@@ -454,6 +454,11 @@ def worker(concurrency: int | None, data_dir: Path | None) -> None:
     data folder; each logs the jobs it takes."""
     from explorer.ingest.memory import as_ingest_process
 
+    try:
+        require_extra("procrastinate", "trace-explorer worker")
+    except ExplorerError as exc:
+        console.print(f"error: {exc.message}")
+        sys.exit(2)
     as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
     from explorer.jobs.worker import run_worker
 

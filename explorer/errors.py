@@ -100,3 +100,22 @@ class CatalogUnavailable(ExplorerError, code="catalog_unavailable"):
 class StorageUnavailable(ExplorerError, code="storage_unavailable"):
     """The run storage cannot be used: its URL (--storage) is malformed or names an unsupported scheme, or
     a run's files cannot be read from it."""
+
+
+class MissingExtra(ExplorerError, code="missing_extra"):
+    """A feature needs libraries that only an optional extra installs (the team server's PostgreSQL driver,
+    job queue and S3 client are the `team` extra); the message names the extra and the install command."""
+
+
+TEAM_EXTRA_INSTALL = "pip install 'trace-explorer[team]' (from a checkout: pip install '.[team]')"
+
+
+def require_extra(module: str, feature: str, extra: str = "team") -> None:
+    """Import `module` or raise MissingExtra naming `feature` and the extra that brings it."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        how = TEAM_EXTRA_INSTALL if extra == "team" else f"pip install 'trace-explorer[{extra}]'"
+        raise MissingExtra(f"{feature} needs the '{extra}' extra ({module} is not installed): {how}") from exc

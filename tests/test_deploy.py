@@ -135,7 +135,7 @@ def test_dockerfile_builds_a_wheel_and_installs_it(dockerfile: list[tuple[str, s
     run = " ".join(rest for word, rest in final if word == "RUN")
     assert "pip install" in run and "/dist/trace_explorer-*.whl" in run
     assert "-e " not in run and "pip install ." not in run
-    assert ("ARG", "WITH_TORCH=0") in final and '"${wheel}[torch]"' in run
+    assert ("ARG", "WITH_TORCH=0") in final and '"${wheel}[team,torch]"' in run and '"${wheel}[team]"' in run
 
 
 def test_dockerignore_keeps_data_and_env_out() -> None:

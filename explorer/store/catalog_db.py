@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
-from explorer.errors import CatalogUnavailable
+from explorer.errors import CatalogUnavailable, require_extra
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -79,6 +79,8 @@ def make_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
+    if parsed.get_backend_name() == "postgresql":
+        require_extra("psycopg", "a PostgreSQL catalog (--catalog-url postgresql://...)")
     # pre-ping: a pooled connection that PostgreSQL closed (a restart, idle timeout) is replaced, not failed
     return create_engine(parsed, pool_pre_ping=True)
 

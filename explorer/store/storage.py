@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from explorer.errors import ExplorerError, StorageUnavailable
+from explorer.errors import ExplorerError, StorageUnavailable, require_extra
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -192,6 +192,7 @@ class S3Storage(Storage):
 
     def __init__(self, url: str, endpoint_url: str = "", region: str = "",
                  options: dict[str, Any] | None = None) -> None:
+        require_extra("s3fs", "S3 run storage (--storage s3://...)")
         import s3fs  # the S3 client stack is loaded only by servers that use S3
 
         parsed = urlparse(url)

@@ -65,3 +65,47 @@ def test_serve_prints_url_and_tunnel() -> None:
 def test_serve_refuses_public_host_without_token(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0", "--data-dir", str(tmp_path)])
     assert result.exit_code != 0 and "token" in result.output
+
+
+def _lines_until(proc: subprocess.Popen[str], prefix: str) -> list[str]:
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith(prefix):
+        line = proc.stdout.readline()
+        assert line, f"server output ended before {prefix!r}: {lines}"
+        lines.append(line.rstrip("\n"))
+    return lines
+
+
+@pytest.mark.slow
+def test_serve_a_trace_opens_it_and_reuses_it(tmp_path: Path) -> None:
+    """`trace-explorer serve trace.json`: ingested, served, the run's address and the ssh line printed; served
+    again, the identical run is reused (one run in the folder)."""
+    trace = _torch_trace(tmp_path / "trace.json")
+    data = tmp_path / "data"
+    with serve_subprocess(data, str(trace)) as (base, proc):
+        lines = _lines_until(proc, "Run ")
+        assert any(line.startswith(f"{trace}: ingested as run ") for line in lines), lines
+        assert any(line.startswith(f"Data folder {data.resolve()}: 1 run") for line in lines), lines
+        assert any("ssh -L" in line and socket.gethostname() in line for line in lines), lines
+        url = lines[-1].split(": ", 1)[1]
+        assert url.startswith(base + "/runs/")
+        page = httpx.get(url)
+        assert page.status_code == 200 and "trace" in page.text
+    with serve_subprocess(data, str(trace)) as (_, proc):
+        lines = _lines_until(proc, "Run ")
+        assert any(line.startswith(f"{trace}: already ingested as run ") for line in lines), lines
+        assert any(line.startswith(f"Data folder {data.resolve()}: 1 run") for line in lines), lines
+
+
+def test_serve_on_a_busy_port_names_the_next_free_one(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(main, ["serve", "--port", str(port), "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 2, result.output
+    assert f"port {port} on 127.0.0.1 is in use" in result.output
+    assert "the next free port is" in result.output and "trace-explorer serve --port" in result.output
+    assert "serving at" not in result.output and "ssh -L" not in result.output
+    assert not (tmp_path / "d").exists()
