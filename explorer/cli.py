@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from explorer import __version__
-from explorer.config import Settings
+from explorer.config import LEGACY_DATA_DIR, Settings, user_data_dir
 from explorer.errors import ExplorerError, require_extra
 from explorer.ingest.limits import IngestLimits
 from explorer.model.lanes import Lane
@@ -59,11 +59,25 @@ def _given(key: str) -> str | None:
 
 
 def _data_dir(data_dir: Path | None) -> Path:
-    """The folder a command reads: --data-dir, else $EXPLORER_DATA_DIR, else ./explorer-data."""
+    """The folder a command reads: --data-dir, else $EXPLORER_DATA_DIR, else explorer.config.default_data_dir()."""
     return _settings(data_dir).data_dir
 
 
-def _store(data_dir: Path | None) -> RunStore:
+def _no_folder(folder: Path) -> str:
+    return (f"no data folder at {folder}: nothing was ingested here. Pass --data-dir or set EXPLORER_DATA_DIR to "
+            "read another one.")
+
+
+def _store(data_dir: Path | None, create: bool = False) -> RunStore:
+    """The runs of the command's data folder; a command that only reads (`create` false) never makes the folder:
+    a missing one is an error that names it."""
+    settings = _settings(data_dir)
+    if "data_dir" not in settings.model_fields_set and settings.data_dir == LEGACY_DATA_DIR.resolve():
+        console.print(f"using {settings.data_dir}, found in the current folder (elsewhere the default is "
+                      f"{user_data_dir(settings.xdg_data_home)}; --data-dir or EXPLORER_DATA_DIR choose)", soft_wrap=True)
+    if not create and not settings.catalog_url and not settings.storage and not settings.data_dir.is_dir():
+        console.print(f"error: {_no_folder(settings.data_dir.resolve())}", soft_wrap=True)
+        sys.exit(2)
     try:
         return RunStore.from_settings(_settings(data_dir))
     except ExplorerError as exc:  # the catalog database does not answer or needs `db upgrade`; a bad --storage
@@ -77,7 +91,8 @@ def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 
 
 data_dir_option = click.option("--data-dir", type=click.Path(path_type=Path), default=None,
-                               help="Data folder (default ./explorer-data or $EXPLORER_DATA_DIR)")
+                               help="Data folder (default $EXPLORER_DATA_DIR, else ./explorer-data where the current folder has one, "
+                               "else ~/.local/share/trace-explorer)")
 CATALOG_URL_KEY = "explorer.catalog_url"
 # not a parameter of each command: _settings reads it from the click context, as for every store command
 catalog_url_option = click.option(
@@ -119,7 +134,7 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], dat
 
     # an ingest bug's traceback goes to bugs/<run>.txt (its error line says so), not to the terminal
     logging.getLogger("explorer.service").addHandler(logging.NullHandler())
-    store = _store(data_dir)
+    store = _store(data_dir, create=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("ingesting", total=1.0)
@@ -181,8 +196,7 @@ def runs(as_json: bool, data_dir: Path | None) -> None:
     """List runs: id, name, status, span, slices per lane (and, on stderr, which data folder was read)."""
     folder = _data_dir(data_dir).resolve()
     if not folder.is_dir():  # do not create one just to list it
-        console.print(f"no data folder at {folder}: nothing was ingested here. Pass --data-dir or set "
-                      "EXPLORER_DATA_DIR to read another one.", highlight=False, markup=False, soft_wrap=True)
+        console.print(_no_folder(folder), soft_wrap=True)
         if as_json:
             out.print_json("[]")
         return

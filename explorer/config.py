@@ -6,7 +6,7 @@ import os
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,6 +19,20 @@ def asset_dir(name: str) -> Path:
     (explorer/_assets/, pyproject.toml), else at the top of the checkout (an editable install)."""
     packaged = resources.files("explorer") / "_assets" / name
     return Path(str(packaged)) if packaged.is_dir() else PROJECT_ROOT / name
+
+
+LEGACY_DATA_DIR = Path("explorer-data")  # the default of earlier versions, in whatever folder a command ran
+
+
+def default_data_dir(settings: dict[str, Any]) -> Path:
+    """Where runs live unless told: `./explorer-data` when the current folder has one (made by an earlier version:
+    adopted, and the commands say so), else the user's data folder, the same from any working directory."""
+    return LEGACY_DATA_DIR.resolve() if LEGACY_DATA_DIR.is_dir() else user_data_dir(settings.get("xdg_data_home", ""))
+
+
+def user_data_dir(xdg_data_home: str = "") -> Path:
+    """$XDG_DATA_HOME/trace-explorer, by default ~/.local/share/trace-explorer."""
+    return Path(xdg_data_home or Path.home() / ".local" / "share") / "trace-explorer"
 
 
 SSH_HOST = re.compile(r"^[A-Za-z0-9._@-]*$")  # an ssh host alias or user@host: nothing that could bend a URL
@@ -48,7 +62,12 @@ def parse_source_map(items: list[str]) -> tuple[tuple[str, str], ...]:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EXPLORER_", extra="ignore")
 
-    data_dir: Path = Field(Path("explorer-data"), description="Folder holding the catalog and run tables")
+    xdg_data_home: str = Field("", validation_alias=AliasChoices("xdg_data_home", "XDG_DATA_HOME"),
+                               description="The user's data folders (XDG base directories): the default data folder "
+                               "is trace-explorer inside it; empty: ~/.local/share")
+    data_dir: Path = Field(default_factory=default_data_dir,
+                           description="Folder holding the catalog and run tables; default ~/.local/share/trace-explorer "
+                           "($XDG_DATA_HOME/trace-explorer), or ./explorer-data where the current folder has one")
     catalog_url: str = Field(
         "", description="Catalog database: postgresql://user@host:5432/db for a team server (several processes "
         "and machines), or sqlite:///path; empty: catalog.sqlite in the data folder")

@@ -51,7 +51,7 @@ T = TypeVar("T")
 
 def open_run(path_or_id: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None = None,
              name: str | None = None) -> Run:
-    """A run of the data folder (default: the CLI's, `./explorer-data` or $EXPLORER_DATA_DIR).
+    """A run of the data folder (default: the CLI's: $EXPLORER_DATA_DIR, else ~/.local/share/trace-explorer).
 
     A path to a trace file, folder or archive is ingested, unless a run of the same content (the same
     sha256 the server's upload deduplicates by) is already there, which is then reused; anything else is

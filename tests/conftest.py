@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,10 @@ from tests.fuzz import report as fuzz
 from tests.store.catalog_backends import pg_schema
 from tests.store.s3_server import moto_server
 from tests.support import cli
+
+# No test reads or writes the user's own data folder: the default one (explorer.config.user_data_dir) is a fresh
+# folder of this test process, inherited by every process it starts.
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="trace-explorer-tests-")
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_TRACES = ROOT.parent / "shared" / "traces"

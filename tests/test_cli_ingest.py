@@ -134,19 +134,36 @@ def test_ops_views_and_default_sort(tmp_path: Path) -> None:
 
 
 def test_runs_without_a_data_dir_says_which_folder_it_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+    """The default data folder does not depend on the working directory; read commands never create one and
+    name it when it is missing; an ./explorer-data of an earlier version is adopted, and said so."""
+    home = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
     monkeypatch.delenv("EXPLORER_DATA_DIR", raising=False)
+    default = home / "trace-explorer"
+    work, other_dir = tmp_path / "work", tmp_path / "other"
+    work.mkdir()
+    other_dir.mkdir()
+    monkeypatch.chdir(work)
     runner = CliRunner()
     empty = runner.invoke(main, ["runs"])
-    assert empty.exit_code == 0 and f"no data folder at {tmp_path / 'explorer-data'}" in empty.stderr
-    assert "--data-dir" in empty.stderr and not (tmp_path / "explorer-data").exists()  # nothing created
+    assert empty.exit_code == 0 and f"no data folder at {default}" in empty.stderr
+    assert "--data-dir" in empty.stderr and not default.exists()  # nothing created
     assert json.loads(runner.invoke(main, ["runs", "--json"]).stdout) == []
+    ops = runner.invoke(main, ["ops", "r123"])
+    assert ops.exit_code == 2 and f"no data folder at {default}" in ops.stderr and not default.exists()
 
     path = tmp_path / "good.json"
     path.write_text(json.dumps(GOOD))
     assert runner.invoke(main, ["ingest", str(path)]).exit_code == 0
+    monkeypatch.chdir(other_dir)  # another working directory reads the same folder
     listed = runner.invoke(main, ["runs"])
-    assert f"1 run in {tmp_path / 'explorer-data'}" in listed.stderr and "good" in listed.stdout
+    assert f"1 run in {default}" in listed.stderr and "good" in listed.stdout
+
+    legacy = other_dir / "explorer-data"
+    assert runner.invoke(main, ["ingest", str(path), "--data-dir", str(legacy)]).exit_code == 0
+    adopted = runner.invoke(main, ["runs"])
+    assert f"using {legacy}, found in the current folder" in adopted.stderr
+    assert f"1 run in {legacy}" in adopted.stderr
 
     other = tmp_path / "elsewhere"
     monkeypatch.setenv("EXPLORER_DATA_DIR", str(other))
