@@ -196,16 +196,38 @@ def test_the_rmsnorm_figure_says_where_it_comes_from() -> None:
         assert "fixture" in paragraph and "not a measurement" in paragraph
 
 
-LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+LINK = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
+
+
+def anchors(text: str) -> set[str]:
+    """The heading anchors GitHub makes of a Markdown text's headings (outside code blocks): lower case,
+    punctuation but `-` and `_` dropped, spaces to `-`."""
+    found, inside = set(), False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            inside = not inside
+        elif not inside and re.match(r"#{1,6} ", line):
+            found.add(re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-"))
+    return found
+
+
+def test_anchors() -> None:
+    text = "# Title\n\n```sh\n# a comment\n```\n\n## Issue 15's targets: ingest (speed)\n### `serve --watch`\n"
+    assert anchors(text) == {"title", "issue-15s-targets-ingest-speed", "serve---watch"}
 
 
 @pytest.mark.parametrize("doc", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(doc: Path) -> None:
+    """Every relative link points at a file, and its #anchor (when it has one) at a heading of that file."""
     missing = []
-    for target in LINK.findall(doc.read_text()):
+    for target, anchor in LINK.findall(doc.read_text()):
         if re.match(r"[a-z]+:", target):
             continue  # http:, https:, mailto:
-        resolved = (doc.parent / target).resolve()
-        if not resolved.exists() and str(resolved.relative_to(ROOT)) not in PENDING_LINKS:
+        resolved = (doc.parent / target).resolve() if target else doc
+        if str(resolved.relative_to(ROOT)) in PENDING_LINKS and not resolved.exists():
+            continue
+        if not resolved.exists():
             missing.append(target)
-    assert not missing, f"{doc.name} links to missing files: {missing}"
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved.read_text()):
+            missing.append(f"{target}#{anchor}")
+    assert not missing, f"{doc.name} links to what is not there: {missing}"
