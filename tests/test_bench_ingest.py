@@ -1,5 +1,5 @@
 """bench/ingest.py's real-trace rows (--real): the medians, the RSS split and the printed arithmetic, then one
-real fresh-process ingest through them. The full benchmark is run by hand (README, "Benchmark: ingest")."""
+real fresh-process ingest through them. The full benchmark is run by hand (docs/benchmarks.md, "Ingest")."""
 
 from __future__ import annotations
 
