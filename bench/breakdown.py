@@ -2,7 +2,7 @@
 and causes of the largest gaps) and of the step table, on synthetic Kineto runs (bench/synth.py).
 
 Both are computed once per run and memoised by the server, so this is the cost of a run's first overview
-or steps page; it prints numbers for the README and asserts nothing.
+or steps page; it prints numbers for docs/benchmarks.md and asserts nothing.
 
     .venv/bin/python bench/breakdown.py [--events 100000,1000000] [--repeat 3] [--annotation aten::linear]
 """

@@ -1,7 +1,7 @@
 """Collectives benchmark: many synthetic ranks (tests/colls/synthetic.py's NCCL all-reduces, rank 2 late,
 plus filler host ops to reach the event count) ingested as one run, then the server-side time of matching
 its collectives (the first /collectives request of a run; memoised after) and of the API answers.
-Prints numbers for the README; asserts nothing.
+Prints numbers for docs/benchmarks.md; asserts nothing.
 
     .venv/bin/python bench/collectives.py [--ranks 64] [--events 50000] [--collectives 400]
 """

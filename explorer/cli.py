@@ -276,7 +276,7 @@ def report(run_id: str, output: Path | None, data_dir: Path | None) -> None:
 
 # ---- check: the CI regression gate ---------------------------------------------------------------
 
-CHECK_OK, CHECK_REGRESSION, CHECK_USAGE = 0, 1, 2  # exit codes of `check` (README, "CI regression gate")
+CHECK_OK, CHECK_REGRESSION, CHECK_USAGE = 0, 1, 2  # exit codes of `check` (docs/cli.md, "CI regression gate")
 VERDICT_MARK = {"regression": "❌", "improvement": "✅", "ok": "✓"}
 
 

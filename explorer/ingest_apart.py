@@ -4,7 +4,7 @@
 ingest the CLI runs (explorer.service.run_ingest: the same streaming path, lease, progress and failure
 messages in the catalog); the server only waits for it. Why a process:
 
-- memory: an ingest holds ~2 GB at its peak for a 2 GB trace (README, "Benchmark: ingest"); in the server's
+- memory: an ingest holds ~2 GB at its peak for a 2 GB trace (docs/benchmarks.md); in the server's
   process that memory stayed behind as its own, and the peak came on top of what it serves from
   (bench/upload_memory.py). A child gives all of it back when it exits.
 - responsiveness: the parse's Python steps hold the GIL in long stretches; on the server's threads they

@@ -147,7 +147,7 @@ class Ledger:
 
 
 class Watcher:
-    """Polls `roots` every `poll_s` and ingests what is complete (see README, "Log folders").
+    """Polls `roots` every `poll_s` and ingests what is complete (see docs/watch.md).
 
     A trace file is complete when it appeared by rename, or when its size and mtime did not change over
     two polls and its JSON is closed (or after `stale_s` unchanged, whatever it holds: the ingest then

@@ -15,7 +15,7 @@ from explorer.analysis.compare import pct_change
 from explorer.errors import BadRequest
 from explorer.model.shapes import CheckResult, CheckRow
 
-# metric -> what it measures (README "CI regression gate" repeats this table)
+# metric -> what it measures (docs/cli.md "CI regression gate" repeats this table)
 METRICS = {
     "device_total": "all device execution time of the run",
     "cpu_total": "host CPU time: the sum of self CPU over the operators view (the compare page's host metric)",

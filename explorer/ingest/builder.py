@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 # of the ingest's memory budget: the args put in slice order at the write hold twice this at most (a bucket read
 # back and its reordered copy), on top of the finished tables; past it they go through bucket files on disk.
 # A bucket's pages count in the write's peak, which is the ingest's: 1/64 (23 MiB at the default 1,500 MB) put
-# the 1M-event file's peak at 314-323 MiB, 1/256 at 295, in the same time (alternating runs; README, ninth round).
+# the 1M-event file's peak at 314-323 MiB, 1/256 at 295, in the same time (alternating runs; docs/benchmarks.md, ninth round).
 ARGS_ORDER_SHARE = 1 / 256
 
 # SliceChunk's fields in the order add_slice stores a row: six ints, two flags, four texts

@@ -266,7 +266,7 @@ class RunStore:
         # the artifacts are copied (and made durable, for a folder store) beside the tables' write: kernel
         # copies and disk waits, outside the GIL (the 1M-event trace: ~0.35 s of fsync at publish before). What
         # is `beside` (the timeline index) is made once the slices' Parquet is written: beside that write, the two
-        # builds' buffers together put the 1M-event file's peak 1.46x -> 1.63-1.66x (README, "Benchmark: ingest")
+        # builds' buffers together put the 1M-event file's peak 1.46x -> 1.63-1.66x (docs/benchmarks.md)
         slices_written, failed = threading.Event(), threading.Event()
         with ThreadPoolExecutor(2, thread_name_prefix="beside-write") as pool:
             copied = pool.submit(_copy_artifacts, work, artifacts, copy_artifacts,
