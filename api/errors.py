@@ -1,17 +1,19 @@
 """The one map from typed errors to HTTP: every error leaves the server as one JSON shape.
 
-`{"error": {"code", "message", "detail"}}`; unexpected exceptions become a 500 with a generic
-message and are logged here, never sent to the client with a stack trace.
+`{"error": {"code", "message", "detail"}}`, except for a browser asking for a page, which gets the same error as
+an HTML page (error.html); unexpected exceptions become a 500 with a generic message and are logged here, never
+sent to the client with a stack trace.
 """
 
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import with_config
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from typing_extensions import TypedDict
@@ -121,24 +123,59 @@ def explorer_error_response(error: ExplorerError, headers: dict[str, str] | None
     return error_response(error.code, error.message, _plain(error.detail), status_of(error), headers=headers)
 
 
-async def _explorer_error(request: Request, exc: Exception) -> JSONResponse:
+# Paths whose errors stay JSON whatever the client accepts: the API, health, assets, the OpenAPI document.
+JSON_PATHS = ("/api/", "/-/", "/static/", "/openapi.json")
+TITLE_BY_STATUS = {400: "Bad request", 401: "Sign-in needed", 403: "Not allowed", 404: "Not found",
+                   409: "Not ready", 413: "Too large", 422: "Bad parameter", 503: "Unavailable"}
+
+
+def wants_html(request: Request) -> bool:
+    """A browser asking for a page: an HTML error page instead of the JSON error (which stays for /api and for
+    clients that do not accept text/html)."""
+    path = request.url.path[len(request.scope.get("root_path", "")):] if request.scope.get("root_path") else request.url.path
+    return "text/html" in request.headers.get("accept", "") and not path.startswith(JSON_PATHS)
+
+
+def error_page(request: Request, code: str, message: str, status: int,
+               headers: dict[str, str] | None = None) -> Response:
+    """The error as a page of the site (base.html: the same header, CSP and theme), the message escaped."""
+    from api.routes.pages import templates_for  # the page layer; loaded only when a page failed
+    from explorer.render import APP_SCRIPTS
+
+    settings = request.app.state.explorer.settings
+    page = SimpleNamespace(title=TITLE_BY_STATUS.get(status, "Error"), message=message, status=status, code=code,
+                           twin="", run=None)
+    context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": "",
+               "needs_plotly": False, "scripts": APP_SCRIPTS, "readonly": False, "device_profiles": [],
+               "rank_count": 0, "has_collectives": False}
+    return templates_for(settings.templates_dir, settings.static_dir).TemplateResponse(
+        request, "error.html", context, status_code=status, headers=headers)
+
+
+async def _explorer_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ExplorerError)
+    if wants_html(request):
+        return error_page(request, exc.code, exc.message, status_of(exc))
     return explorer_error_response(exc)
 
 
-async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     problems = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
                 for e in exc.errors()]
     first = problems[0] if problems else {"loc": [], "msg": "invalid request"}
     where = ".".join(str(p) for p in first["loc"][1:]) or "request"
+    if wants_html(request):
+        return error_page(request, "validation", f"{where}: {first['msg']}", 422)
     return error_response("validation", f"{where}: {first['msg']}", problems, 422)
 
 
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     code = CODE_BY_STATUS.get(exc.status_code, "error")
     headers = dict(exc.headers) if exc.headers else None
+    if wants_html(request) and exc.status_code in TITLE_BY_STATUS:
+        return error_page(request, code, str(exc.detail), exc.status_code, headers=headers)
     return error_response(code, str(exc.detail), None, exc.status_code, headers=headers)
 
 

@@ -104,3 +104,25 @@ def test_unauthorized_body_is_pinned(tmp_path: Path) -> None:
     assert r.json() == {"error": {"code": "unauthorized", "detail": None, "message":
                                   "this server requires a token: send `Authorization: Bearer <token>`, or open the "
                                   "link with ?token=<token>"}}
+
+
+HTML = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}  # what a browser sends
+
+
+def test_a_browser_gets_an_error_page_and_the_api_keeps_json(client: TestClient) -> None:
+    page = client.get("/runs/r0000nothere", headers=HTML)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "Not found" in page.text and "r0000nothere" in page.text and 'id="error-message"' in page.text
+    assert "content-security-policy" in {k.lower() for k in page.headers}  # a page of the site, under its CSP
+    for path, headers in (("/runs/r0000nothere", {}), ("/api/runs/r0000nothere", HTML),
+                          ("/runs/r0000nothere", {"accept": "application/json"})):
+        body = client.get(path, headers=headers)
+        assert body.status_code == 404 and body.json()["error"]["code"] == "run_not_found", path
+    unknown = client.get("/no/such/page", headers=HTML)
+    assert unknown.status_code == 404 and "text/html" in unknown.headers["content-type"]
+
+
+def test_the_error_page_escapes_what_the_request_carried(client: TestClient) -> None:
+    page = client.get("/runs/<img src=x onerror=alert(1)>", headers=HTML)
+    assert page.status_code == 404 and "<img src=x" not in page.text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page.text
