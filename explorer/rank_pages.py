@@ -15,7 +15,7 @@ from explorer.charts import make_compare_figure, make_ranks_figure
 from explorer.errors import BadRequest
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import RankCompareResult, RanksResult, RunJson
-from explorer.pages import run_json
+from explorer.pages import RunCollectives, compute_run_collectives, run_json
 from explorer.store.queries import load_op_slices
 from explorer.store.runs import RunStore
 
@@ -27,16 +27,20 @@ def rank_nav(store: RunStore, run: RunJson | None) -> int:
     return len(run_ranks(store.table(run["id"], "tracks")))
 
 
-def compute_run_ranks(store: RunStore, run_id: str) -> RanksResult:
-    """The `/api/runs/{id}/ranks` object."""
+def compute_run_ranks(store: RunStore, run_id: str, colls: RunCollectives | None = None) -> RanksResult:
+    """The `/api/runs/{id}/ranks` object; arrivals are the collectives page's (a server passes its cached
+    `colls`; without them they are matched here)."""
     rec = store.require_ready(run_id)
-    return compute_ranks(load_op_slices(store, run_id), store.table(run_id, "tracks"), rec.summary.start_ns)
+    matched = colls if colls is not None else compute_run_collectives(store, run_id)
+    return compute_ranks(load_op_slices(store, run_id), store.table(run_id, "tracks"), rec.summary.start_ns,
+                         matched.rows, matched.mismatches)
 
 
 def compute_run_rank_compare(store: RunStore, run_id: str, a: int | None = None, b: int | None = None,
                              ranks: RanksResult | None = None) -> RankCompareResult:
     """The `/api/runs/{id}/ranks/compare` object: rank `a` against rank `b` (the baseline). Left out, `a` is
-    the slowest rank and `b` the reference (median) rank, as the straggler rule picks them."""
+    the slowest rank (a straggler, the latest arriver first) and `b` the reference rank (arriving nearest
+    the median), as the straggler rule picks them."""
     store.require_ready(run_id)
     summary = ranks if ranks is not None else compute_run_ranks(store, run_id)
     rows = summary["ranks"]
