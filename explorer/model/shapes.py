@@ -325,6 +325,7 @@ class Gap(TypedDict):
     end: int
     dur_ns: int
     device: str
+    rank: int | None  # the rank of the gap's device track (None: no rank information)
     before: SliceRef
     after: SliceRef
     cause: str
