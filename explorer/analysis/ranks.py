@@ -30,6 +30,7 @@ others, a step's is everything).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +58,7 @@ from explorer.model.shapes import (
 )
 
 I64 = np.int64
+BARRIER = re.compile(r"barrier", re.IGNORECASE)  # gloo:barrier, c10d::barrier, nccl barriers: waiting, not work
 STEP_OUTLIER_FRACTION = 0.05
 STEP_IQR_FACTOR = 1.5
 ARRIVAL_LATE_FRACTION = 0.05
@@ -159,8 +161,9 @@ def _add_evidence(evidence: RankEvidence, slices: pa.Table, tracks: pa.Table, re
         names = [str(row["name"]) for row in rows]
         waits = categorize(pa.array(names, pa.string()), pa.array(["kernel"] * len(names), pa.string())).to_pylist()
         for row, category in zip(rows, waits, strict=True):
-            if category == "communication" or str(row["name"]).startswith(DEFAULT_STEP_ANNOTATION[:-1]):
-                continue  # time in a collective is the waiting lateness causes, a step's the sum of it all
+            if (category == "communication" or str(row["name"]).startswith(DEFAULT_STEP_ANNOTATION[:-1])
+                    or BARRIER.search(str(row["name"]))):
+                continue  # time in a collective (a barrier too) is the waiting lateness causes, a step's the sum
             excess = int(row["vs_baseline"][0][key])
             if excess > best[0]:
                 best = (excess, kind, row["name"])
