@@ -47,13 +47,25 @@ def compute_run_rank_compare(store: RunStore, run_id: str, a: int | None = None,
     if len(rows) < 2:
         raise BadRequest("rank compare needs a run of two or more ranks")
     chosen = a is not None or b is not None
-    pick_a = a if a is not None else slowest_rank(rows)
-    pick_b = b if b is not None else reference_rank(rows, summary["median_step_time_ns"])
+    slow, ref = default_pair(summary)
+    pick_a = a if a is not None else slow
+    pick_b = b if b is not None else ref
     if pick_a == pick_b and not chosen:
         pick_b = next(r["rank"] for r in rows if r["rank"] != pick_a)
-    assert pick_a is not None and pick_b is not None
     result = compute_rank_compare(load_op_slices(store, run_id), store.table(run_id, "tracks"), pick_a, pick_b)
     return {"a": pick_a, "b": pick_b, "reason": "chosen" if chosen else "slowest vs median", "compare": result}
+
+
+def default_pair(summary: RanksResult) -> tuple[int, int]:
+    """(a, b) of "compare slowest": the slowest rank (a straggler, the latest arriver first) against the
+    reference rank (arriving nearest the median), another rank when they are one; two or more ranks."""
+    rows = summary["ranks"]
+    slow = slowest_rank(rows)
+    ref = reference_rank(rows, summary["median_step_time_ns"])
+    assert slow is not None and ref is not None
+    if ref == slow:
+        ref = next(r["rank"] for r in rows if r["rank"] != slow)
+    return slow, ref
 
 
 @dataclass
@@ -64,6 +76,8 @@ class RanksPage:
     ranks: RanksResult
     figure: dict[str, Any]
     twin: str = ""
+    slowest: int | None = None  # the compare link's default pair (compute_run_rank_compare's)
+    reference: int | None = None
 
 
 @dataclass
@@ -81,7 +95,10 @@ def build_ranks_page(store: RunStore, run_id: str, ranks: RanksResult | None = N
     """A server passes its cached `ranks`; without them they are computed here."""
     rec = store.require_ready(run_id)
     data = ranks if ranks is not None else compute_run_ranks(store, run_id)
-    return RanksPage(run_json(rec), data, make_ranks_figure(data), f"/api/runs/{run_id}/ranks")
+    page = RanksPage(run_json(rec), data, make_ranks_figure(data), f"/api/runs/{run_id}/ranks")
+    if len(data["ranks"]) > 1:
+        page.slowest, page.reference = default_pair(data)
+    return page
 
 
 def build_rank_compare_page(store: RunStore, run_id: str, a: int | None = None, b: int | None = None,

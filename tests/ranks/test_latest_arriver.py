@@ -154,6 +154,8 @@ def test_the_pages_show_it(run: dict[str, Any]) -> None:
     ranks = client.get(f"/runs/{run_id}/ranks").text
     assert f"latest arriver: rank {PLAN.late_rank}, last to {PLAN.steps} of" in " ".join(ranks.split())
     assert 'id="step-skew"' in ranks and "straggler" in ranks
+    compare = client.get(f"/api/runs/{run_id}/ranks/compare").json()
+    assert f"Compare rank {PLAN.late_rank} vs rank {compare['b']}</a>" in " ".join(ranks.split())
     steps = client.get(f"/runs/{run_id}/steps").text
     assert "<th class=\"num\">Rank</th>" in steps and steps.count('class="step-row') == PLAN.world * PLAN.steps
     assert steps.count("slowest of rank") == PLAN.world  # one pill per rank
