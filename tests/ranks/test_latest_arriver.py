@@ -186,3 +186,15 @@ def test_gaps_carry_their_rank(run: dict[str, Any]) -> None:
     assert len({g["rank"] for g in gaps}) > 1
     page = client.get(f"/runs/{run_id}").text
     assert '<th class="num">Rank</th>' in page and page.count('class="num gap-rank"') == min(len(gaps), 6)
+
+
+def test_the_report_and_share_link_carry_the_per_rank_steps(run: dict[str, Any]) -> None:
+    """The offline report (and so a share link, which opens it) renders the same steps table."""
+    client, run_id = run["client"], run["id"]
+    html = client.get(f"/runs/{run_id}/report").text
+    section = html[html.index('id="report-steps"'):]
+    section = section[:section.index("</section>")]
+    assert '<th class="num">Rank</th>' in section
+    assert section.count('class="step-row') == PLAN.world * PLAN.steps
+    ranks = [int(r) for r in re.findall(r'data-rank="(\d+)"', section)]
+    assert ranks == [r for r in range(PLAN.world) for _ in range(PLAN.steps)]
