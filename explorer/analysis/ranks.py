@@ -269,16 +269,18 @@ def _arrivals(collectives: list[CollectiveRow], rows: list[RankRow]) -> dict[int
 
 
 def _step_starts(rows: list[RankRow]) -> tuple[int, int]:
-    """Steps matched across ranks by name (once on every rank): each rank's lower-median lateness of its step
-    start to the lower median start (step_start_late_ns); returns how many matched and the largest spread."""
+    """Steps matched across ranks by name (once on every rank, all of them running at one moment: ranks of
+    one job, on one clock): each rank's lower-median lateness of its step start to the lower median start
+    (step_start_late_ns); returns how many matched and the largest spread of one step's starts."""
     if len(rows) < 2:
         return 0, 0
-    starts: dict[str, dict[int, list[int]]] = {}
+    steps: dict[str, dict[int, list[tuple[int, int]]]] = {}
     for row in rows:
         for st in row["steps"]:
-            starts.setdefault(st["name"], {}).setdefault(row["rank"], []).append(st["start_ns"])
-    matched = {n: {r: v[0] for r, v in per.items()} for n, per in starts.items()
-               if len(per) == len(rows) and all(len(v) == 1 for v in per.values())}
+            steps.setdefault(st["name"], {}).setdefault(row["rank"], []).append((st["start_ns"], st["dur_ns"]))
+    matched = {n: {r: v[0][0] for r, v in per.items()} for n, per in steps.items()
+               if len(per) == len(rows) and all(len(v) == 1 for v in per.values())
+               and max(v[0][0] for v in per.values()) < min(v[0][0] + v[0][1] for v in per.values())}
     late: dict[int, list[int]] = {row["rank"]: [] for row in rows}
     skew = 0
     for per in matched.values():

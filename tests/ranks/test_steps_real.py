@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from explorer.analysis.steps import STEP_PARTS
-from explorer.pages import compute_run_steps
+from explorer.pages import compute_run_collectives, compute_run_steps
 from explorer.rank_pages import compute_run_ranks
 from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
@@ -48,7 +49,17 @@ def test_steps_per_rank_equal_each_ranks_own_file(store: RunStore, shared_traces
         for row, exp in zip(rows, steps, strict=True):
             assert {p: row[f"{p}_ns"] for p in parts} == {p: exp[p] for p in parts}, (rank, row["name"])
     # a rank's numbers on the Ranks page are the sums of its rows (its steps do not overlap)
-    for row in compute_run_ranks(store, rec.id)["ranks"]:
+    ranks = compute_run_ranks(store, rec.id)
+    colls = compute_run_collectives(store, rec.id).rows
+    last = Counter(c["last_arriver"] for c in colls if len(c["ranks"]) > 1)
+    if last:  # the latest arriver is the Collectives page's most frequent last arriver
+        top = max(last.values())
+        assert last[ranks["latest_arriver"]] == top, (last, ranks["latest_arriver"])
+    if pair == "trace_diff":  # two separate jobs (ranks 3 and 1 of different worlds, days apart on the clock):
+        assert (ranks["matched_steps"], ranks["step_start_skew_ns"]) == (0, 0)  # their step starts are not compared
+    else:
+        assert ranks["matched_steps"] == len(want[0]) > 0
+    for row in ranks["ranks"]:
         mine = [s for s in got["steps"] if s["rank"] == row["rank"]]
         assert all(a["end"] <= b["start"] for a, b in zip(mine, mine[1:], strict=False))
         assert (row["compute_ns"], row["exposed_comm_ns"], row["idle_ns"], row["window_ns"]) == (

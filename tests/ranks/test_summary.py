@@ -101,7 +101,7 @@ def test_real_gloo_capture(store: RunStore, gloo_capture: list[Path]) -> None:
     assert [r["rank"] for r in rows] == [0, 1] and {r["mode"] for r in rows} == {"host"}
     assert {r["host"] for r in rows} == {json.loads(gloo_capture[0].read_text())["host_name"]}  # torch's host_name
     _check_against_truth(rows, truths)
-    assert body["stragglers"] == [GLOO_LATE_RANK]
+    assert body["stragglers"] == [GLOO_LATE_RANK] and body["latest_arriver"] == GLOO_LATE_RANK
     evidence = rows[GLOO_LATE_RANK]["evidence"]
     assert evidence is not None and evidence["rule"] == "arrival"
     assert evidence["late_ns"] == max(lateness(truths, name)[GLOO_LATE_RANK] for name in truths[0]["arrivals"])
