@@ -24,7 +24,7 @@ from explorer.model.shapes import StepRow, StepsResult
 I64 = np.int64
 DEFAULT_STEP_ANNOTATION = "ProfilerStep#"
 MAX_ANNOTATION_CHARS = 200
-MAX_STEPS = 10_000  # steps listed at most (the slowest is found over all of them)
+MAX_STEPS = 10_000  # rows listed at most (by rank, then start)
 # Step parts in priority order: a moment counts for the first part whose executions run then, so the
 # parts and `idle_ns` add up to the step time exactly (overlapped communication shows as compute).
 STEP_PARTS = ("compute", "communication", "memcpy", "memset", "other")
