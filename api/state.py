@@ -62,7 +62,7 @@ class AppState:
 
     def ranks(self, run_id: str) -> RanksResult:
         """The per-rank summary of a run, computed once (the ranks page, its twin and the rank compare share it)."""
-        return self.memo.get(run_id, "ranks", lambda: compute_run_ranks(self.store, run_id))
+        return self.memo.get(run_id, "ranks", lambda: compute_run_ranks(self.store, run_id, self.collectives(run_id)))
 
     def collectives(self, run_id: str) -> RunCollectives:
         """The collectives of a run matched across ranks, computed once (page, API twin, overlay links)."""

@@ -258,16 +258,26 @@ STEP_PART_COLORS = {"compute": KERNEL_CATEGORY_COLORS["compute"], "communication
 
 def make_steps_figure(steps: Mapping[str, Any]) -> dict[str, Any]:
     """Per step, stacked bars of device compute / communication / memcpy / memset / other / idle time
-    (the step analysis' parts add up to the step time), one bar per step in order."""
-    rows = steps.get("steps", [])
-    names = [label(f"{r['name']}", 40) for r in rows]
+    (the step analysis' parts add up to the step time), one bar per step in order; on a multi-rank run one
+    bar per (step, rank), grouped by step on a two-level axis (the k-th step of each rank side by side)."""
+    rows = list(steps.get("steps", []))
+    if steps.get("ranks"):
+        position: dict[Any, int] = {}
+        order = []
+        for r in rows:  # rows are by rank then start: a row's position is its index among its rank's steps
+            order.append((position.get(r["rank"], 0), r["rank"]))
+            position[r["rank"]] = position.get(r["rank"], 0) + 1
+        rows = [r for _, r in sorted(zip(order, rows, strict=True), key=lambda p: p[0])]
+        x: list[Any] = [[label(f"{r['name']}", 40) for r in rows], [f"rank {r['rank']}" for r in rows]]
+    else:
+        x = [label(f"{r['name']}", 40) for r in rows]
     unit, scale = time_unit(max((r["dur_ns"] for r in rows), default=0))
-    data = [{"type": "bar", "name": part, "x": names, "y": [r[f"{part}_ns"] / scale for r in rows],
+    data = [{"type": "bar", "name": part, "x": x, "y": [r[f"{part}_ns"] / scale for r in rows],
              "marker": {"color": color}, "hovertemplate": "%{x}<br>" + part + ": %{y:,.1f} " + unit + "<extra></extra>"}
             for part, color in STEP_PART_COLORS.items()]
     layout = _layout(f"Step time by device activity ({unit})", 320, barmode="stack", showlegend=True,
                      legend={"orientation": "h", "y": -0.2})
-    layout["xaxis"] = {**layout["xaxis"], "type": "category"}
+    layout["xaxis"] = {**layout["xaxis"], "type": "multicategory" if steps.get("ranks") else "category"}
     return {"data": data, "layout": layout}
 
 

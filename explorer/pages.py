@@ -521,8 +521,9 @@ class StepsPage:
 
 
 def compute_run_steps(store: RunStore, run_id: str, annotation: str = DEFAULT_STEP_ANNOTATION) -> StepsResult:
+    """The `/api/runs/{id}/steps` object: one row per (rank, step) on a multi-rank run, each rank's own device time."""
     s = store.require_ready(run_id).summary
-    return compute_steps(store.table(run_id, "slices"), s.start_ns, s.end_ns, annotation)
+    return compute_steps(store.table(run_id, "slices"), s.start_ns, s.end_ns, annotation, store.table(run_id, "tracks"))
 
 
 def build_steps_page(store: RunStore, run_id: str, annotation: str = DEFAULT_STEP_ANNOTATION) -> StepsPage:

@@ -15,7 +15,7 @@ from explorer.charts import make_compare_figure, make_ranks_figure
 from explorer.errors import BadRequest
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import RankCompareResult, RanksResult, RunJson
-from explorer.pages import run_json
+from explorer.pages import RunCollectives, compute_run_collectives, run_json
 from explorer.store.queries import load_op_slices
 from explorer.store.runs import RunStore
 
@@ -27,29 +27,45 @@ def rank_nav(store: RunStore, run: RunJson | None) -> int:
     return len(run_ranks(store.table(run["id"], "tracks")))
 
 
-def compute_run_ranks(store: RunStore, run_id: str) -> RanksResult:
-    """The `/api/runs/{id}/ranks` object."""
+def compute_run_ranks(store: RunStore, run_id: str, colls: RunCollectives | None = None) -> RanksResult:
+    """The `/api/runs/{id}/ranks` object; arrivals are the collectives page's (a server passes its cached
+    `colls`; without them they are matched here)."""
     rec = store.require_ready(run_id)
-    return compute_ranks(load_op_slices(store, run_id), store.table(run_id, "tracks"), rec.summary.start_ns)
+    matched = colls if colls is not None else compute_run_collectives(store, run_id)
+    return compute_ranks(load_op_slices(store, run_id), store.table(run_id, "tracks"), rec.summary.start_ns,
+                         matched.rows, matched.mismatches)
 
 
 def compute_run_rank_compare(store: RunStore, run_id: str, a: int | None = None, b: int | None = None,
                              ranks: RanksResult | None = None) -> RankCompareResult:
     """The `/api/runs/{id}/ranks/compare` object: rank `a` against rank `b` (the baseline). Left out, `a` is
-    the slowest rank and `b` the reference (median) rank, as the straggler rule picks them."""
+    the slowest rank (a straggler, the latest arriver first) and `b` the reference rank (arriving nearest
+    the median), as the straggler rule picks them."""
     store.require_ready(run_id)
     summary = ranks if ranks is not None else compute_run_ranks(store, run_id)
     rows = summary["ranks"]
     if len(rows) < 2:
         raise BadRequest("rank compare needs a run of two or more ranks")
     chosen = a is not None or b is not None
-    pick_a = a if a is not None else slowest_rank(rows)
-    pick_b = b if b is not None else reference_rank(rows, summary["median_step_time_ns"])
+    slow, ref = default_pair(summary)
+    pick_a = a if a is not None else slow
+    pick_b = b if b is not None else ref
     if pick_a == pick_b and not chosen:
         pick_b = next(r["rank"] for r in rows if r["rank"] != pick_a)
-    assert pick_a is not None and pick_b is not None
     result = compute_rank_compare(load_op_slices(store, run_id), store.table(run_id, "tracks"), pick_a, pick_b)
     return {"a": pick_a, "b": pick_b, "reason": "chosen" if chosen else "slowest vs median", "compare": result}
+
+
+def default_pair(summary: RanksResult) -> tuple[int, int]:
+    """(a, b) of "compare slowest": the slowest rank (a straggler, the latest arriver first) against the
+    reference rank (arriving nearest the median), another rank when they are one; two or more ranks."""
+    rows = summary["ranks"]
+    slow = slowest_rank(rows)
+    ref = reference_rank(rows, summary["median_step_time_ns"])
+    assert slow is not None and ref is not None
+    if ref == slow:
+        ref = next(r["rank"] for r in rows if r["rank"] != slow)
+    return slow, ref
 
 
 @dataclass
@@ -60,6 +76,8 @@ class RanksPage:
     ranks: RanksResult
     figure: dict[str, Any]
     twin: str = ""
+    slowest: int | None = None  # the compare link's default pair (compute_run_rank_compare's)
+    reference: int | None = None
 
 
 @dataclass
@@ -77,7 +95,10 @@ def build_ranks_page(store: RunStore, run_id: str, ranks: RanksResult | None = N
     """A server passes its cached `ranks`; without them they are computed here."""
     rec = store.require_ready(run_id)
     data = ranks if ranks is not None else compute_run_ranks(store, run_id)
-    return RanksPage(run_json(rec), data, make_ranks_figure(data), f"/api/runs/{run_id}/ranks")
+    page = RanksPage(run_json(rec), data, make_ranks_figure(data), f"/api/runs/{run_id}/ranks")
+    if len(data["ranks"]) > 1:
+        page.slowest, page.reference = default_pair(data)
+    return page
 
 
 def build_rank_compare_page(store: RunStore, run_id: str, a: int | None = None, b: int | None = None,

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from explorer.analysis.gap_evidence import HostEvidence, timeline_window
 from explorer.analysis.intervals import union_segments
 from explorer.model.lanes import Lane
+from explorer.model.ranks import rank_by_track
 from explorer.model.shapes import Breakdown, DeviceBusy, Gap, LaneBusy
 
 I64 = np.int64
@@ -41,19 +42,21 @@ def compute_breakdown(slices: pa.Table, tracks: pa.Table, flows: pa.Table, start
     rows: list[Gap] = []
     if len(largest):
         evidence = HostEvidence(slices, tracks, flows)
-        rows = [_gap_row(slices, gaps, int(i), start_ns, end_ns, evidence) for i in largest.tolist()]
+        ranks = rank_by_track(tracks)
+        rows = [_gap_row(slices, gaps, int(i), start_ns, end_ns, evidence, ranks) for i in largest.tolist()]
     return {"lanes": lanes, "devices": devices,
             "gaps": {"count": len(gaps["dur"]), "total_ns": int(gaps["dur"].sum()), "largest": rows}}
 
 
 def _gap_row(slices: pa.Table, gaps: dict[str, np.ndarray], i: int, start_ns: int, end_ns: int,
-             evidence: HostEvidence) -> Gap:
-    """Gap `i` as the API shows it: relative times, its neighbours, the host evidence and its timeline link."""
+             evidence: HostEvidence, ranks: dict[int, int]) -> Gap:
+    """Gap `i` as the API shows it: relative times, its device's rank (None unknown), its neighbours, the
+    host evidence and its timeline link."""
     g_start, g_end, after, before = (int(gaps[k][i]) for k in ("start", "end", "after", "before"))
     why = evidence.explain(g_start, g_end, after)
     names = slices.column("name")
     return {"start": g_start - start_ns, "end": g_end - start_ns, "dur_ns": g_end - g_start,
-            "device": str(gaps["device"][i]),
+            "device": str(gaps["device"][i]), "rank": ranks.get(int(slices.column("track_id")[after].as_py())),
             "before": {"slice_id": before, "name": names[before].as_py()},
             "after": {"slice_id": after, "name": names[after].as_py()},
             "cause": why.cause, "cause_detail": why.cause_detail, "host_activity": why.host_activity,

@@ -1,32 +1,36 @@
 """Per-rank summary of a multi-rank run, stragglers with their evidence, and one rank against another.
 
-Per rank (explorer.model.ranks says which tracks are whose), over its window: the span of its
-ProfilerStep#N steps, else its whole span. Where its time went comes from its device executions
-(`mode` device; categories by explorer.analysis.kernels.CATEGORY_RULES, memcpy kinds as one part, as on
-the steps view), or, for a host-only rank (gloo on CPU), from its framework-lane ops (`mode` host: a
-collective by name is communication, any other op compute). Each part is an interval union in integer
-ns clipped to the window; communication overlapped by compute is hidden, the rest exposed; idle is the
-window minus the union of everything.
+Per rank (explorer.model.ranks says which tracks are whose), over its window: the union of its
+ProfilerStep#N steps (so its numbers are the sums of its rows on the steps view), else its whole span.
+Where its time went comes from its device executions (`mode` device; categories by
+explorer.analysis.kernels.CATEGORY_RULES, memcpy kinds as one part, as on the steps view), or, for a
+host-only rank (gloo on CPU), from its framework-lane ops (`mode` host: a collective by name is
+communication, any other op compute). Each part is an interval union in integer ns clipped to the window;
+communication overlapped by compute is hidden, the rest exposed; idle is the window minus everything.
 
-The straggler rule (the constants below are the published rule):
+A straggler is a rank that arrives last (the constants below are the published rule), judged on the
+collectives view's matched collectives (explorer.analysis.collectives: its arrival times and last arriver):
 
-- step time: a rank whose step time (the lower median of its steps, else its window) exceeds the median
-  rank's by more than max(STEP_OUTLIER_FRACTION of it, STEP_IQR_FACTOR x the interquartile range);
-- arrival: collectives are matched across ranks by name and order (the k-th `ncclKernel_AllReduce…` of
-  each rank; on a host-only rank its collective cpu ops, `c10d::allreduce_`, on the calling thread); a
-  rank's lateness to one is its start minus the lower median start over ranks, and to a
-  collective name the lower median of that over its occurrences. A rank whose lateness to some name
-  exceeds ARRIVAL_LATE_FRACTION of the median step time is a straggler.
+- arrival: a rank's lateness to one collective is its arrival minus the lower median arrival over its
+  ranks, and to a collective name the lower median of that over the name's matched occurrences; a rank
+  whose lateness to some name exceeds ARRIVAL_LATE_FRACTION of the median step time is a straggler;
+- step start: steps matched across ranks by name (each rank's `ProfilerStep#7`); a rank whose lower
+  median step-start lateness exceeds the same fraction is a straggler (it arrives late to the step);
+- step time, only on a run without matched collectives (with them, the rank that waits longest has the
+  longest step: the victim, not the cause): a step time over the median rank's by more than
+  max(STEP_OUTLIER_FRACTION of it, STEP_IQR_FACTOR x the interquartile range).
 
-Evidence: against the reference rank (the non-straggler whose step time is nearest the median), the op
-(self device time, host-only self CPU) or kernel (total time) whose time most exceeds the same one there;
-collectives and steps are not candidates (a collective's time is the waiting that lateness causes on the
+The latest arriver is the rank that arrives last to the most matched collectives (then the most wait it
+causes, then the lowest rank): the collectives view's `last_arriver`. Evidence: against the reference rank
+(the non-straggler arriving nearest the median), the op (self device time, host-only self CPU) or kernel
+(total time) whose time most exceeds the same one there: what the straggler did before arriving.
+Collectives and steps are not candidates (a collective's time is the waiting lateness causes on the
 others, a step's is everything).
-Matching by process group and sequence number, waits and bandwidth are the collectives view's (colls).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.analysis.compare import RunOps, compute_compare, kernel_table
-from explorer.analysis.intervals import union_segments
+from explorer.analysis.intervals import covered_between, union_segments
 from explorer.analysis.kernels import categorize
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, part_of
 from explorer.errors import BadRequest
@@ -43,6 +47,8 @@ from explorer.model.op_stats import compute_op_stats
 from explorer.model.rank_slices import check_ranks, restrict_to_ranks
 from explorer.model.ranks import NO_RANK, track_ranks
 from explorer.model.shapes import (
+    CollectiveMismatch,
+    CollectiveRow,
     CompareResult,
     RankEvidence,
     RankRow,
@@ -52,6 +58,7 @@ from explorer.model.shapes import (
 )
 
 I64 = np.int64
+BARRIER = re.compile(r"barrier", re.IGNORECASE)  # gloo:barrier, c10d::barrier, nccl barriers: waiting, not work
 STEP_OUTLIER_FRACTION = 0.05
 STEP_IQR_FACTOR = 1.5
 ARRIVAL_LATE_FRACTION = 0.05
@@ -71,43 +78,58 @@ class _Columns:
     device: np.ndarray
     is_step: np.ndarray
     names: np.ndarray
-    arrival: np.ndarray  # the slices a rank's arrival at a collective is read from
 
 
-def compute_ranks(slices: pa.Table, tracks: pa.Table, origin_ns: int) -> RanksResult:
+def compute_ranks(slices: pa.Table, tracks: pa.Table, origin_ns: int, collectives: list[CollectiveRow],
+                  mismatches: list[CollectiveMismatch]) -> RanksResult:
     """The per-rank summary and stragglers of a run (empty without rank information). Times of steps are
-    relative to `origin_ns`; `slices` needs the cached slice columns (and `shapes` for the evidence)."""
+    relative to `origin_ns`; `slices` needs the cached slice columns (and `shapes` for the evidence);
+    `collectives` and `mismatches` are the collectives view's (explorer.analysis.collectives)."""
     of_track = _rank_of_track(tracks)
     cols = _columns(slices, of_track)
     ranks = sorted({int(r) for r in of_track.tolist() if r != NO_RANK})
     rows = [_rank_row(cols, r, origin_ns, _first(tracks, of_track, r)) for r in ranks]
-    unmatched = _arrivals(cols, rows)
+    late_to = _arrivals(collectives, rows)
+    matched_steps, skew = _step_starts(rows)
     median = _median_low([r["step_time_ns"] for r in rows])
-    _flag(rows, median)
+    matched = sum(1 for c in collectives if len(c["ranks"]) > 1)
+    _flag(rows, median, late_to, by_arrival=matched > 0)
     reference = reference_rank(rows, median)
     for row in rows:
         if row["straggler"] and row["evidence"] is not None and reference is not None:
             _add_evidence(row["evidence"], slices, tracks, reference, row["mode"] == "device")
     return {"ranks": rows, "median_step_time_ns": median, "stragglers": [r["rank"] for r in rows if r["straggler"]],
-            "rule": RULE, "unmatched": unmatched}
+            "rule": RULE, "unmatched": [_unmatched(m) for m in mismatches] if len(rows) > 1 else [],
+            "matched_collectives": matched, "latest_arriver": latest_arriver(rows) if matched else None,
+            "matched_steps": matched_steps, "step_start_skew_ns": skew}
 
 
 def reference_rank(rows: list[RankRow], median: int) -> int | None:
-    """The rank others are held against: the non-straggler whose step time is nearest the median (lowest
-    rank of equals); all stragglers (or one rank): the rank nearest the median."""
+    """The rank others are held against: the non-straggler arriving nearest the median (to collectives,
+    then to steps), then with the step time nearest the median (lowest rank of equals); all stragglers
+    (or one rank): the same over every rank."""
     pool = [r for r in rows if not r["straggler"]] or rows
     if not pool:
         return None
-    return min(pool, key=lambda r: (abs(r["step_time_ns"] - median), r["rank"]))["rank"]
+    return min(pool, key=lambda r: (r["arrival_late_ns"], abs(r["step_start_late_ns"]),
+                                    abs(r["step_time_ns"] - median), r["rank"]))["rank"]
+
+
+def latest_arriver(rows: list[RankRow]) -> int | None:
+    """The rank last to arrive at the most matched collectives (then the most wait caused, the lowest rank)."""
+    if not rows:
+        return None
+    return max(rows, key=lambda r: (r["last_arrivals"], r["wait_caused_ns"], -r["rank"]))["rank"]
 
 
 def slowest_rank(rows: list[RankRow]) -> int | None:
-    """The slowest rank: a straggler before any other (the latest arriver, then the longest step time),
-    else the rank with the longest step time (lowest rank of equals)."""
+    """The rank "compare slowest" picks: a straggler before any other; among equals the latest arriver
+    (last to the most collectives, the most wait caused, the latest to collectives, to steps), then the
+    longest step time, the lowest rank."""
     if not rows:
         return None
-    return max(rows, key=lambda r: (r["straggler"], r["arrival_late_ns"] if r["straggler"] else 0,
-                                    r["step_time_ns"], -r["rank"]))["rank"]
+    return max(rows, key=lambda r: (r["straggler"], r["last_arrivals"], r["wait_caused_ns"], r["arrival_late_ns"],
+                                    r["step_start_late_ns"], r["step_time_ns"], -r["rank"]))["rank"]
 
 
 def compute_rank_compare(slices: pa.Table, tracks: pa.Table, a: int, b: int) -> CompareResult:
@@ -139,8 +161,9 @@ def _add_evidence(evidence: RankEvidence, slices: pa.Table, tracks: pa.Table, re
         names = [str(row["name"]) for row in rows]
         waits = categorize(pa.array(names, pa.string()), pa.array(["kernel"] * len(names), pa.string())).to_pylist()
         for row, category in zip(rows, waits, strict=True):
-            if category == "communication" or str(row["name"]).startswith(DEFAULT_STEP_ANNOTATION[:-1]):
-                continue  # time in a collective is the waiting lateness causes, a step's the sum of it all
+            if (category == "communication" or str(row["name"]).startswith(DEFAULT_STEP_ANNOTATION[:-1])
+                    or BARRIER.search(str(row["name"]))):
+                continue  # time in a collective (a barrier too) is the waiting lateness causes, a step's the sum
             excess = int(row["vs_baseline"][0][key])
             if excess > best[0]:
                 best = (excess, kind, row["name"])
@@ -182,12 +205,7 @@ def _columns(slices: pa.Table, of_track: np.ndarray) -> _Columns:
     part[cand] = [index[part_of(str(c))] if part_of(str(c)) in index else index["other"] for c in cats.to_pylist()]
     host_only = cand[~device_mode[cand]]
     part[host_only] = np.where(part[host_only] == index["communication"], index["communication"], index["compute"])
-    # a host-only rank arrives when its calling thread enters the collective's op (c10d::allreduce_,
-    # record_param_comms: cpu_op); the backend's worker-thread annotations (gloo:all_reduce) start when that
-    # thread gets to it, which on a loaded machine is noise
-    cpu_op = np.asarray(pc.equal(pc.fill_null(slices.column("cat"), ""), "cpu_op").to_numpy(zero_copy_only=False), bool)
-    arrival = (part == index["communication"]) & (device_mode | cpu_op)
-    return _Columns(rank, ts, end, part, device_mode, is_step, np.asarray(names.to_pylist(), dtype=object), arrival)
+    return _Columns(rank, ts, end, part, device_mode, is_step, np.asarray(names.to_pylist(), dtype=object))
 
 
 def _rank_row(cols: _Columns, rank: int, origin_ns: int, where: tuple[str, str]) -> RankRow:
@@ -197,19 +215,16 @@ def _rank_row(cols: _Columns, rank: int, origin_ns: int, where: tuple[str, str])
     steps: list[RankStep] = [{"name": str(cols.names[i]), "start_ns": int(cols.ts[i]) - origin_ns,
                               "dur_ns": int(cols.end[i] - cols.ts[i])} for i in steps_at.tolist()]
     if len(steps_at):
-        lo, hi = int(cols.ts[steps_at].min()), int(cols.end[steps_at].max())
+        lo, hi = union_segments(cols.ts[steps_at], cols.end[steps_at])
     else:
-        lo, hi = int(cols.ts[idx].min(initial=0)), int(cols.end[idx].max(initial=0))
-    window = max(hi - lo, 0)
+        lo = np.asarray([cols.ts[idx].min(initial=0)], I64)
+        hi = np.maximum(np.asarray([cols.end[idx].max(initial=0)], I64), lo)
+    window = int((hi - lo).sum())
     ex = idx[cols.part[idx] >= 0]
-    a, b = np.maximum(cols.ts[ex], lo), np.minimum(cols.end[ex], hi)
-    keep = b > a
-    ex, a, b = ex[keep], a[keep], b[keep]
-    part = cols.part[ex]
+    a, b, part = cols.ts[ex], cols.end[ex], cols.part[ex]
 
     def union(mask: np.ndarray) -> int:
-        s, e = union_segments(a[mask], b[mask])
-        return int((e - s).sum())
+        return int(covered_between(*union_segments(a[mask], b[mask]), lo, hi).sum())
 
     compute, comm = union(part == 0), union(part == 1)
     both = union((part == 0) | (part == 1))
@@ -221,58 +236,84 @@ def _rank_row(cols: _Columns, rank: int, origin_ns: int, where: tuple[str, str])
             "step_time_ns": _median_low(step_durs) if step_durs else window, "window_ns": window,
             "compute_ns": compute, "comm_ns": comm, "memcpy_ns": union(part == 2),
             "exposed_comm_ns": comm - hidden, "hidden_comm_ns": hidden, "idle_ns": window - busy,
-            "busy_pct": 100.0 * busy / window if window else 0.0, "arrival_late_ns": 0, "straggler": False,
+            "busy_pct": 100.0 * busy / window if window else 0.0, "arrival_late_ns": 0, "last_arrivals": 0,
+            "matched_collectives": 0, "wait_caused_ns": 0, "step_start_late_ns": 0, "straggler": False,
             "evidence": None}
 
 
-def _arrivals(cols: _Columns, rows: list[RankRow]) -> list[UnmatchedCollective]:
-    """Each rank's largest median lateness to a collective name matched by order across every rank. A name
-    that ranks call a different number of times is not paired by order (which one is missing is not
-    known here): it is returned, with each rank's count, and left out of the lateness."""
-    comm = np.flatnonzero(cols.arrival)
-    unmatched: list[UnmatchedCollective] = []
-    if len(rows) < 2 or not len(comm):
-        return unmatched
-    ranks = [r["rank"] for r in rows]
-    starts: dict[str, dict[int, np.ndarray]] = {}
-    for name in sorted({str(n) for n in cols.names[comm].tolist()}):
-        at = comm[cols.names[comm] == name]
-        starts[name] = {r: np.sort(cols.ts[at[cols.rank[at] == r]]) for r in ranks}
-    late: dict[int, tuple[int, str]] = {r: (0, "") for r in ranks}
-    for name, per_rank in starts.items():
-        counts = {r: len(v) for r, v in per_rank.items()}
-        k = min(counts.values())
-        if k != max(counts.values()):
-            unmatched.append({"name": name, "counts": [{"rank": r, "count": n} for r, n in counts.items()]})
+def _arrivals(collectives: list[CollectiveRow], rows: list[RankRow]) -> dict[int, str]:
+    """Per rank, from the matched collectives of two or more ranks: its largest lower-median lateness to a
+    collective name (arrival_late_ns, and that name, returned), how many it is in, how many it arrived
+    last to and the wait it caused there (the collective's wait_ns)."""
+    by_rank = {r["rank"]: r for r in rows}
+    late: dict[tuple[int, str], list[int]] = {}
+    for c in collectives:
+        if len(c["ranks"]) < 2:
             continue
-        arrive = np.stack([per_rank[r][:k] for r in ranks])  # ranks x occurrences
-        median = np.sort(arrive, axis=0)[(len(ranks) - 1) // 2]
-        for i, r in enumerate(ranks):
-            lateness = _median_low((arrive[i] - median).tolist())
-            if lateness > late[r][0]:
-                late[r] = (lateness, name)
+        median = _median_low([x["arrival_ns"] for x in c["ranks"]])
+        for x in c["ranks"]:
+            row = by_rank.get(x["rank"])
+            if row is None:
+                continue
+            row["matched_collectives"] += 1
+            late.setdefault((x["rank"], c["name"]), []).append(x["arrival_ns"] - median)
+        if c["last_arriver"] in by_rank:
+            by_rank[c["last_arriver"]]["last_arrivals"] += 1
+            by_rank[c["last_arriver"]]["wait_caused_ns"] += c["wait_ns"]
+    names: dict[int, str] = {}
+    for (rank, name), values in sorted(late.items()):
+        lateness = _median_low(values)
+        if lateness > by_rank[rank]["arrival_late_ns"]:
+            by_rank[rank]["arrival_late_ns"], names[rank] = lateness, name
+    return names
+
+
+def _step_starts(rows: list[RankRow]) -> tuple[int, int]:
+    """Steps matched across ranks by name (once on every rank, all of them running at one moment: ranks of
+    one job, on one clock): each rank's lower-median lateness of its step start to the lower median start
+    (step_start_late_ns); returns how many matched and the largest spread of one step's starts."""
+    if len(rows) < 2:
+        return 0, 0
+    steps: dict[str, dict[int, list[tuple[int, int]]]] = {}
     for row in rows:
-        row["arrival_late_ns"], name = late[row["rank"]]
-        row["evidence"] = None if not name else _stub("arrival", row["arrival_late_ns"], name, row["rank"])
-    return unmatched
+        for st in row["steps"]:
+            steps.setdefault(st["name"], {}).setdefault(row["rank"], []).append((st["start_ns"], st["dur_ns"]))
+    matched = {n: {r: v[0][0] for r, v in per.items()} for n, per in steps.items()
+               if len(per) == len(rows) and all(len(v) == 1 for v in per.values())
+               and max(v[0][0] for v in per.values()) < min(v[0][0] + v[0][1] for v in per.values())}
+    late: dict[int, list[int]] = {row["rank"]: [] for row in rows}
+    skew = 0
+    for per in matched.values():
+        median = _median_low(list(per.values()))
+        skew = max(skew, max(per.values()) - min(per.values()))
+        for rank, start in per.items():
+            late[rank].append(start - median)
+    for row in rows:
+        row["step_start_late_ns"] = _median_low(late[row["rank"]])
+    return len(matched), skew
 
 
-def _flag(rows: list[RankRow], median: int) -> None:
-    """Apply the straggler rule (module docstring); when both parts hold, the arrival's evidence is kept (it
-    names the collective)."""
+def _flag(rows: list[RankRow], median: int, late_to: dict[int, str], by_arrival: bool) -> None:
+    """Apply the straggler rule (module docstring): arrival to collectives, else to steps, else (a run
+    without matched collectives) step time; the first that holds is the evidence."""
     times = np.asarray([r["step_time_ns"] for r in rows], dtype=np.float64)
     iqr = float(np.subtract(*np.percentile(times, [75, 25]))) if len(times) else 0.0
     step_limit = median + max(STEP_OUTLIER_FRACTION * median, STEP_IQR_FACTOR * iqr)
+    limit = ARRIVAL_LATE_FRACTION * median
     for row in rows:
-        arrival = row["evidence"]
-        if len(rows) > 1 and median > 0 and row["arrival_late_ns"] > ARRIVAL_LATE_FRACTION * median:
-            row["straggler"] = True
-            row["evidence"] = arrival
-        elif len(rows) > 1 and row["step_time_ns"] > step_limit:
-            row["straggler"] = True
-            row["evidence"] = _stub("step_time", row["step_time_ns"] - median, "", row["rank"])
-        else:
-            row["evidence"] = None
+        evidence = None
+        if len(rows) > 1 and median > 0 and row["arrival_late_ns"] > limit:
+            evidence = _stub("arrival", row["arrival_late_ns"], late_to.get(row["rank"], ""), row["rank"])
+        elif len(rows) > 1 and median > 0 and row["step_start_late_ns"] > limit:
+            evidence = _stub("step_start", row["step_start_late_ns"], "", row["rank"])
+        elif len(rows) > 1 and not by_arrival and row["step_time_ns"] > step_limit:
+            evidence = _stub("step_time", row["step_time_ns"] - median, "", row["rank"])
+        row["straggler"], row["evidence"] = evidence is not None, evidence
+
+
+def _unmatched(m: CollectiveMismatch) -> UnmatchedCollective:
+    return {"name": m["name"], "counts": [{"rank": int(r), "count": int(n)} for r, n in m["counts"].items()],
+            "message": m["message"]}
 
 
 def _stub(rule: str, late_ns: int, collective: str, rank: int) -> RankEvidence:

@@ -102,12 +102,13 @@ class RankStep(TypedDict):
 
 @with_config(STRICT)
 class RankEvidence(TypedDict):
-    """Why a rank is a straggler: the rule that flagged it (`step_time` | `arrival`), by how much (ns past
-    the median), and the op or kernel of the rank whose time most exceeds the same one on the reference rank."""
+    """Why a rank is a straggler: the rule that flagged it (`arrival` | `step_start` | `step_time`), by how
+    much (ns past the median), and the op or kernel of the rank whose time most exceeds the same one on the
+    reference rank."""
 
     rule: str
     late_ns: int
-    collective: str  # the collective it arrives late to ("" for the step-time rule)
+    collective: str  # the collective it arrives late to ("" for the step rules)
     kind: str  # op | kernel | "" (no op or kernel takes longer than on the reference rank)
     name: str
     rank: int
@@ -134,7 +135,11 @@ class RankRow(TypedDict):
     hidden_comm_ns: int
     idle_ns: int
     busy_pct: float
-    arrival_late_ns: int  # the largest median lateness to a collective (0 on the earliest arrivers)
+    arrival_late_ns: int  # the largest median lateness to a collective name (0 on the earliest arrivers)
+    last_arrivals: int  # matched collectives it arrived last to (the collectives view's last_arriver)
+    matched_collectives: int  # matched collectives (of two or more ranks) it is in
+    wait_caused_ns: int  # the wait_ns of the collectives it arrived last to
+    step_start_late_ns: int  # lower median of (its step start - the median rank's) over matched steps
     straggler: bool
     evidence: RankEvidence | None
 
@@ -147,10 +152,11 @@ class RankCount(TypedDict):
 
 @with_config(STRICT)
 class UnmatchedCollective(TypedDict):
-    """A collective name the ranks call a different number of times: not paired by order, each rank's count."""
+    """A collective the ranks could not be matched on (the collectives view's mismatch): each rank's count."""
 
     name: str
     counts: list[RankCount]
+    message: str
 
 
 @with_config(STRICT)
@@ -163,6 +169,10 @@ class RanksResult(TypedDict):
     stragglers: list[int]
     rule: dict[str, float]
     unmatched: list[UnmatchedCollective]
+    matched_collectives: int  # matched collectives of two or more ranks the arrival rule read
+    latest_arriver: int | None  # the rank last to the most of them (None: none matched)
+    matched_steps: int  # steps (by name) every rank has once: the step-start rule's
+    step_start_skew_ns: int  # the largest spread of one matched step's starts over ranks
 
 
 # ---- op table -----------------------------------------------------------------------------------
@@ -315,6 +325,7 @@ class Gap(TypedDict):
     end: int
     dur_ns: int
     device: str
+    rank: int | None  # the rank of the gap's device track (None: no rank information)
     before: SliceRef
     after: SliceRef
     cause: str
@@ -345,9 +356,11 @@ class Breakdown(TypedDict):
 @with_config(STRICT)
 class StepRow(TypedDict):
     """One step (relative ns): its time and the device time in it by part, in priority order
-    (explorer.analysis.steps.STEP_PARTS); the parts plus `idle_ns` add up to `dur_ns`."""
+    (explorer.analysis.steps.STEP_PARTS); the parts plus `idle_ns` add up to `dur_ns`. On a multi-rank run
+    `rank` is the step's rank and the device time that rank's own (None on a run of one rank)."""
 
     name: str
+    rank: int | None
     start: int
     end: int
     dur_ns: int
@@ -364,12 +377,15 @@ class StepRow(TypedDict):
 
 @with_config(STRICT)
 class StepsResult(TypedDict):
-    """GET /api/runs/{id}/steps: the steps marked by `annotation` (a name prefix) and the slowest one's index."""
+    """GET /api/runs/{id}/steps: the steps marked by `annotation` (a name prefix), one row per (rank, step)
+    on a multi-rank run; the slowest row's index and each rank's slowest row's (rank order), the ranks."""
 
     annotation: str
     count: int
     steps: list[StepRow]
     slowest: int | None
+    slowest_by_rank: list[int]
+    ranks: list[int]
 
 
 # ---- compare ------------------------------------------------------------------------------------

@@ -75,3 +75,99 @@ def write_run(folder: Path, calls_by_rank: dict[int, list[Call]], **kw: Any) -> 
     folder.mkdir(parents=True, exist_ok=True)
     world = len(calls_by_rank)
     return [write_rank(folder / f"rank-{r}.json", r, world, c, **kw) for r, c in sorted(calls_by_rank.items())]
+
+
+# ---- a training-step run: ProfilerStep#N, compute kernels, one all_to_all per step --------------------------
+
+A2A_KERNEL = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+GEMM = "ampere_sgemm_128x64_tn"
+NORM = "vectorized_layer_norm_kernel"
+EXTRA = "late_gather_kernel"
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """`world` ranks of `steps` steps. Rank r starts step k at k * step_us + 300 + 10 r µs; `victim_rank`
+    at k * step_us (first: it waits longest in the all_to_all and has the longest step); `late_rank`
+    `late_start_us` later than its slot and runs an extra kernel of `extra_us` before the all_to_all (it
+    arrives last: the straggler). Kernels run back to back from 100 µs into the step: gemm 1000 + 20 r µs,
+    layer norm 300 µs (then the late rank's extra kernel), 10 µs later the all_to_all, launched 30 µs
+    before it starts (its arrival); every rank's all_to_all ends 400 µs after the last one started and
+    every step ends 100 µs after that."""
+
+    world: int = 8
+    steps: int = 3
+    late_rank: int = 5
+    victim_rank: int = 1
+    late_start_us: int = 1_500
+    extra_us: int = 1_000
+    step_us: int = 20_000
+
+    def start_us(self, k: int, r: int) -> int:
+        off = 0 if r == self.victim_rank else 300 + 10 * r
+        return k * self.step_us + off + (self.late_start_us if r == self.late_rank else 0)
+
+    def kernels(self, k: int, r: int) -> list[tuple[str, int, int]]:
+        """Rank r's compute kernels of step k as (name, start µs, end µs)."""
+        t = self.start_us(k, r) + 100
+        out = [(GEMM, t, t + 1000 + 20 * r), (NORM, t + 1000 + 20 * r, t + 1300 + 20 * r)]
+        if r == self.late_rank:
+            out.append((EXTRA, out[-1][2], out[-1][2] + self.extra_us))
+        return out
+
+    def a2a_start_us(self, k: int, r: int) -> int:
+        return self.kernels(k, r)[-1][2] + 10
+
+    def a2a_end_us(self, k: int) -> int:
+        return max(self.a2a_start_us(k, r) for r in range(self.world)) + 400
+
+
+def step_rank_events(plan: StepPlan, rank: int) -> list[dict[str, Any]]:
+    """One rank's trace events: host pid 100 + rank (thread 1), its GPU pid `rank` (stream 7)."""
+    pid, corr = 100 + rank, 1000 * (rank + 1)
+    ev: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": 1, "args": {"name": "main"}},
+        {"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"GPU {rank}"}},
+    ]
+
+    def launch(op: str, kernel: str, start: int, end: int, args: dict[str, Any]) -> None:
+        nonlocal corr
+        corr += 1
+        ev.extend([
+            {"ph": "X", "cat": "cpu_op", "name": op, "pid": pid, "tid": 1, "ts": f"{start - 40}.000", "dur": 20,
+             "args": {"External id": corr, **args}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": 1,
+             "ts": f"{start - 30}.000", "dur": 5, "args": {"External id": corr, "correlation": corr}},
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": pid, "tid": 1, "ts": f"{start - 30}.000"},
+            {"ph": "X", "cat": "kernel", "name": kernel, "pid": rank, "tid": 7, "ts": f"{start}.000",
+             "dur": end - start, "args": {"External id": corr, "correlation": corr, "device": rank, "stream": 7,
+                                          **args}},
+            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": rank, "tid": 7, "ts": f"{start}.000",
+             "bp": "e"},
+        ])
+
+    for k in range(plan.steps):
+        s = plan.start_us(k, rank)
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}", "pid": pid, "tid": 1,
+                   "ts": f"{s}.000", "dur": plan.a2a_end_us(k) + 100 - s, "args": {}})
+        for name, a, b in plan.kernels(k, rank):
+            launch("aten::gather" if name == EXTRA else "aten::mm", name, a, b, {})
+        launch("record_param_comms", A2A_KERNEL, plan.a2a_start_us(k, rank), plan.a2a_end_us(k),
+               {"Collective name": "all_to_all", "Process Group Name": PG, "Seq": k, "In msg nelems": NELEMS,
+                "Out msg nelems": NELEMS, "dtype": "Float", "Group size": plan.world})
+    return ev
+
+
+def write_step_run(folder: Path, plan: StepPlan) -> list[Path]:
+    """One `rank-N.json` per rank (distributedInfo, deviceProperties), in rank order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for r in range(plan.world):
+        doc = {"schemaVersion": 1, "baseTimeNanoseconds": BASE_NS, "deviceProperties": [{"id": r, "name": "Fake GPU"}],
+               "distributedInfo": {"backend": "nccl", "rank": r, "world_size": plan.world},
+               "traceEvents": step_rank_events(plan, r)}
+        path = folder / f"rank-{r}.json"
+        path.write_text(json.dumps(doc))
+        paths.append(path)
+    return paths

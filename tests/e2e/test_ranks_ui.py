@@ -65,16 +65,19 @@ def test_ranks_page_marks_the_straggler(page: Any, rank_server: tuple[str, str],
     page.goto(f"{url}/runs/{run}")
     page.click("#tab-ranks")
     page.wait_for_selector("#ranks-table")
-    assert page.locator("#ranks-summary").inner_text().endswith("straggler: rank 2")
+    summary = " ".join(page.locator("#ranks-summary").inner_text().split())
+    assert "straggler: rank 2 · latest arriver: rank 2, last to 3 of 3 matched collectives" in summary
     straggler = page.locator("tr.rank-row.straggler")
     assert straggler.count() == 1 and straggler.get_attribute("data-rank") == "2"
-    evidence = straggler.locator("td.evidence").inner_text()
+    assert straggler.locator("td.evidence").inner_text().startswith("straggler")
+    why = page.locator("#straggler-evidence li[data-rank='2']")
+    evidence = why.inner_text()
     assert "arrives 5.000 ms after the median rank" in evidence
     assert "kernel ampere_sgemm_128x64_tn takes 15.000 ms more than on rank 0" in evidence
     page.wait_for_selector("#fig-ranks .main-svg")
     bars = page.evaluate("() => document.getElementById('fig-ranks').data[0].x")
     assert bars == ["rank 0", "rank 1", "rank 2 (straggler)", "rank 3"]
     shot(page, "14-ranks-page")
-    straggler.locator("td.evidence a").click()
+    why.locator("a").click()
     page.wait_for_selector("#rank-compare-kernels")
     assert "rank 2 against rank 0 (baseline)" in page.locator("#rank-compare-summary").inner_text()

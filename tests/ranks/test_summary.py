@@ -40,7 +40,10 @@ def test_constructed_straggler(straggler_traces: list[Path], rank_runs: dict[str
     assert body["stragglers"] == [2] and body["unmatched"] == []
     evidence = rows[2]["evidence"]
     sgemm = KERNELS[0]
-    assert evidence == {"rule": "arrival", "late_ns": 5_000_000, "collective": NCCL_KERNEL, "kind": "kernel",
+    # the collectives page's matching: rank 2 is the last arriver of every all-reduce (3 matched by Seq)
+    assert [(r["last_arrivals"], r["matched_collectives"]) for r in rows] == [(0, 3), (0, 3), (3, 3), (0, 3)]
+    assert (body["latest_arriver"], body["matched_collectives"]) == (2, STRAGGLER.steps)
+    assert evidence == {"rule": "arrival", "late_ns": 5_000_000, "collective": "allreduce", "kind": "kernel",
                         "name": sgemm, "rank": 2, "reference_rank": 0,
                         "excess_ns": truths[2]["totals"][sgemm] - truths[0]["totals"][sgemm]}
     assert evidence["excess_ns"] == STRAGGLER.steps * STRAGGLER.late_ns
@@ -51,8 +54,11 @@ def test_constructed_straggler(straggler_traces: list[Path], rank_runs: dict[str
 
 def test_a_rank_missing_a_collective_is_reported_not_paired(rank_runs: dict[str, Any]) -> None:
     body = rank_runs["client"].get(f"/api/runs/{rank_runs['missing']}/ranks").json()
-    assert body["unmatched"] == [{"name": NCCL_KERNEL, "counts": [{"rank": 0, "count": 3}, {"rank": 1, "count": 3},
-                                                                  {"rank": 2, "count": 3}, {"rank": 3, "count": 2}]}]
+    # as the collectives page says it: matched by Seq, rank 3 lacks seq 1 (the others still match)
+    assert body["unmatched"] == [{"name": "allreduce", "counts": [{"rank": 0, "count": 1}, {"rank": 1, "count": 1},
+                                                                  {"rank": 2, "count": 1}, {"rank": 3, "count": 0}],
+                                  "message": "allreduce in group 0 (seq 1): ranks 3 lack it"}]
+    assert body["matched_collectives"] == 2
     assert body["stragglers"] == [] and all(r["arrival_late_ns"] == 0 for r in body["ranks"])
 
 
@@ -95,7 +101,7 @@ def test_real_gloo_capture(store: RunStore, gloo_capture: list[Path]) -> None:
     assert [r["rank"] for r in rows] == [0, 1] and {r["mode"] for r in rows} == {"host"}
     assert {r["host"] for r in rows} == {json.loads(gloo_capture[0].read_text())["host_name"]}  # torch's host_name
     _check_against_truth(rows, truths)
-    assert body["stragglers"] == [GLOO_LATE_RANK]
+    assert body["stragglers"] == [GLOO_LATE_RANK] and body["latest_arriver"] == GLOO_LATE_RANK
     evidence = rows[GLOO_LATE_RANK]["evidence"]
     assert evidence is not None and evidence["rule"] == "arrival"
     assert evidence["late_ns"] == max(lateness(truths, name)[GLOO_LATE_RANK] for name in truths[0]["arrivals"])

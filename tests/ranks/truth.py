@@ -38,11 +38,15 @@ def union(intervals: list[tuple[int, int]], lo: int, hi: int) -> int:
 
 def rank_truth(path: Path, device: bool) -> dict[str, Any]:
     """Steps, window and parts of one rank's file: device mode reads `kernel` events, host mode cpu ops and
-    user annotations (ProfilerStep#N excluded); a collective by name is communication."""
+    user annotations (ProfilerStep#N excluded); a collective by name is communication. The window is the
+    rank's steps (each one; they do not overlap): every number is the sum over its steps."""
     evs = events(path)
     steps = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]) for e in evs
                    if e["name"].startswith("ProfilerStep#"))
-    lo, hi = min(s[0] for s in steps), max(s[1] for s in steps)
+    assert all(a[1] <= b[0] for a, b in zip(steps, steps[1:], strict=False))  # the sum below needs disjoint steps
+
+    def in_steps(intervals: list[tuple[int, int]]) -> int:
+        return sum(union(intervals, lo, hi) for lo, hi, _ in steps)
     cats = ("kernel",) if device else HOST_OP_CATS
     work = [e for e in evs if e.get("cat") in cats and not e["name"].startswith("ProfilerStep#")]
     comm = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in work if COLLECTIVE.search(e["name"])]
@@ -53,8 +57,8 @@ def rank_truth(path: Path, device: bool) -> dict[str, Any]:
         if COLLECTIVE.search(e["name"]) and (device or e["cat"] == "cpu_op"):
             arrivals.setdefault(e["name"], []).append(ns(e["ts"]))
     return {"steps": [(n, b - a) for a, b, n in steps], "step_time_ns": durs[(len(durs) - 1) // 2],
-            "window_ns": hi - lo, "comm_ns": union(comm, lo, hi), "compute_ns": union(compute, lo, hi),
-            "busy_ns": union(comm + compute, lo, hi), "arrivals": arrivals,
+            "window_ns": sum(b - a for a, b, _ in steps), "comm_ns": in_steps(comm), "compute_ns": in_steps(compute),
+            "busy_ns": in_steps(comm + compute), "arrivals": arrivals,
             "totals": _totals(evs)}
 
 
