@@ -1,7 +1,8 @@
 """The truth harness on any traces: `python bench/truth.py PATH...` reads each Kineto trace (files, or
 folders searched for them; a folder's rank files of one run together) with the independent reader
 (tests/truth/reader.py) and with the product, and prints one row per run and number: agree or not, and
-how they differ. `--json OUT` writes the same as JSON. Exit status 1 when any number disagrees.
+how they differ. `--together` takes the files given as the ranks of one run; `--json OUT` writes the rows
+as JSON. Exit status 1 when any number disagrees.
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("paths", nargs="+", type=Path)
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
     ap.add_argument("--wide", action="store_true", help="no cut in the detail column")
+    ap.add_argument("--together", action="store_true", help="the files given are the ranks of one run")
     args = ap.parse_args(argv)
     results = []
+    runs = [sorted(args.paths)] if args.together else runs_of(args.paths)
     with tempfile.TemporaryDirectory(prefix="truth-") as tmp:
-        for i, run in enumerate(runs_of(args.paths)):
+        for i, run in enumerate(runs):
             t0 = time.monotonic()
             rows = run_one(run, Path(tmp) / str(i))
             name = label(run, args.paths)

@@ -29,7 +29,8 @@ MARKER_PATTERNS: dict[str, str] = {
     r"^PyTorch Profiler \(\d+\)$": "libkineto handleTraceSpan: `X` cat Trace, pid Spans: the whole window",
     r"^Iteration Start: .*": "libkineto addIterationMarker: one per traced iteration (named after the trace)",
 }
-MARKER_CATS = frozenset({"trace"})  # Kineto's span marker category (cat "Trace")
+# Kineto's span marker category: cat "Trace", named "<trace name> (<iteration>)" (PyTorch Profiler (0), Test trace (0))
+MARKER_CATS = frozenset({"trace"})
 
 # Device executions (lower-cased cat): CUDA/ROCm Kineto, 2021-era Kineto, MTIA.
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "mtia_ccp_events"})
@@ -41,9 +42,8 @@ LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime", "mtia_runtime
 COMM = re.compile(r"nccl|rccl|(?:^|[^a-z])(?:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast)"
                   r"(?:[^a-z]|$)", re.IGNORECASE)
 STEP = re.compile(r"^ProfilerStep#\d+$")
-# One collective's canonical name from an NCCL/RCCL kernel, a gloo annotation or a c10d op.
+# One collective's canonical name from an NCCL/RCCL kernel or a c10d op.
 COLL_KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)")
-GLOO_EXEC = re.compile(r"^gloo:(\w+)$")
 C10D_CALL = re.compile(r"^c10d::(\w+?)_?$")
 
 US = Decimal(1000)

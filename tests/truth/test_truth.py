@@ -34,6 +34,11 @@ def case_runs(root: Path | None, prefix: str) -> dict[str, list[Path]]:
 SHARED_RUNS = case_runs(corpus.SHARED, "shared")
 FIXTURE_RUNS = {k: v for k, v in case_runs(corpus.FIXTURES, "fixture").items() if "/neuron/" not in k}
 CORPUS_RUNS = case_runs(CORPUS, "corpus")
+# Two ranks of one HTA capture kept in two folders of ../shared/traces (NCCL, 2 ranks, ProfilerStep#551..).
+_HTA = corpus.SHARED / "HolisticTraceAnalysis/tests/data"
+_PAIR = [_HTA / "timeline_analysis/sampled_rank-0.json.gz", _HTA / "trace_filter/sampled_rank-1.json.gz"]
+if all(p.is_file() for p in _PAIR):
+    SHARED_RUNS["shared-pair/hta-sampled-rank-0+1"] = _PAIR
 
 
 def _case(case_id: str, check: str, marks: tuple[Any, ...] = ()) -> Any:
@@ -121,3 +126,30 @@ def test_reader_time_is_exact() -> None:
     assert R.ns(R.Decimal("0.1")) + R.ns(R.Decimal("0.2")) == 300
     assert R.ns(R.Decimal("1695835542481129.0005")) == 1695835542481129001
     assert R.ns(12) == 12_000
+
+
+def _x(cat: str, name: str, ts: int, dur: int, tid: int = 1, pid: int = 1, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def test_reader_definitions(tmp_path: Path) -> None:
+    """The reader's rules on a hand-made trace: overlapping kernels on one stream unite, a launch goes to the
+    innermost cpu_op around it, a launch with no op is unattributed, markers stay out of the span."""
+    import json
+
+    events = [
+        _x("cpu_op", "aten::outer", 100, 50),
+        _x("cpu_op", "aten::inner", 110, 10),
+        _x("cuda_runtime", "cudaLaunchKernel", 112, 2, correlation=1),
+        _x("cuda_driver", "cuLaunchKernelEx", 130, 2, tid=2, correlation=2),
+        _x("kernel", "gemm", 200, 10, tid=7, pid=0, correlation=1),
+        _x("kernel", "flash_fwd", 205, 10, tid=7, pid=0, correlation=2),
+        {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 900},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "deviceProperties": []}))
+    rs = R.load_run([path])
+    assert R.span(rs) == (100_000, 215_000)
+    assert R.device_busy(rs) == {(0, "0"): 15_000}
+    assert R.device_total(rs) == 20_000
+    assert R.device_time_by_op(rs) == {"aten::inner": 10_000, R.UNATTRIBUTED: 10_000}
