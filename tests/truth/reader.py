@@ -71,15 +71,6 @@ def events_of(doc: Any) -> list[dict[str, Any]]:
     return [e for e in evs if isinstance(e, dict)] if isinstance(evs, list) else []
 
 
-def is_kineto(doc: Any) -> bool:
-    """A Kineto/torch.profiler trace: an object with traceEvents and a Kineto key, or events with Kineto cats."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        return False
-    if any(k in doc for k in ("deviceProperties", "distributedInfo", "schemaVersion", "computeProperties")):
-        return True
-    return any(str(e.get("cat", "")).lower() in OP_CATS | DEVICE_CATS for e in events_of(doc)[:5000])
-
-
 def is_marker(e: dict[str, Any]) -> bool:
     """Profiler bookkeeping (MARKERS, MARKER_PATTERNS, cat Trace)."""
     name = str(e.get("name", ""))

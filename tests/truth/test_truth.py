@@ -52,16 +52,19 @@ def _cases(ids: list[str], marks: tuple[Any, ...] = ()) -> list[Any]:
 
 
 class Runs:
-    """Each case's reading and ingested run, made once per session (ingest is the slow part)."""
+    """The current case's reading and ingested run, made once for its checks (ingest is the slow part; a case's
+    checks run one after another). Only the last case is kept: a big trace's parsed events are heavy."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.made: dict[str, tuple[list[R.RankTrace], compare.Product]] = {}
+        self.count = 0
 
     def get(self, case_id: str, files: Callable[[], list[Path]]) -> tuple[list[R.RankTrace], compare.Product]:
         if case_id not in self.made:
             paths = files()
-            self.made[case_id] = (R.load_run(paths), compare.ingest(paths, self.folder / str(len(self.made))))
+            self.count += 1
+            self.made = {case_id: (R.load_run(paths), compare.ingest(paths, self.folder / str(self.count)))}
         return self.made[case_id]
 
 
