@@ -156,3 +156,13 @@ def test_reader_definitions(tmp_path: Path) -> None:
     assert R.device_busy(rs) == {(0, "0"): 15_000}
     assert R.device_total(rs) == 20_000
     assert R.device_time_by_op(rs) == {"aten::inner": 10_000, R.UNATTRIBUTED: 10_000}
+
+
+def test_reader_is_independent() -> None:
+    """The reader imports neither the product (`explorer`) nor the server (`api`): its numbers are its own."""
+    import ast
+
+    tree = ast.parse(Path(R.__file__).read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in names if m.split(".")[0] in ("explorer", "api", "tests")], names
