@@ -17,7 +17,7 @@ from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
 from tests.truth import reader as R
 
-CHECKS = ("span", "device_total", "device_busy", "kernels", "steps", "rank_steps", "ops_by_op",
+CHECKS = ("span", "device_total", "device_busy", "kernels", "steps", "rank_steps", "rank_split", "ops_by_op",
           "ops_attributed", "ops_view_total", "collectives", "straggler_collectives", "straggler_ranks")
 
 
@@ -93,6 +93,17 @@ def check_rank_steps(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
     rows = rank_pages.compute_run_ranks(p.store, p.run_id)["ranks"]
     prod = {r["rank"]: [(s["name"], s["dur_ns"]) for s in r["steps"]] for r in rows}
     return {k: v for k, v in truth.items() if v}, {k: v for k, v in prod.items() if v}
+
+
+def check_rank_split(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
+    """The Ranks page: each rank's (mode, window, compute, comm, exposed comm, idle) (ranks with steps)."""
+    if len(rs) < 2:
+        return "n/a", "n/a"
+    truth = {r.rank: R.rank_split(r) for r in rs}
+    rows = rank_pages.compute_run_ranks(p.store, p.run_id)["ranks"]
+    prod = {r["rank"]: R.RankSplit(r["mode"], r["window_ns"], r["compute_ns"], r["comm_ns"], r["exposed_comm_ns"],
+                                   r["idle_ns"]) for r in rows if r["steps"]}
+    return {k: v for k, v in truth.items() if v is not None}, prod
 
 
 def _op_rows(p: Product) -> list[Any]:

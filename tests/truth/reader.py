@@ -251,6 +251,39 @@ def steps(ranks: list[RankTrace]) -> list[StepSplit]:
     return [step_split(r, s) for r in sorted(ranks, key=lambda r: r.rank) for s in rank_steps(r)]
 
 
+@dataclass(frozen=True)
+class RankSplit:
+    """One rank over its window (first step start to last step end): compute = union of its non-communication
+    work, comm = union of its communication, exposed = comm not under compute, idle = window minus the union
+    of all its work. Work is its device executions (device mode), else its host ops (HOST_WORK_CATS, steps
+    excluded: host mode, a gloo rank on CPU)."""
+
+    mode: str
+    window_ns: int
+    compute_ns: int
+    comm_ns: int
+    exposed_comm_ns: int
+    idle_ns: int
+
+
+HOST_WORK_CATS = frozenset({"cpu_op", "user_annotation", "python_function", "operator"})
+
+
+def rank_split(r: RankTrace) -> RankSplit | None:
+    """The rank's split (RankSplit), None when it has no steps."""
+    steps_ = rank_steps(r)
+    if not steps_:
+        return None
+    lo, hi = min(s.ts for s in steps_), max(s.end for s in steps_)
+    work = r.device or [e for e in r.xs if e.cat in HOST_WORK_CATS and not STEP.match(e.name)]
+    comm = union(((e.ts, e.end) for e in work if is_comm(e.name)), lo, hi)
+    comp = union(((e.ts, e.end) for e in work if not is_comm(e.name) and (not r.device or e.cat in KERNEL_CATS)),
+                 lo, hi)
+    busy = length(union(((e.ts, e.end) for e in work), lo, hi))
+    return RankSplit("device" if r.device else "host", hi - lo, length(comp), length(comm), minus(comm, comp),
+                     hi - lo - busy)
+
+
 # ---- op attribution --------------------------------------------------------------------------------
 
 def launches(r: RankTrace) -> dict[int, Ev]:
