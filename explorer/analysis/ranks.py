@@ -216,9 +216,11 @@ def _rank_row(cols: _Columns, rank: int, origin_ns: int, where: tuple[str, str])
                               "dur_ns": int(cols.end[i] - cols.ts[i])} for i in steps_at.tolist()]
     if len(steps_at):
         lo, hi = union_segments(cols.ts[steps_at], cols.end[steps_at])
+    elif len(idx):  # no steps: the rank's whole span (min with initial=0 would start every window at 0 ns)
+        lo = np.asarray([cols.ts[idx].min()], I64)
+        hi = np.maximum(np.asarray([cols.end[idx].max()], I64), lo)
     else:
-        lo = np.asarray([cols.ts[idx].min(initial=0)], I64)
-        hi = np.maximum(np.asarray([cols.end[idx].max(initial=0)], I64), lo)
+        lo = hi = np.zeros(1, I64)
     window = int((hi - lo).sum())
     ex = idx[cols.part[idx] >= 0]
     a, b, part = cols.ts[ex], cols.end[ex], cols.part[ex]

@@ -109,3 +109,25 @@ def test_real_gloo_capture(store: RunStore, gloo_capture: list[Path]) -> None:
     assert evidence["excess_ns"] == truths[GLOO_LATE_RANK]["totals"]["late_input_wait"]
     compare = compute_run_rank_compare(store, rec.id)
     assert (compare["a"], compare["b"]) == (GLOO_LATE_RANK, 0)
+
+
+def test_ranks_without_steps_use_their_own_span(tmp_path: Path) -> None:
+    """A rank with no ProfilerStep: its window is its own first to last event (not from 0 ns of the epoch), idle
+    the window less its device busy time, both read from the files with plain integer arithmetic."""
+    base_us = 1_700_000_000_000_000  # an epoch time in µs, as Kineto writes it
+    files, expected = [], {}
+    for rank in (0, 1):
+        t0 = base_us + 50 * rank
+        kernels = [(t0 + 10, 20), (t0 + 40, 30 + rank)]
+        events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0, "dur": 100},
+                  *({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": ts, "dur": dur}
+                    for ts, dur in kernels)]
+        path = tmp_path / f"rank{rank}.json"
+        path.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": rank, "world_size": 2}}))
+        files.append(path)
+        window = (max(t0 + 100, *(ts + d for ts, d in kernels)) - t0) * 1000
+        expected[rank] = (window, window - sum(d for _, d in kernels) * 1000)
+    store = RunStore(tmp_path / "data")
+    run_id = ingest_paths(store, files, "no steps").id
+    rows = {r["rank"]: r for r in compute_run_ranks(store, run_id)["ranks"]}
+    assert {k: (r["window_ns"], r["idle_ns"]) for k, r in rows.items()} == expected
