@@ -210,9 +210,11 @@ def oracle(path: Path) -> dict[str, Any]:
             per_op[name]["total"] += ns(Decimal(e["dur"]))
         per_op[min(around, key=lambda o: Decimal(o["dur"]))["name"]]["self"] += ns(Decimal(e["dur"]))
     xs = [e for e in events if e.get("ph") == "X"]
+    steps = sorted(ns(Decimal(e["dur"])) for e in xs
+                   if e.get("cat") in ("user_annotation", "cpu_op") and str(e["name"]).startswith("ProfilerStep#"))
     span = max(ns(Decimal(e["ts"]) + Decimal(e["dur"])) for e in xs) - min(ns(Decimal(e["ts"])) for e in xs)
     return {"kernels": {k: tuple(v) for k, v in kernels.items()}, "device_total_ns": sum(v[1] for v in kernels.values()),
-            "ops": dict(per_op), "span_ns": span}
+            "ops": dict(per_op), "span_ns": span, "step_ns": steps[(len(steps) - 1) // 2] if steps else None}
 
 
 @pytest.fixture
@@ -292,7 +294,10 @@ def test_kernel_diff_of_real_traces(shared_traces: Path, store: RunStore) -> Non
     ids = [ingest_paths(store, [p], p.name).id for p in paths]
     out = compute_run_compare(store, ids)
     truth = [oracle(p) for p in paths]
-    assert out["headline"]["totals_ns"] == [t["device_total_ns"] for t in truth]
+    assert out["headline"]["metric"] == "step_ns"  # two ProfilerSteps each: the lower median is the first
+    assert out["headline"]["totals_ns"] == [t["step_ns"] for t in truth] == [100_298_000, 100_298_000]
+    second = out["headline"]["secondary"]
+    assert second is not None and second["totals_ns"] == [t["device_total_ns"] for t in truth]
     check_kernels(out["kernels"], [t["kernels"] for t in truth])
 
 
