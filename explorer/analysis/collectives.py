@@ -72,8 +72,8 @@ OTHER_KERNELS: tuple[tuple[str, str, str], ...] = (
 )
 # Host ops that are collectives: (regex, group 1 the collective's name before normalize_name()). The
 # symm_mem ops (no record_param_comms, no NCCL kernel) count on a rank none of whose kernels of
-# OTHER_KERNELS ran; the c10d ops only on a rank with no other execution at all (with NCCL or gloo they
-# are the host call of a kernel or annotation counted already), the outermost one of nested calls.
+# OTHER_KERNELS ran; the c10d ops only on a rank with no NCCL kernel, gloo annotation, Neuron slice or
+# record_param_comms (each of those is what a c10d call runs or records), the outermost of nested calls.
 SYMM_MEM_OPS = r"^symm_mem::(?:multimem_|one_shot_|two_shot_)?(all_reduce|all_gather|reduce_scatter)_?(?:out)?$"
 C10D_OPS = (r"^(?:c10d|_?c10d_functional)::(_?(?:all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all)"
             r"\w*)$")
@@ -224,9 +224,10 @@ def _instances(slices: pa.Table, args: Mapping[int, str], flows: pa.Table, track
     out: list[Instance] = []
     for rank, sources in by_rank.items():
         _pair_gloo_arrivals(sources.get("gloo", []), c10d[rank])
-        found = [i for s in DEVICE_SOURCES for i in sources.get(s, [])]
-        found += [] if sources.get("kernel") else sources.get("symm_mem", [])
-        out.extend(found or _outermost(sources.get("c10d", [])) or sources.get("param_comms", []))
+        found = [i for s in DEVICE_SOURCES for i in sources.get(s, [])] or sources.get("param_comms", [])
+        if not any(sources.get(s) for s in ("nccl", "gloo", "neuron", "param_comms")):
+            found += _outermost(sources.get("c10d", []))  # no kernel, annotation or record of their own
+        out.extend(found + ([] if sources.get("kernel") else sources.get("symm_mem", [])))
     return out
 
 
