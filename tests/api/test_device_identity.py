@@ -90,3 +90,16 @@ def test_real_captures_show_their_device_properties(shared_traces: Path, client:
     head = head[:head.index("</div>")]
     for d in truth:
         assert f'data-count="{d["count"]}">{d["count"]} × {d["name"]}<' in head
+
+
+@pytest.mark.shared
+def test_compare_of_two_real_captures_on_different_gpus_warns(shared_traces: Path, client: TestClient,
+                                                              upload: Uploader) -> None:
+    paths = [shared_traces / REAL[1], shared_traces / REAL[3]]  # 8 x A100 listed; 2 x Quadro GP100 listed
+    ids = [upload(files=[(p.name, p.read_bytes())], name=p.name)["id"] for p in paths]
+    body = client.get(f"/api/compare?runs={ids[0]},{ids[1]}").json()
+    assert [r["devices"] for r in body["runs"]] == [listed_devices([p]) for p in paths]
+    warning = next(w for w in body["warnings"] if w["code"] == "devices")
+    assert all(d["name"] in warning["message"] for p in paths for d in listed_devices([p]))
+    html = client.get(f"/compare?runs={ids[0]},{ids[1]}").text
+    assert all(f'{d["count"]} × {d["name"]}' in html for p in paths for d in listed_devices([p]))
