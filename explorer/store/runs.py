@@ -444,6 +444,9 @@ def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> RunS
     })
 
 
+MAX_DEVICE_NAME = 200  # a device name is trace text: bounded before it is stored in the catalog
+
+
 def run_devices(trace: IngestedTrace) -> list[dict[str, Any]]:
     """The run's device models: each file's Kineto `deviceProperties[].name` (distinct devices by the
     file's host name and the device id; files without a host name count as one host), then each Neuron device profile's `Metadata.instance_type` (distinct
@@ -455,11 +458,11 @@ def run_devices(trace: IngestedTrace) -> list[dict[str, Any]]:
         for i, d in enumerate(props if isinstance(props, list) else []):
             if isinstance(d, dict) and str(d.get("name") or "").strip():
                 key = (str(f.get("host_name") or ""), str(d.get("id", i)))  # rank files of one host repeat it
-                seen.setdefault((str(d["name"]).strip(), "deviceProperties"), set()).add(key)
+                seen.setdefault((str(d["name"]).strip()[:MAX_DEVICE_NAME], "deviceProperties"), set()).add(key)
     for p in trace.device_profiles:
         meta = p.tables.get("Metadata")
         if meta is not None and meta.num_rows and "instance_type" in meta.column_names:
-            kind = str(meta.column("instance_type")[0].as_py() or "").strip()
+            kind = str(meta.column("instance_type")[0].as_py() or "").strip()[:MAX_DEVICE_NAME]
             if kind:
                 seen.setdefault((kind, "neuron Metadata"), set()).add((p.instance_id, ""))
     return [{"name": name, "count": len(keys), "source": src} for (name, src), keys in seen.items()]

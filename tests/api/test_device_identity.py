@@ -103,3 +103,13 @@ def test_compare_of_two_real_captures_on_different_gpus_warns(shared_traces: Pat
     assert all(d["name"] in warning["message"] for p in paths for d in listed_devices([p]))
     html = client.get(f"/compare?runs={ids[0]},{ids[1]}").text
     assert all(f'{d["count"]} × {d["name"]}' in html for p in paths for d in listed_devices([p]))
+
+
+def test_a_hostile_device_name_is_escaped_and_bounded(client: TestClient, upload: Uploader) -> None:
+    from tests.api.test_compare_headline import trace
+
+    name = "<img src=x onerror=alert(1)>" + "G" * 500
+    run = upload(files=[("h.json", trace([100], [10], name))], name="hostile device")
+    assert run["summary"]["devices"][0]["name"] == name[:200]
+    for html in (client.get("/").text, client.get(f"/runs/{run['id']}").text):
+        assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
