@@ -1,6 +1,6 @@
 """Collectives matched across ranks: each rank's collective executions (NCCL/RCCL kernels, the other
 collective kernels of OTHER_KERNELS (symmetric memory, custom all-reduce, DeepEP, NVSHMEM), gloo's
-`gloo:<op>` annotations, Neuron `cc_*` device slices, host ops (SYMM_MEM_OPS, C10D_OPS) where none ran, else
+`gloo:<op>` annotations, Neuron `cc_*` device slices, host marks (`nccl:<op>`, SYMM_MEM_OPS, C10D_OPS) where none ran, else
 `record_param_comms` ops), matched by process group and sequence number (or by order of the same name in
 a group), with arrival, wait, transfer time, size and bandwidth. Pure functions over a run's columns.
 
@@ -87,6 +87,8 @@ EXECUTIONS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("kernel", "|".join(f"(?:{k[0]})" for k in OTHER_KERNELS), frozenset({"kernel"})),
     ("gloo", r"^gloo:(\w+)$", frozenset({"user_annotation"})),  # torch 2.x CPU gloo worker-thread annotation
     ("neuron", r"^(cc_\w+)$", frozenset({"neuron_hw"})),  # Neuron collective execution (cc_running)
+    # ProcessGroupNCCL's host annotation of a call (nccl:all_to_all): only where no kernel or named record is
+    ("nccl_host", r"^nccl:(\w+)$", frozenset({"user_annotation", "cpu_op"})),
     ("symm_mem", SYMM_MEM_OPS, HOST_CATS),
     ("c10d", C10D_OPS, HOST_CATS),
     ("param_comms", r"^record_param_comms$", frozenset()),  # only on ranks with none of the above
@@ -226,7 +228,8 @@ def _instances(slices: pa.Table, args: Mapping[int, str], flows: pa.Table, track
         _pair_gloo_arrivals(sources.get("gloo", []), c10d[rank])
         found = [i for s in DEVICE_SOURCES for i in sources.get(s, [])] or sources.get("param_comms", [])
         if not any(sources.get(s) for s in ("nccl", "gloo", "neuron", "param_comms")):
-            found += _outermost(sources.get("c10d", []))  # no kernel, annotation or record of their own
+            # no kernel, annotation or named record of their own: the host's own marks of the calls
+            found += sources.get("nccl_host") or _outermost(sources.get("c10d", []))
         out.extend(found + ([] if sources.get("kernel") else sources.get("symm_mem", [])))
     return out
 

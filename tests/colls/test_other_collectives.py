@@ -4,6 +4,7 @@ rows. Expected numbers are read from the constructed trace JSON with Decimal, no
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from decimal import Decimal
@@ -117,6 +118,7 @@ HOST_OPS = [  # (host op, source, group 1); None: not a collective execution
     ("c10d_functional::all_reduce", "c10d", "all_reduce"),
     ("_c10d_functional::all_gather_into_tensor", "c10d", "all_gather_into_tensor"),
     ("_c10d_functional::wait_tensor", None, None),
+    ("nccl:all_to_all", "nccl_host", "all_to_all"),  # ProcessGroupNCCL's host annotation
     ("rcclKernel_AllReduce_RING_LL_Sum_float", "nccl", "AllReduce"),  # RCCL on ROCm
     ("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", "nccl", "Generic"),
 ]
@@ -149,3 +151,20 @@ def test_every_other_kernel_row_has_a_case_and_a_source_note() -> None:
 
     assert all(note for _, _, note in OTHER_KERNELS)
     assert all(any(re.search(p, n) for n, _ in KERNEL_NAMES) for p, _, _ in OTHER_KERNELS)
+
+
+@pytest.mark.shared
+def test_a_host_only_nccl_capture_lists_its_nccl_annotations(shared_traces: Path, store: RunStore) -> None:
+    """HTA's rank_non_gpu: CPU only, 6 `nccl:all_to_all` annotations, record_param_comms without args (older
+    torch): 0 collectives were listed, 6 ran."""
+    path = shared_traces / "HolisticTraceAnalysis" / "tests" / "data" / "mixed_files" / "rank_non_gpu.json.gz"
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    ns = lambda us: int(Decimal(str(us)) * 1000)  # noqa: E731
+    marks = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events if e["name"] == "nccl:all_to_all")
+    assert len(marks) == 6
+    run = ingest_paths(store, [path], "rank_non_gpu").id
+    result = collectives_json(compute_run_collectives(store, run), sort="+start_ns")
+    origin = store.get(run).summary.start_ns
+    assert result["total"] == 6 and {r["name"] for r in result["rows"]} == {"alltoall"}
+    assert [(r["ranks"][0]["start_ns"] + origin, r["ranks"][0]["end_ns"] + origin) for r in result["rows"]] == marks
