@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from explorer.analysis.compare import headline_metric
+from explorer.analysis.compare import ops_metric
 from explorer.model.lanes import Lane
 from explorer.theme import LANE_COLORS
 
@@ -99,16 +99,17 @@ def make_top_ops_figure(rows: Sequence[Mapping[str, Any]], metric: str = "device
 
 
 def compare_metric(compare: Mapping[str, Any]) -> str:
-    """The compare headline's metric (device time, or CPU time for host-only profiles): one rule,
-    explorer.analysis.compare.headline_metric."""
-    return headline_metric(compare.get("runs", []))
+    """The compare op table's time (device time, or CPU time for host-only profiles): one rule,
+    explorer.analysis.compare.ops_metric."""
+    return ops_metric(compare.get("runs", []))
 
 
 def make_compare_figure(compare: Mapping[str, Any], top: int = 12) -> dict[str, Any]:
-    """Grouped bars: time per op (device, or CPU without a device), one bar per run, top ops first."""
+    """Grouped bars: self time per op (self device, or self CPU without a device), one bar per run, top
+    ops first. Self time, not the op's total: a parent's total holds its children's, which have bars too."""
     runs = list(compare.get("runs", []))
     rows = list(compare.get("rows", []))
-    metric = compare_metric(compare)
+    metric = "self_device_ns" if compare_metric(compare) == "device_total_ns" else "self_cpu_ns"
 
     def weight(row: Mapping[str, Any]) -> int:
         return max((p[metric] for p in row["per_run"] if p), default=0)
@@ -122,8 +123,8 @@ def make_compare_figure(compare: Mapping[str, Any], top: int = 12) -> dict[str, 
         data.append({"type": "bar", "name": label(str(run.get("name") or run["id"]), 40), "x": names,
                      "y": values, "marker": {"color": RUN_COLORS[i % len(RUN_COLORS)]},
                      "hovertemplate": "%{x}<br>%{y:,.1f} " + unit + "<extra>%{fullData.name}</extra>"})
-    title = (f"Device time per op ({unit})" if metric == "device_total_ns"
-             else f"CPU time per op ({unit}), no device time")
+    title = (f"Self device time per op ({unit})" if metric == "self_device_ns"
+             else f"Self CPU time per op ({unit}), no device time")
     layout = _layout(title, 340, barmode="group", showlegend=True,
                      legend={"orientation": "h", "y": 1.12, "x": 1, "xanchor": "right"})
     layout["xaxis"] = {**layout["xaxis"], "type": "category", "tickangle": -30}

@@ -29,7 +29,7 @@ from explorer.analysis.collectives import (
     collectives_result,
     compute_collectives,
 )
-from explorer.analysis.compare import RunOps, compute_compare, kernel_table
+from explorer.analysis.compare import RunOps, compute_compare, kernel_table, median_step_ns
 from explorer.analysis.kernels import (
     CATEGORY_RULES,
     KernelTable,
@@ -148,11 +148,17 @@ class OverviewPage:
 
     @property
     def device_busy_pct(self) -> float | None:
-        devices = self.breakdown["devices"]
-        if devices:
-            return max(float(d["busy_pct"]) for d in devices)
-        hw = [r for r in self.breakdown["lanes"] if r["lane"] == Lane.HARDWARE]
-        return float(hw[0]["busy_pct"]) if hw else None
+        return device_busy_pct(self.breakdown)
+
+
+def device_busy_pct(breakdown: Breakdown) -> float | None:
+    """The busiest device's busy % (the overview's card and compare's host-bound test), else the hardware
+    lane's; None without device time."""
+    devices = breakdown["devices"]
+    if devices:
+        return max(float(d["busy_pct"]) for d in devices)
+    hw = [r for r in breakdown["lanes"] if r["lane"] == Lane.HARDWARE]
+    return float(hw[0]["busy_pct"]) if hw else None
 
 
 class SortLinks:
@@ -441,13 +447,23 @@ def compute_run_compare(store: RunStore, run_ids: list[str], baseline: str | Non
         raise BadRequest(f"compare takes 2 to {MAX_COMPARE_RUNS} run ids, comma-separated: /compare?runs=a,b")
     if len(set(run_ids)) != len(run_ids):
         raise BadRequest("a run appears twice in the comparison")
-    sides = []
-    for rid in run_ids:
-        rec = store.require_ready(rid)
-        # the operators view: python frames (with_stack) would bury the ops under recursive frames
-        sides.append(RunOps(rec.id, rec.name, select_op_view(op_table(store, rid), DEFAULT_OP_VIEW),
-                            run_device_total_ns(rec), tuple(rec.tags), kernel_table(store.table(rid, "slices"))))
-    return compute_compare(sides, baseline)
+    return compute_compare([compare_side(store, rid) for rid in run_ids], baseline)
+
+
+def compare_side(store: RunStore, run_id: str) -> RunOps:
+    """One stored run's side of a comparison: its operators view (python frames, with_stack, would bury
+    the ops under recursive frames), kernels, span, median step, busiest device and device models."""
+    rec = store.require_ready(run_id)
+    s, slices, tracks = rec.summary, store.table(run_id, "slices"), store.table(run_id, "tracks")
+    steps = compute_steps(slices, s.start_ns, s.end_ns)
+    busy = device_busy_pct(compute_breakdown(slices, tracks, store.table(run_id, "flows"), s.start_ns, s.end_ns, top=0))
+    sizes = [f["distributed_info"].get("world_size") for f in s.files if isinstance(f.get("distributed_info"), dict)]
+    world = max((w for w in sizes if isinstance(w, int) and not isinstance(w, bool)), default=None)
+    return RunOps(rec.id, rec.name, select_op_view(op_table(store, run_id), DEFAULT_OP_VIEW), run_device_total_ns(rec),
+                  tuple(rec.tags), kernel_table(slices), span_ns=s.span_ns, step_ns=median_step_ns(steps),
+                  step_count=steps["count"], step_annotation=steps["annotation"] if steps["count"] else "", busy_pct=busy,
+                  devices=[d.model_dump(mode="json") for d in s.devices],
+                  world_size=world if world is not None else max(1, len(run_ranks(tracks))))
 
 
 def build_compare_page(store: RunStore, run_ids: list[str], baseline: str | None = None) -> ComparePage:

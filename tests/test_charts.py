@@ -53,29 +53,38 @@ def test_lane_breakdown_skips_counters() -> None:
 
 
 def compare(device: tuple[int, int]) -> dict[str, Any]:
-    per = [{"calls": 3, "device_total_ns": device[0], "self_device_ns": 0, "cpu_total_ns": 5000},
-           {"calls": 1, "device_total_ns": device[1], "self_device_ns": 0, "cpu_total_ns": 1000}]
-    return {"runs": [{"id": "a", "name": "naive", "device_total_ns": device[0], "cpu_total_ns": 5000},
-                     {"id": "b", "name": "<i>fused</i>", "device_total_ns": device[1], "cpu_total_ns": 1000}],
-            "rows": [{"name": "aten::mul", "status": "common", "per_run": per},
+    """Two runs where `outer` holds `aten::mul` (its device total is the child's, its self time 0)."""
+    per = [{"calls": 3, "device_total_ns": device[0], "self_device_ns": device[0], "cpu_total_ns": 5000,
+            "self_cpu_ns": 5000},
+           {"calls": 1, "device_total_ns": device[1], "self_device_ns": device[1], "cpu_total_ns": 1000,
+            "self_cpu_ns": 1000}]
+    outer = [{**p, "self_device_ns": 0, "cpu_total_ns": p["cpu_total_ns"] + 100, "self_cpu_ns": 100} for p in per]
+    return {"runs": [{"id": "a", "name": "naive", "device_total_ns": device[0], "cpu_total_ns": 5100},
+                     {"id": "b", "name": "<i>fused</i>", "device_total_ns": device[1], "cpu_total_ns": 1100}],
+            "rows": [{"name": "outer", "status": "common", "per_run": outer},
+                     {"name": "aten::mul", "status": "common", "per_run": per},
                      {"name": "aten::rms_norm", "status": "added", "per_run": [None, per[1]]}]}
 
 
-def test_compare_uses_device_time_when_present() -> None:
+def test_compare_charts_self_device_time_so_a_parent_is_not_counted_twice() -> None:
     data = compare((2_355_000, 403_000))
     assert compare_metric(data) == "device_total_ns"
     fig = make_compare_figure(data)
     assert [t["name"] for t in fig["data"]] == ["naive", "&lt;i&gt;fused&lt;/i&gt;"]
+    assert fig["data"][0]["x"] == ["aten::mul", "aten::rms_norm"]  # `outer` has no self device time: no bar
     assert fig["data"][0]["y"] == [2355.0, 0.0] and fig["data"][1]["y"] == [403.0, 403.0]
-    assert fig["layout"]["barmode"] == "group"
+    # each run's bars add up to its device time (the child once, not again inside its parent)
+    assert sum(fig["data"][0]["y"]) * 1000 == data["runs"][0]["device_total_ns"]
+    assert fig["layout"]["barmode"] == "group" and "Self device" in fig["layout"]["title"]["text"]
 
 
-def test_compare_falls_back_to_cpu_time_without_a_device() -> None:
+def test_compare_falls_back_to_self_cpu_time_without_a_device() -> None:
     data = compare((0, 0))
     assert compare_metric(data) == "cpu_total_ns"
     fig = make_compare_figure(data)
-    assert fig["data"][0]["y"] == [5.0, 0.0]
-    assert "CPU" in fig["layout"]["title"]["text"]
+    assert fig["data"][0]["x"] == ["aten::mul", "aten::rms_norm", "outer"]  # by the largest self CPU in any run
+    assert fig["data"][0]["y"] == [5.0, 0.0, 0.1]  # outer: its own 100 ns, not its 5.1 µs total
+    assert "Self CPU" in fig["layout"]["title"]["text"]
 
 
 @pytest.mark.parametrize(("max_ns", "unit"), [(0, "µs"), (2_355_000, "µs"), (10_000_000, "ms"), (9e9, "ms"),

@@ -1,12 +1,14 @@
-"""Collectives matched across ranks: each rank's collective executions (NCCL/RCCL kernels, gloo's
-`gloo:<op>` annotations, Neuron `cc_*` device slices, else `record_param_comms` ops), matched by process
-group and sequence number (or by order of the same name in a group), with arrival, wait, transfer time,
-size and bandwidth. Pure functions over a run's columns; reading the args from the store is elsewhere.
+"""Collectives matched across ranks: each rank's collective executions (NCCL/RCCL kernels, the other
+collective kernels of OTHER_KERNELS (symmetric memory, custom all-reduce, DeepEP, NVSHMEM), gloo's
+`gloo:<op>` annotations, Neuron `cc_*` device slices, host marks (`nccl:<op>`, SYMM_MEM_OPS, C10D_OPS) where none ran, else
+`record_param_comms` ops), matched by process group and sequence number (or by order of the same name in
+a group), with arrival, wait, transfer time, size and bandwidth. Pure functions over a run's columns.
 
 Definitions (all times integer ns relative to the run origin):
 
-- execution (`start_ns`, `end_ns`): the kernel / gloo annotation / `cc_*` slice / `record_param_comms` op.
-- `arrival_ns`: when the rank's host reached the collective: for an NCCL/RCCL kernel, the start of the
+- execution (`start_ns`, `end_ns`): the kernel / gloo annotation / `cc_*` slice / host op /
+  `record_param_comms` op.
+- `arrival_ns`: when the rank's host reached the collective: for a kernel, the start of the
   runtime call that launched it (its `execute` flow), else of the framework op it belongs to, else the
   kernel start;
   for gloo, the start of the k-th `c10d::<op>` call of the same collective on that rank (paired by
@@ -52,17 +54,48 @@ from explorer.model.shapes import (
     CollectivesResult,
 )
 
-# Execution sources, tried in this order per slice; (source, regex on the name, event categories or any).
-# group 1 of the regex, when present, is the collective's name before normalize_name().
+# Collective kernels outside NCCL/RCCL, searched anywhere in the (demangled) kernel name: (regex, the
+# collective's name, where the name comes from). A rank's symm_mem host op is not an execution when the
+# rank has one of these kernels (the kernel is; HOST_OPS below).
+OTHER_KERNELS: tuple[tuple[str, str, str], ...] = (
+    (r"(?:multimem|one_shot|two_shot)_all_reduce_kernel", "allreduce",
+     "PyTorch symmetric memory, torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu: "
+     "multimem_all_reduce_kernel, multimem_one_shot_all_reduce_kernel, one_shot_all_reduce_kernel, "
+     "two_shot_all_reduce_kernel(_inplace)"),
+    (r"multimem_all_gather_kernel", "allgather", "PyTorch symmetric memory (as above)"),
+    (r"(?:^|[\s:])cross_device_reduce_[12]stage", "allreduce",
+     "vLLM / SGLang custom all-reduce, csrc/custom_all_reduce.cuh"),
+    (r"(?:^|[\s:])deep_ep::\w+::(?:dispatch|combine)\b", "alltoall",
+     "DeepEP expert-parallel dispatch / combine kernels (deep_ep::intranode, ::internode, ::internode_ll)"),
+    (r"(?:^|[\s:])nvshmem\w*_(?:alltoall|fcollect|broadcast|reduce)", "nvshmem",
+     "NVSHMEM device collectives (nvshmemi_*_alltoall, _fcollect, _broadcast, _reduce kernels)"),
+)
+# Host ops that are collectives: (regex, group 1 the collective's name before normalize_name()). The
+# symm_mem ops (no record_param_comms, no NCCL kernel) count on a rank none of whose kernels of
+# OTHER_KERNELS ran; the c10d ops only on a rank with no NCCL kernel, gloo annotation, Neuron slice or
+# record_param_comms (each of those is what a c10d call runs or records), the outermost of nested calls.
+SYMM_MEM_OPS = r"^symm_mem::(?:multimem_|one_shot_|two_shot_)?(all_reduce|all_gather|reduce_scatter)_?(?:out)?$"
+C10D_OPS = (r"^(?:c10d|_?c10d_functional)::(_?(?:all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all)"
+            r"\w*)$")
+HOST_CATS = frozenset({"cpu_op", "operator"})
+
+# Execution sources, tried in this order per slice; (source, regex searched in the name, event categories
+# or any). group 1 of the regex, when present, is the collective's name before normalize_name().
 EXECUTIONS: tuple[tuple[str, str, frozenset[str]], ...] = (
-    ("nccl", r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", frozenset()),  # ncclKernel_AllReduce_RING_LL_Sum_float
+    # ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_Generic(...); RCCL on ROCm names them alike
+    ("nccl", r"^(?:void\s+)?(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", frozenset()),
+    ("kernel", "|".join(f"(?:{k[0]})" for k in OTHER_KERNELS), frozenset({"kernel"})),
     ("gloo", r"^gloo:(\w+)$", frozenset({"user_annotation"})),  # torch 2.x CPU gloo worker-thread annotation
     ("neuron", r"^(cc_\w+)$", frozenset({"neuron_hw"})),  # Neuron collective execution (cc_running)
+    # ProcessGroupNCCL's host annotation of a call (nccl:all_to_all): only where no kernel or named record is
+    ("nccl_host", r"^nccl:(\w+)$", frozenset({"user_annotation", "cpu_op"})),
+    ("symm_mem", SYMM_MEM_OPS, HOST_CATS),
+    ("c10d", C10D_OPS, HOST_CATS),
     ("param_comms", r"^record_param_comms$", frozenset()),  # only on ranks with none of the above
 )
+DEVICE_SOURCES = ("nccl", "kernel", "gloo", "neuron")
 LAUNCH_OPS = r"^c10d::"  # c10d::allreduce_, c10d::_allgather_base_: the host call of a gloo collective
 NOT_COLLECTIVES = frozenset({"wait", ""})  # record_param_comms also marks work.wait()
-
 # Kineto argument names (PyTorch ParamCommsUtils / Kineto NCCL metadata), first present wins.
 ARG_FIELDS: dict[str, tuple[str, ...]] = {
     "name": ("Collective name",),
@@ -180,21 +213,38 @@ def _instances(slices: pa.Table, args: Mapping[int, str], flows: pa.Table, track
         name = str(row["name"])
         if re.match(LAUNCH_OPS, name):
             c10d[rank][normalize_name(name)].append(int(row["ts_ns"]))
-            continue
         for source, pattern, cats in EXECUTIONS:
-            m = re.match(pattern, name)
+            m = re.search(pattern, name)
             if m and (not cats or str(row["cat"]).lower() in cats):
-                inst = _instance(row, rank, m.group(1) if m.groups() else "", _args(args.get(int(row["slice_id"]))))
+                raw = next((g for g in m.groups() if g), "") or _kernel_name(name)
+                inst = _instance(row, rank, raw, _args(args.get(int(row["slice_id"]))))
                 if inst is not None:
-                    if source == "nccl":  # Neuron cc_* slices have no launch of their own: arrival = start
+                    if source in ("nccl", "kernel"):  # Neuron cc_* slices have no launch of their own
                         inst.arrival_ns = launch.get(inst.slice_id, inst.start_ns)
                     by_rank[rank][source].append(inst)
                 break
     out: list[Instance] = []
     for rank, sources in by_rank.items():
         _pair_gloo_arrivals(sources.get("gloo", []), c10d[rank])
-        devices = [i for s, found in sources.items() if s != "param_comms" for i in found]
-        out.extend(devices or sources.get("param_comms", []))
+        found = [i for s in DEVICE_SOURCES for i in sources.get(s, [])] or sources.get("param_comms", [])
+        if not any(sources.get(s) for s in ("nccl", "gloo", "neuron", "param_comms")):
+            # no kernel, annotation or named record of their own: the host's own marks of the calls
+            found += sources.get("nccl_host") or _outermost(sources.get("c10d", []))
+        out.extend(found + ([] if sources.get("kernel") else sources.get("symm_mem", [])))
+    return out
+
+
+def _kernel_name(name: str) -> str:
+    """The collective's name of an OTHER_KERNELS kernel (its table row)."""
+    return next((n for pattern, n, _ in OTHER_KERNELS if re.search(pattern, name)), "")
+
+
+def _outermost(instances: list[Instance]) -> list[Instance]:
+    """The host ops not inside another of the list (`_c10d_functional::all_reduce` around `c10d::allreduce_`)."""
+    out: list[Instance] = []
+    for i in sorted(instances, key=lambda i: (i.start_ns, -i.end_ns)):
+        if not out or i.start_ns >= out[-1].end_ns:
+            out.append(i)
     return out
 
 

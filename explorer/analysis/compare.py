@@ -1,7 +1,7 @@
 """Compare runs against one baseline: per op (calls, device and CPU time) and per kernel (device
-executions by name), every other run's delta against the baseline, and one headline metric.
-
-`choose_baseline` is the only place that decides which run is the baseline; results list it first.
+executions by name), every other run's delta against the baseline, one headline metric (the median step,
+else the span; summed device or CPU time is only its second figure) and warnings when the runs differ in
+kind (device model, world size, steps). `choose_baseline` is the only place that decides the baseline.
 Pure functions over per-run tables, returning ints (ns) and ratios; no units or text formatting here.
 """
 
@@ -15,12 +15,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.errors import BadRequest
-from explorer.model.shapes import CompareResult, CompareSide, DiffRow, Headline, KernelCompare, KernelTotals
+from explorer.model.shapes import (
+    CompareResult,
+    CompareSide,
+    CompareWarning,
+    DiffRow,
+    Headline,
+    HeadlineFigure,
+    KernelCompare,
+    KernelTotals,
+    StepsResult,
+)
 
 BASELINE_TAGS = ("baseline", "before")
 OP_FIELDS = ("calls", "device_total_ns", "self_device_ns", "cpu_total_ns", "self_cpu_ns")
 KERNEL_FIELDS = ("calls", "total_ns")
 KERNEL_TABLE = pa.schema([("name", pa.string()), ("calls", pa.int64()), ("total_ns", pa.int64())])
+# A run whose busiest device is busy less than this share of the time is host-bound: its device time
+# says little about its speed (the host sets the pace), so the headline never reads it as speed.
+HOST_BOUND_BUSY_PCT = 50.0
 
 
 @dataclass
@@ -33,6 +46,13 @@ class RunOps:
     device_total_ns: int
     tags: Sequence[str] = ()
     kernels: pa.Table | None = None  # KERNEL_TABLE, from kernel_table(slices); None: no kernels
+    span_ns: int = 0  # the run's span (wall time); 0: unknown (a rank of a run)
+    step_ns: int | None = None  # median step (median_step_ns); None: no steps
+    step_count: int = 0
+    step_annotation: str = ""
+    busy_pct: float | None = None  # the busiest device's busy %; None: unknown or no device
+    devices: Sequence[Mapping[str, Any]] = ()  # RunSummary.devices: [{"name", "count", ...}]
+    world_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -69,19 +89,80 @@ def pct_change(base: int, new: int) -> float | None:
     return None if base == 0 else 100.0 * (new - base) / base
 
 
-def headline_metric(runs: Sequence[Mapping[str, Any]]) -> str:
-    """The compare metric: device time when any run has some, else CPU time (summed self CPU)."""
+def median_step_ns(steps: StepsResult) -> int | None:
+    """The median step duration (the lower median: an exact ns of one step), None without steps. Rows that
+    carry a `rank` are one rank's share of a step: a step lasts until its last rank ends it (the longest
+    row of its name)."""
+    rows = steps["steps"]
+    if not rows:
+        return None
+    if all("rank" in r for r in rows):
+        longest: dict[str, int] = {}
+        for r in rows:
+            longest[r["name"]] = max(longest.get(r["name"], 0), int(r["dur_ns"]))
+        durations = sorted(longest.values())
+    else:
+        durations = sorted(int(r["dur_ns"]) for r in rows)
+    return durations[(len(durations) - 1) // 2]
+
+
+def ops_metric(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The op table's time: device time when any run has some, else CPU time (summed self CPU)."""
     return "device_total_ns" if any(r.get("device_total_ns") for r in runs) else "cpu_total_ns"
 
 
-def compute_headline(runs: Sequence[Mapping[str, Any]]) -> Headline:
-    """Total of the compare metric per run (baseline first), its delta and % change against the baseline.
-    The page and /api/compare both show this one object."""
-    metric = headline_metric(runs)
+def headline_metric(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The headline: the median step when every run has steps, else the span (wall time) when every run
+    has one, else (ranks of one run) the op table's time."""
+    if runs and all(r.get("step_ns") is not None for r in runs):
+        return "step_ns"
+    if runs and all(r.get("span_ns") for r in runs):
+        return "span_ns"
+    return ops_metric(runs)
+
+
+def _figure(runs: Sequence[Mapping[str, Any]], metric: str) -> HeadlineFigure:
     totals = [int(r[metric]) for r in runs]
     base = totals[0] if totals else 0
-    return {"baseline": runs[0]["id"] if runs else None, "metric": metric, "totals_ns": totals,
-            "deltas_ns": [t - base for t in totals], "pct_change": [pct_change(base, t) for t in totals]}
+    return {"metric": metric, "totals_ns": totals, "deltas_ns": [t - base for t in totals],
+            "pct_change": [pct_change(base, t) for t in totals]}
+
+
+def compute_headline(runs: Sequence[Mapping[str, Any]]) -> Headline:
+    """The headline metric per run (baseline first), its delta and % change against the baseline; the
+    op table's time (device, else CPU) as `secondary` when the headline is a step or span; each run's
+    busiest-device busy % and whether it is host-bound (busy under HOST_BOUND_BUSY_PCT). The page and
+    /api/compare both show this one object."""
+    metric = headline_metric(runs)
+    second = ops_metric(runs)
+    busy = [None if r.get("busy_pct") is None else float(r["busy_pct"]) for r in runs]
+    head = _figure(runs, metric)
+    return {"baseline": runs[0]["id"] if runs else None, "metric": metric, "totals_ns": head["totals_ns"],
+            "deltas_ns": head["deltas_ns"], "pct_change": head["pct_change"],
+            "secondary": _figure(runs, second) if second != metric else None, "busy_pct": busy,
+            "host_bound": [b is not None and b < HOST_BOUND_BUSY_PCT for b in busy]}
+
+
+def _device_models(side: Mapping[str, Any]) -> list[str]:
+    return sorted({str(d.get("name", "")) for d in side.get("devices", []) if d.get("name")})
+
+
+def compare_warnings(sides: Sequence[Mapping[str, Any]]) -> list[CompareWarning]:
+    """What makes the runs unlike (baseline first): device models, world sizes, step counts or step
+    annotations that differ between a run and the baseline. Each names the runs' values."""
+    out: list[CompareWarning] = []
+    checks: tuple[tuple[str, str, Any], ...] = (
+        ("devices", "the runs ran on different devices", lambda s: ", ".join(_device_models(s)) or "not recorded"),
+        ("world_size", "the runs have different world sizes", lambda s: s.get("world_size")),
+        ("step_count", "the runs have different numbers of steps", lambda s: s.get("step_count", 0)),
+        ("step_annotation", "the runs mark their steps differently", lambda s: s.get("step_annotation", "")),
+    )
+    for code, what, value in checks:
+        values = [value(s) for s in sides]
+        if any(v != values[0] for v in values[1:]):
+            out.append({"code": code, "message": what + ": " + "; ".join(f"{s['name']}: {v}" for s, v in
+                                                                        zip(sides, values, strict=True))})
+    return out
 
 
 def _status(base: Mapping[str, int] | None, run: Mapping[str, int] | None) -> str:
@@ -144,19 +225,26 @@ def compute_compare(runs: list[RunOps], baseline: str | None = None) -> CompareR
     ids = [r.id for r in ordered]
     tables = [_op_dicts(r.ops) for r in ordered]
     # a run's CPU time is the sum of self CPU: op totals nest (an op's total includes its children's)
-    sides: list[CompareSide] = [{"id": r.id, "name": r.name, "tags": list(r.tags), "device_total_ns": int(r.device_total_ns),
-              "cpu_total_ns": sum(p["self_cpu_ns"] for p in t.values())} for r, t in zip(ordered, tables, strict=True)]
+    sides: list[CompareSide] = [_side(r, t) for r, t in zip(ordered, tables, strict=True)]
     headline = compute_headline(sides)
-    device = headline["metric"] == "device_total_ns"
-    rows = diff_rows(ids, tables, OP_FIELDS, headline["metric"])
+    device = ops_metric(sides) == "device_total_ns"
+    rows = diff_rows(ids, tables, OP_FIELDS, ops_metric(sides))
     return {
         "baseline": {"id": ids[0], "reason": choice.reason, "tag": choice.tag},
         "runs": sides,
         "headline": headline,
+        "warnings": compare_warnings(sides),
         "sort": "self_device_ns" if device else "self_cpu_ns",
         "rows": sort_by_largest_delta(rows, "self_device_ns" if device else "self_cpu_ns"),
         "kernels": compute_kernel_compare(ids, [r.kernels for r in ordered]),
     }
+
+
+def _side(r: RunOps, ops: Mapping[str, Mapping[str, int]]) -> CompareSide:
+    return {"id": r.id, "name": r.name, "tags": list(r.tags), "device_total_ns": int(r.device_total_ns),
+            "cpu_total_ns": sum(p["self_cpu_ns"] for p in ops.values()), "span_ns": int(r.span_ns),
+            "step_ns": r.step_ns, "step_count": int(r.step_count), "step_annotation": r.step_annotation,
+            "busy_pct": r.busy_pct, "devices": [dict(d) for d in r.devices], "world_size": r.world_size}
 
 
 def kernel_table(slices: pa.Table) -> pa.Table:

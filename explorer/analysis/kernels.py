@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.analysis.collectives import OTHER_KERNELS
 from explorer.errors import BadRequest
 from explorer.model.op_stats import op_key_name
 from explorer.model.shapes import KernelCategory, KernelRow
@@ -49,6 +50,8 @@ CATEGORY_RULES: tuple[CategoryRule, ...] = (
     CategoryRule("memcpy other", MEMCPY_CATS, note="HtoH, array copies (AtoD, DtoA, ...)"),
     CategoryRule("communication", frozenset(), r"nccl|rccl", "ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_*"),
     CategoryRule("communication", frozenset(), COLLECTIVES, "collective names outside NCCL (not BroadcastFunctor)"),
+    CategoryRule("communication", frozenset(), "|".join(f"(?:{k[0]})" for k in OTHER_KERNELS),
+                 "custom all-reduce, DeepEP, NVSHMEM kernels: explorer.analysis.collectives.OTHER_KERNELS"),
     CategoryRule("communication", frozenset({"neuron_hw"}), r"^cc_", "Neuron collective execution (cc_running)"),
     CategoryRule("memcpy other", frozenset({"mtia_ccp_events"}), r"^dma_", "MTIA DMA request, no direction"),
     CategoryRule("compute", frozenset({"kernel"}), note="any other kernel (CUDA, ROCm, Triton)"),

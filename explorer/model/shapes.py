@@ -404,17 +404,47 @@ class CompareSide(TypedDict):
     tags: list[str]
     device_total_ns: int
     cpu_total_ns: int
+    span_ns: int  # 0: unknown (a rank of a run)
+    step_ns: int | None  # median step; None: no steps
+    step_count: int
+    step_annotation: str
+    busy_pct: float | None  # the busiest device's busy %
+    devices: list[dict[str, Any]]  # RunSummary.devices
+    world_size: int | None
+
+
+@with_config(STRICT)
+class HeadlineFigure(TypedDict):
+    """One metric's total per run (baseline first), its delta and % change against the baseline."""
+
+    metric: str
+    totals_ns: list[int]
+    deltas_ns: list[int]
+    pct_change: list[float | None]
 
 
 @with_config(STRICT)
 class Headline(TypedDict):
-    """The compare metric's total per run (baseline first), its delta and % change against the baseline."""
+    """The compare metric (`step_ns` median step, `span_ns`, else `device_total_ns` / `cpu_total_ns`) per
+    run (baseline first), its delta and % change; `secondary` the summed device (or CPU) time when the
+    metric is a step or span; per run the busiest device's busy % and whether it is host-bound."""
 
     baseline: str | None
     metric: str
     totals_ns: list[int]
     deltas_ns: list[int]
     pct_change: list[float | None]
+    secondary: HeadlineFigure | None
+    busy_pct: list[float | None]
+    host_bound: list[bool]
+
+
+@with_config(STRICT)
+class CompareWarning(TypedDict):
+    """What makes compared runs unlike: `code` devices | world_size | step_count | step_annotation."""
+
+    code: str
+    message: str
 
 
 @with_config(STRICT)
@@ -447,6 +477,7 @@ class CompareResult(TypedDict):
     baseline: CompareBaseline
     runs: list[CompareSide]
     headline: Headline
+    warnings: list[CompareWarning]
     sort: str
     rows: list[DiffRow]
     kernels: KernelCompare

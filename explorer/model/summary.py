@@ -22,6 +22,18 @@ class DeviceSummary(BaseModel):
     unattributed_ns: int = Field(0, description="Part of it no framework op launched")
 
 
+class DeviceModel(BaseModel):
+    """One device model of a run and how many of it: a GPU model from Kineto's `deviceProperties[].name`
+    (count: distinct devices listed, by host and id: the visible devices, not only those that ran work),
+    or a Neuron instance type from a device profile's `Metadata.instance_type` (count: instances)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    count: int = 1
+    source: str = Field("", description="deviceProperties | neuron Metadata")
+
+
 class StoredArtifact(BaseModel):
     """One uploaded file, as kept in the run's folder."""
 
@@ -64,6 +76,8 @@ class RunSummary(BaseModel):
     artifacts: list[StoredArtifact] = Field(default_factory=list)
     device: DeviceSummary = Field(default_factory=DeviceSummary)
     files: list[dict[str, Any]] = Field(default_factory=list, description="Per input file: name, format, ...")
+    devices: list[DeviceModel] = Field(default_factory=list,
+                                       description="Device models (empty: none recorded, or a run stored before)")
 
     @property
     def device_total_ns(self) -> int:

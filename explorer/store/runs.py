@@ -440,7 +440,32 @@ def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> RunS
         "instants": trace.tables["instants"].num_rows, "warnings": [asdict(w) for w in trace.warnings],
         "warning_count": sum(w.count for w in trace.warnings), "artifacts": artifacts,
         "device": device_time_summary(slices), "files": _jsonable(trace.meta.get("files", [])),
+        "devices": run_devices(trace),
     })
+
+
+MAX_DEVICE_NAME = 200  # a device name is trace text: bounded before it is stored in the catalog
+
+
+def run_devices(trace: IngestedTrace) -> list[dict[str, Any]]:
+    """The run's device models: each file's Kineto `deviceProperties[].name` (distinct devices by the
+    file's host name and the device id; files without a host name count as one host), then each Neuron device profile's `Metadata.instance_type` (distinct
+    instances). Names in order of first appearance."""
+    seen: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    files = trace.meta.get("files", [])
+    for f in files if isinstance(files, list) else []:
+        props = f.get("device_properties") if isinstance(f, dict) else None
+        for i, d in enumerate(props if isinstance(props, list) else []):
+            if isinstance(d, dict) and str(d.get("name") or "").strip():
+                key = (str(f.get("host_name") or ""), str(d.get("id", i)))  # rank files of one host repeat it
+                seen.setdefault((str(d["name"]).strip()[:MAX_DEVICE_NAME], "deviceProperties"), set()).add(key)
+    for p in trace.device_profiles:
+        meta = p.tables.get("Metadata")
+        if meta is not None and meta.num_rows and "instance_type" in meta.column_names:
+            kind = str(meta.column("instance_type")[0].as_py() or "").strip()[:MAX_DEVICE_NAME]
+            if kind:
+                seen.setdefault((kind, "neuron Metadata"), set()).add((p.instance_id, ""))
+    return [{"name": name, "count": len(keys), "source": src} for (name, src), keys in seen.items()]
 
 
 def _meta_int(meta: dict[str, object], key: str) -> int:

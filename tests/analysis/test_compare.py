@@ -209,8 +209,12 @@ def oracle(path: Path) -> dict[str, Any]:
         for name in {o["name"] for o in around}:
             per_op[name]["total"] += ns(Decimal(e["dur"]))
         per_op[min(around, key=lambda o: Decimal(o["dur"]))["name"]]["self"] += ns(Decimal(e["dur"]))
+    xs = [e for e in events if e.get("ph") == "X"]
+    steps = sorted(ns(Decimal(e["dur"])) for e in xs
+                   if e.get("cat") in ("user_annotation", "cpu_op") and str(e["name"]).startswith("ProfilerStep#"))
+    span = max(ns(Decimal(e["ts"]) + Decimal(e["dur"])) for e in xs) - min(ns(Decimal(e["ts"])) for e in xs)
     return {"kernels": {k: tuple(v) for k, v in kernels.items()}, "device_total_ns": sum(v[1] for v in kernels.values()),
-            "ops": dict(per_op)}
+            "ops": dict(per_op), "span_ns": span, "step_ns": steps[(len(steps) - 1) // 2] if steps else None}
 
 
 @pytest.fixture
@@ -231,9 +235,13 @@ def test_stored_runs_compare_against_the_tagged_baseline(store: RunStore, three_
     assert out["baseline"] == {"id": ids["A"], "reason": "tagged", "tag": "before"}
     order = ["A", "B", "C"]
     assert [r["id"] for r in out["runs"]] == [ids[n] for n in order]
+    spans = [truth[n]["span_ns"] for n in order]  # no steps in these runs: the headline is the span
+    assert out["headline"]["metric"] == "span_ns" and out["headline"]["totals_ns"] == spans
+    assert out["headline"]["deltas_ns"] == [t - spans[0] for t in spans]
     totals = [truth[n]["device_total_ns"] for n in order]
-    assert out["headline"]["metric"] == "device_total_ns" and out["headline"]["totals_ns"] == totals
-    assert out["headline"]["deltas_ns"] == [t - totals[0] for t in totals]
+    second = out["headline"]["secondary"]
+    assert second is not None and second["metric"] == "device_total_ns" and second["totals_ns"] == totals
+    assert second["deltas_ns"] == [t - totals[0] for t in totals]
     rows = {r["name"]: r for r in out["rows"]}
     assert set(rows) == {n for t in truth.values() for n in t["ops"]}
     zero = {"calls": 0, "self": 0, "total": 0}
@@ -286,7 +294,10 @@ def test_kernel_diff_of_real_traces(shared_traces: Path, store: RunStore) -> Non
     ids = [ingest_paths(store, [p], p.name).id for p in paths]
     out = compute_run_compare(store, ids)
     truth = [oracle(p) for p in paths]
-    assert out["headline"]["totals_ns"] == [t["device_total_ns"] for t in truth]
+    assert out["headline"]["metric"] == "step_ns"  # two ProfilerSteps each: the lower median is the first
+    assert out["headline"]["totals_ns"] == [t["step_ns"] for t in truth] == [100_298_000, 100_298_000]
+    second = out["headline"]["secondary"]
+    assert second is not None and second["totals_ns"] == [t["device_total_ns"] for t in truth]
     check_kernels(out["kernels"], [t["kernels"] for t in truth])
 
 

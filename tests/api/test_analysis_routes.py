@@ -61,7 +61,7 @@ def test_compare_runs(client: TestClient, upload: Uploader) -> None:
     assert round(addmm["pct_change"], 1) == -66.7
     assert rows["aten::add"]["status"] == "removed" and rows["aten::add"]["per_run"][1] is None
     assert rows["aten::sub"]["status"] == "added" and rows["aten::sub"]["vs_baseline"][0]["pct_change"] is None
-    assert body["headline"]["totals_ns"] == [185_000, 85_000] and body["headline"]["baseline"] == a
+    assert body["headline"]["secondary"]["totals_ns"] == [185_000, 85_000] and body["headline"]["baseline"] == a
 
 
 def test_compare_errors(client: TestClient, run_id: str) -> None:

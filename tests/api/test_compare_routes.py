@@ -27,6 +27,13 @@ def kernels_of(data: bytes) -> dict[str, tuple[int, int]]:
     return {k: (c, n) for k, (c, n) in out.items()}
 
 
+def median_step_of(data: bytes) -> int:
+    """The lower median of the file's ProfilerStep#N durations, in ns."""
+    durs = sorted(int(Decimal(e["dur"]) * 1000) for e in json.loads(data, parse_float=Decimal)["traceEvents"]
+                  if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    return durs[(len(durs) - 1) // 2]
+
+
 def two_runs(client: TestClient, upload: Uploader) -> tuple[str, str]:
     before = upload(name="before")["id"]
     after = upload(files=[("after.json", FASTER)], name="after")["id"]
@@ -43,9 +50,14 @@ def test_api_compare_carries_baseline_headline_and_kernel_diff(client: TestClien
     truth = [kernels_of(TINY.read_bytes()), kernels_of(FASTER)]
     totals = [sum(n for _, n in t.values()) for t in truth]
     h = body["headline"]
-    assert h["baseline"] == before and h["metric"] == "device_total_ns" and h["totals_ns"] == totals
-    assert h["deltas_ns"] == [0, totals[1] - totals[0]]
-    assert h["pct_change"][1] == 100 * (totals[1] - totals[0]) / totals[0]
+    steps = [median_step_of(TINY.read_bytes()), median_step_of(FASTER)]  # one step each, equally long
+    assert h["baseline"] == before and h["metric"] == "step_ns" and h["totals_ns"] == steps
+    assert h["deltas_ns"] == [0, steps[1] - steps[0]] and h["pct_change"] == [0.0, 0.0]
+    second = h["secondary"]  # summed device time: the second figure
+    assert second["metric"] == "device_total_ns" and second["totals_ns"] == totals
+    assert second["deltas_ns"] == [0, totals[1] - totals[0]]
+    assert second["pct_change"][1] == 100 * (totals[1] - totals[0]) / totals[0]
+    assert body["warnings"] == []  # one device model, one rank, one step each
     rows = {r["name"]: r for r in body["kernels"]["rows"]}
     assert set(rows) == set(truth[0]) | set(truth[1])
     assert rows["add_kernel"]["status"] == "removed" and rows["sub_kernel"]["status"] == "added"
@@ -59,7 +71,8 @@ def test_an_explicit_baseline_beats_the_tag(client: TestClient, upload: Uploader
     body = client.get(f"/api/compare?runs={before},{after}&baseline={after}").json()
     assert body["baseline"]["reason"] == "chosen" and [r["id"] for r in body["runs"]] == [after, before]
     fast, slow = (sum(n for _, n in kernels_of(data).values()) for data in (FASTER, TINY.read_bytes()))
-    assert body["headline"]["totals_ns"] == [fast, slow] and body["headline"]["deltas_ns"] == [0, slow - fast]
+    second = body["headline"]["secondary"]
+    assert second["totals_ns"] == [fast, slow] and second["deltas_ns"] == [0, slow - fast]
     assert_error(client.get(f"/api/compare?runs={before},{after}&baseline=nope"), 400, "bad_request")
     assert_error(client.get(f"/api/compare?runs={before},{before}"), 400, "bad_request")
 
