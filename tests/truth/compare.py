@@ -150,10 +150,14 @@ def check_straggler_collectives(rs: list[R.RankTrace], p: Product) -> tuple[Any,
 
 
 def check_straggler_ranks(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
-    """The Ranks page's stragglers against [the latest arriver] (multi-rank runs with collectives)."""
+    """The Ranks page's latest arriver against the reader's (the rank last to the most matched collectives); a rank
+    the page flags as a straggler by arrival is that rank too (whether one is flagged depends on the page's
+    threshold, 5 % of the median step, which the reader does not apply)."""
     s = R.straggler(rs)
-    stragglers = rank_pages.compute_run_ranks(p.store, p.run_id)["stragglers"]
-    return ([] if s is None else [s]), sorted(stragglers)
+    ranks = rank_pages.compute_run_ranks(p.store, p.run_id)
+    by_arrival = sorted(r["rank"] for r in ranks["ranks"]
+                        if r["straggler"] and r["evidence"] and r["evidence"]["rule"] == "arrival")
+    return (s, [s] if by_arrival else []), (ranks["latest_arriver"], by_arrival)
 
 
 CHECKERS: dict[str, Callable[[list[R.RankTrace], Product], tuple[Any, Any]]] = {

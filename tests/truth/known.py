@@ -88,10 +88,6 @@ KNOWN: dict[tuple[str, str], str] = {
         'issue 34 #1: device time given to a record_function annotation or Python frame, not the nearest enclosing cpu_op; measured (reader vs product): 3 differ; nccl:all_reduce: None vs 10607000; nccl:all_to_all: None vs 37935000; record_param_comms: 48542000 vs None',
     ('corpus/facebookresearch+param/et_replay/tests/inputs/dlrm_kineto/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json', 'span'):
         "issue 34 #3: the run span runs to Kineto's bookkeeping markers (Record Window End / PyTorch Profiler (0)); measured (reader vs product): (1694128201421205000, 1694128201442071000) vs (1694128201421058000, 1694128201444219000)",
-    ('corpus/facebookresearch+param/et_replay/tests/inputs/dlrm_kineto/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json', 'steps'):
-        "issue 34 #2: the Steps page merges every rank's devices into each rank's step; measured (reader vs product): 16 differ; ('ProfilerStep#10', 12509000, 1059000, 1580000, 9850000): 1 vs None; ('ProfilerStep#10', 12509000, 4674000, 5269000, 2514000): None vs 1; ('ProfilerStep#10', 13017000, 1068000, 3217000, 8713000): 1 vs None",
-    ('corpus/facebookresearch+param/et_replay/tests/inputs/dlrm_kineto/dlrm_kineto/worker0_step_12.1694128201545.pt.trace.json', 'straggler_ranks'):
-        "issue 34 #5: the Ranks page's stragglers are not the latest arriver; measured (reader vs product): [7] vs []",
     ('corpus/facebookresearch+param/et_replay/tests/inputs/linear_kineto.json.gz', 'span'):
         "issue 34 #3: the run span runs to Kineto's bookkeeping markers (Record Window End / PyTorch Profiler (0)); measured (reader vs product): (1689180447559714000, 1689180449563415000) vs (1689180447559362000, 1689180449618265000)",
     ('corpus/facebookresearch+param/et_replay/tests/inputs/resnet_kineto.json.gz', 'span'):
@@ -108,10 +104,6 @@ KNOWN: dict[tuple[str, str], str] = {
         "issue 34 #1: the default op view's device total differs from the cpu_op-attributed device time; measured (reader vs product): 1274103000 vs 1275374000",
     ('shared-pair/hta-sampled-rank-0+1', 'span'):
         "issue 34 #3: the run span runs to Kineto's bookkeeping markers (Record Window End / PyTorch Profiler (0)); measured (reader vs product): (1682725898079292000, 1682725899318077000) vs (1682725897226747000, 1682725900594091000)",
-    ('shared-pair/hta-sampled-rank-0+1', 'steps'):
-        "issue 34 #2: the Steps page merges every rank's devices into each rank's step; measured (reader vs product): 8 differ; ('ProfilerStep#551', 607312000, 106252000, 172259000, 328632: 1 vs None; ('ProfilerStep#551', 607312000, 171565000, 178153000, 255474: None vs 1; ('ProfilerStep#551', 607904000, 135548000, 134336000, 335901: 1 vs None",
-    ('shared-pair/hta-sampled-rank-0+1', 'straggler_ranks'):
-        "issue 34 #5: the Ranks page's stragglers are not the latest arriver; measured (reader vs product): [0] vs []",
     ('shared/HolisticTraceAnalysis/tests/data/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz', 'span'):
         "issue 34 #3: the run span runs to Kineto's bookkeeping markers (Record Window End / PyTorch Profiler (0)); measured (reader vs product): (1739836029603187439, 1739836029612770525) vs (1739836029603018756, 1739836029613175703)",
     ('shared/HolisticTraceAnalysis/tests/data/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz', 'span'):
@@ -230,6 +222,4 @@ KNOWN: dict[tuple[str, str], str] = {
         "issue 34 #3: the run span runs to Kineto's bookkeeping markers (Record Window End / PyTorch Profiler (0)); measured (reader vs product): (1623212388426851000, 1623212389273546000) vs (1623212388426602000, 1623212389365930000)",
     ('shared/kineto/tb_plugin/test/gpu_metrics_input.json', 'span'):
         "issue 34 #3: the run span runs to Kineto's bookkeeping markers (Record Window End / PyTorch Profiler (0)); measured (reader vs product): (1621401187223182000, 1621401187236863000) vs (1621401187223005000, 1621401187237108000)",
-    ('synth/straggler-4rank', 'steps'):
-        "issue 34 #2: the Steps page merges every rank's devices into each rank's step; measured (reader vs product): per (rank, step) (ProfilerStep#0, 8760000, compute 1600000, comm 7000000, idle 160000) x3 and (.., 6600000, 2000000, 160000) x1 (rank 2) vs 4 rows of (.., 6600000, 2010000, 150000)",
 }

@@ -253,7 +253,8 @@ def steps(ranks: list[RankTrace]) -> list[StepSplit]:
 
 @dataclass(frozen=True)
 class RankSplit:
-    """One rank over its window (first step start to last step end): compute = union of its non-communication
+    """One rank over its window (the union of its steps: the Ranks page's numbers are the sums of the rank's rows
+    on the Steps page, so time between two steps is in neither): compute = union of its non-communication
     work, comm = union of its communication, exposed = comm not under compute, idle = window minus the union
     of all its work. Work is its device executions (device mode), else its host ops (HOST_WORK_CATS, steps
     excluded: host mode, a gloo rank on CPU)."""
@@ -274,14 +275,19 @@ def rank_split(r: RankTrace) -> RankSplit | None:
     steps_ = rank_steps(r)
     if not steps_:
         return None
-    lo, hi = min(s.ts for s in steps_), max(s.end for s in steps_)
+    windows = union((s.ts, s.end) for s in steps_)
     work = r.device or [e for e in r.xs if e.cat in HOST_WORK_CATS and not STEP.match(e.name)]
-    comm = union(((e.ts, e.end) for e in work if is_comm(e.name)), lo, hi)
-    comp = union(((e.ts, e.end) for e in work if not is_comm(e.name) and (not r.device or e.cat in KERNEL_CATS)),
-                 lo, hi)
-    busy = length(union(((e.ts, e.end) for e in work), lo, hi))
-    return RankSplit("device" if r.device else "host", hi - lo, length(comp), length(comm), minus(comm, comp),
-                     hi - lo - busy)
+
+    def inside(events: Iterable[Ev]) -> list[tuple[int, int]]:
+        ivs = [(e.ts, e.end) for e in events]
+        return union((max(a, lo), min(b, hi)) for lo, hi in windows for a, b in ivs)
+
+    comm = inside(e for e in work if is_comm(e.name))
+    comp = inside(e for e in work if not is_comm(e.name) and (not r.device or e.cat in KERNEL_CATS))
+    busy = length(inside(work))
+    window = length(windows)
+    return RankSplit("device" if r.device else "host", window, length(comp), length(comm), minus(comm, comp),
+                     window - busy)
 
 
 # ---- op attribution --------------------------------------------------------------------------------
