@@ -250,7 +250,12 @@ def binding_points(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray, ends: np.nd
 
 
 def _flow_lines(flow_id: int, cat: str, a: tuple[int, int, int], b: tuple[int, int, int]) -> list[str]:
-    """One flow as a start step and an end step, each bound to the slice enclosing its time (`bp: e`)."""
+    """One flow as a start step and an end step, each bound to the slice enclosing its time (`bp: e`). A flow
+    whose target binds before its source is written in time order (`s` on the target): Perfetto pairs the
+    steps in time order and drops an `f` read before its `s` (`flow_end_without_start`), and the explorer's
+    reader pairs them in time order too."""
+    if b[2] < a[2]:
+        a, b = b, a
     head = f'"name":"flow","cat":{json.dumps(cat)},"id":{flow_id}'
     return [f'{{"ph":"s",{head},"pid":{a[0]},"tid":{a[1]},"ts":{us_text(a[2])}}}',
             f'{{"ph":"f","bp":"e",{head},"pid":{b[0]},"tid":{b[1]},"ts":{us_text(b[2])}}}']

@@ -245,3 +245,20 @@ def test_export_origin(times: list[int], origin: int) -> None:
     assert export_origin([np.array(times, dtype=np.int64), np.array([], dtype=np.int64)]) == origin
     for t in times:  # every time, relative to the origin, is one Perfetto reads exactly
         assert perfetto_ns(us_text(t - origin)) == t - origin
+
+
+def test_a_flow_into_an_earlier_slice_is_written_in_time_order(store: RunStore, tmp_path: Path) -> None:
+    # a launch and its kernel linked by their `correlation` (no flow events), the kernel starting 10 µs before
+    # the launch (clock skew): Perfetto pairs s and f in time order and drops an f it reads before its s
+    # (flow_end_without_start), so the export writes the earlier end as `s`
+    x = [("cudaLaunchKernel", 1, 50, 10), ("kernel_a", 2, 40, 5), ("cudaLaunchKernel", 1, 70, 10), ("kernel_b", 2, 90, 5)]
+    events = [{"ph": "X", "name": n, "cat": "cuda_runtime" if t == 1 else "kernel", "pid": 1, "tid": t, "ts": ts,
+               "dur": d, "args": {"correlation": 1 + i // 2, "External id": 1 + i // 2}}
+              for i, (n, t, ts, d) in enumerate(x)]
+    (tmp_path / "skew.json").write_text(json.dumps({"traceEvents": events}))
+    a, b, doc = round_trip(store, tmp_path / "skew.json", tmp_path)
+    assert flow_ends(store, a) == Counter({("cudaLaunchKernel", 50_000, "kernel_a", 40_000): 1,
+                                           ("cudaLaunchKernel", 70_000, "kernel_b", 90_000): 1})
+    steps = {(e["id"], e["ph"]): (e["tid"], ns(e["ts"])) for e in doc["traceEvents"] if e["ph"] in ("s", "f")}
+    assert len(steps) == 4 and all(steps[(i, "s")][1] <= steps[(i, "f")][1] for i, _ in steps)
+    assert sorted(steps.values()) == [(1, 50_000), (1, 70_000), (2, 40_000), (2, 90_000)]

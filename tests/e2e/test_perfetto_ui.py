@@ -160,7 +160,8 @@ def nesting_shapes(base_ns: int) -> dict[str, Any]:
     """A Kineto-shaped trace with epoch times (baseTimeNanoseconds) and the shapes Perfetto's importer is
     strict about on one thread: a child sharing its parent's start, written before it; a child ending at
     its parent's end; zero-duration slices at a parent's start and end; two identical slices; a partial
-    overlap; 3-decimal µs; plus tests/kernel_trace's kernels with their ac2g flows, and an instant."""
+    overlap; 3-decimal µs; plus tests/kernel_trace's kernels with their ac2g flows, a kernel that starts
+    before its launch (a flow back in time), and an instant."""
     x = [("parent", 10_000.001, 99.999), ("child_first_in_file", 10_000.001, 30.0), ("ends_with_parent", 10_070.0, 30.0),
          ("zero_at_start", 10_000.001, 0), ("zero_at_end", 10_100.0, 0), ("twin", 10_200.5, 50.25),
          ("twin", 10_200.5, 50.25), ("overlap_a", 10_300.123, 50.0), ("overlap_b", 10_320.456, 80.0)]
@@ -169,6 +170,11 @@ def nesting_shapes(base_ns: int) -> dict[str, Any]:
                for n, ts, d in sorted(x, key=lambda e: e[2])]  # shortest first: the file's order is no help
     events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "mark", "pid": 1, "tid": 2,
                    "ts": 10_050.5})
+    # a launch and its kernel linked by correlation, the kernel 10 µs before the launch (clock skew)
+    events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 3, "ts": 20_000.0,
+                "dur": 5, "args": {"correlation": 9001, "External id": 9001}},
+               {"ph": "X", "cat": "kernel", "name": "skewed_kernel", "pid": 0, "tid": 7, "ts": 19_990.0, "dur": 4,
+                "args": {"correlation": 9001, "External id": 9001, "device": 0, "stream": 7}}]
     return {"schemaVersion": 1, "baseTimeNanoseconds": base_ns, "traceEvents": events,
             "deviceProperties": [{"id": 0, "name": "Fake GPU"}]}
 
