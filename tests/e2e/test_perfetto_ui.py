@@ -29,7 +29,8 @@ pytestmark = pytest.mark.slow
 
 SHARED = ("HolisticTraceAnalysis/tests/data/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
           "HolisticTraceAnalysis/tests/data/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
-          "kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz")
+          "kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+          "catapult/tracing/test_data/multiple_input_latency.json")  # 2 flows into earlier slices
 QUERY = """async (sql) => {
   const r = await window.app.trace.engine.query(sql);
   const cols = r.columns(), out = [];
@@ -194,7 +195,8 @@ def test_torch_with_stack_capture_loads_whole_in_perfetto(browser: Any, perfetto
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize("rel", SHARED, ids=["hta-ns-resolution", "hta-alexnet", "kineto-resnet50"])
+@pytest.mark.parametrize("rel", SHARED, ids=["hta-ns-resolution", "hta-alexnet", "kineto-resnet50",
+                                                  "catapult-input-latency"])
 def test_real_traces_load_whole_in_perfetto(browser: Any, perfetto: PerfettoServer, shared_traces: Path,
                                             tmp_path: Path, rel: str) -> None:
     store = RunStore(tmp_path / "data")
