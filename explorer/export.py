@@ -7,7 +7,10 @@ keeps only slices that nest strictly on a thread, a track's slices that overlap 
 extra tids of the same process (the model's nesting rule, `compute_nesting`, applied per track: a slice
 that starts inside another but ends after it goes to the next sub-row, named `<label> (overlap k)`).
 Times are written as exact decimal microseconds from the integer nanoseconds (`ns // 1000 "." ns % 1000`),
-never through a float. Flows are Chrome `s`/`f` steps bound to their slices' starts.
+never through a float; Perfetto reads them as a double and rounds `µs * 1000` to ns, exact only below
+EXACT_NS, so a run with later times (epoch-based: Kineto's `baseTimeNanoseconds`) is written relative to
+a whole-second origin, given back as `baseTimeNanoseconds` (which the explorer and Kineto readers add back
+and Perfetto ignores). Flows are Chrome `s`/`f` steps bound to their slices' starts.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ FLOW_CATEGORY = {FlowKind.EXECUTE.value: "ac2g", FlowKind.FWDBWD.value: "fwdbwd"
                  FlowKind.GENERIC.value: "flow", "dependency": "dependency"}
 assert FLOW_CATEGORY[FlowKind.EXECUTE.value] in EXECUTE_FLOW_CATEGORIES
 CHUNK_EVENTS = 4096  # events per yielded chunk
+# Perfetto's JSON importer turns "ts" text into ns as llround(double(text) * 1000.0): exact while a time's
+# relative error (2**-53, twice) stays below half a ns, i.e. below 2**51 ns; 2**50 (13 days) leaves a margin
+EXACT_NS = 1 << 50
 
 
 def check_format(fmt: str) -> None:
@@ -51,6 +57,17 @@ def us_text(ns: int) -> str:
     sign = "-" if ns < 0 else ""
     whole, frac = divmod(abs(int(ns)), 1000)
     return f"{sign}{whole}.{frac:03d}"
+
+
+def export_origin(times: Iterable[np.ndarray]) -> int:
+    """The ns subtracted from every exported time: 0 when the run's times (starts and ends) all lie in
+    [0, EXACT_NS), else the whole second at or before the earliest (a run's span is far below EXACT_NS)."""
+    parts = [np.asarray(t, dtype=np.int64) for t in times]
+    parts = [t for t in parts if len(t)]
+    if not parts:
+        return 0
+    lo, hi = min(int(t.min()) for t in parts), max(int(t.max()) for t in parts)
+    return 0 if lo >= 0 and hi < EXACT_NS else (lo // 10**9) * 10**9
 
 
 def load_device_timeline(store: RunStore, run_id: str) -> DeviceTimeline | None:
@@ -123,8 +140,14 @@ def iter_perfetto_json(store: RunStore, run_id: str, device: DeviceTimeline | No
                                                                        strict=True)], dtype=np.int64)
     pid_of_tid = {tid: pid for pid, tid in threads.tids.values()}
     dev = _DeviceParts.of(device, threads) if device is not None else None
+    origin = export_origin([ts_col, ts_col + dur_col, store.table(run_id, "instants").column("ts_ns").to_numpy(),
+                            store.table(run_id, "counters").column("ts_ns").to_numpy(),
+                            *(dev.times() if dev is not None else [])])
     other = {"exported_by": "trace-explorer", "run_id": rec.id, "run_name": rec.name, "format": "perfetto-json"}
-    yield b'{"otherData":' + _event(other).encode() + b',"traceEvents":[\n'
+    head = b'{"otherData":' + _event(other).encode()
+    if origin:  # the times below are relative to it
+        head += b',"baseTimeNanoseconds":' + str(origin).encode()
+    yield head + b',"traceEvents":[\n'
     first = True
 
     def emit(lines: Iterable[str]) -> Iterator[bytes]:
@@ -137,12 +160,12 @@ def iter_perfetto_json(store: RunStore, run_id: str, device: DeviceTimeline | No
             first = False
 
     yield from emit(threads.meta)
-    yield from _slice_events(store, run_id, slice_tid, pid_of_tid, emit)
-    yield from emit(_instant_events(store, run_id, threads))
-    yield from emit(_counter_events(store, run_id, tracks, threads))
-    yield from emit(_flow_events(store.table(run_id, "flows"), slice_tid, pid_of_tid, ts_col, dur_col))
+    yield from _slice_events(store, run_id, slice_tid, pid_of_tid, emit, origin)
+    yield from emit(_instant_events(store, run_id, threads, origin))
+    yield from emit(_counter_events(store, run_id, tracks, threads, origin))
+    yield from emit(_flow_events(store.table(run_id, "flows"), slice_tid, pid_of_tid, ts_col, dur_col, origin))
     if dev is not None:
-        yield from emit(dev.events())
+        yield from emit(dev.events(origin))
     yield b"\n]}\n"
 
 
@@ -156,7 +179,7 @@ def write_perfetto_json(store: RunStore, run_id: str, out: IO[bytes], device: De
 
 
 def _slice_events(store: RunStore, run_id: str, slice_tid: np.ndarray, pid_of_tid: dict[int, int],
-                  emit: Any) -> Iterator[bytes]:
+                  emit: Any, origin: int) -> Iterator[bytes]:
     """`X` events, one Parquet row group at a time (args are the stored JSON text, spliced in as is)."""
     pf = pq.ParquetFile(store.table_path(run_id, "slices"))
     columns = ["slice_id", "ts_ns", "dur_ns", "name", "cat", "args"]
@@ -164,18 +187,18 @@ def _slice_events(store: RunStore, run_id: str, slice_tid: np.ndarray, pid_of_ti
         t = pf.read_row_group(group, columns=columns).to_pydict()
         yield from emit(
             f'{{"ph":"X","name":{json.dumps(name)},"cat":{json.dumps(cat)},"pid":{pid_of_tid[int(slice_tid[sid])]},'
-            f'"tid":{int(slice_tid[sid])},"ts":{us_text(ts)},"dur":{us_text(dur)},"args":{args or "{}"}}}'
+            f'"tid":{int(slice_tid[sid])},"ts":{us_text(ts - origin)},"dur":{us_text(dur)},"args":{args or "{}"}}}'
             for sid, ts, dur, name, cat, args in zip(t["slice_id"], t["ts_ns"], t["dur_ns"], t["name"], t["cat"],
                                                      t["args"], strict=True))
 
 
-def _instant_events(store: RunStore, run_id: str, threads: _Threads) -> Iterator[str]:
+def _instant_events(store: RunStore, run_id: str, threads: _Threads, origin: int) -> Iterator[str]:
     inst = store.table(run_id, "instants").to_pydict()
     for track, ts, name, cat, args in zip(inst["track_id"], inst["ts_ns"], inst["name"], inst["cat"], inst["args"],
                                           strict=True):
         pid, tid = threads.tids[(int(track), 0)]
         yield (f'{{"ph":"i","s":"t","name":{json.dumps(name)},"cat":{json.dumps(cat)},"pid":{pid},'
-               f'"tid":{tid},"ts":{us_text(ts)},"args":{args or "{}"}}}')
+               f'"tid":{tid},"ts":{us_text(ts - origin)},"args":{args or "{}"}}}')
 
 
 def _counter_lines(pid: int, label: str, ts: np.ndarray, values: np.ndarray) -> Iterator[str]:
@@ -189,14 +212,16 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() and abs(value) < 2**63 else repr(float(value))
 
 
-def _counter_events(store: RunStore, run_id: str, tracks: list[dict[str, Any]], threads: _Threads) -> Iterator[str]:
+def _counter_events(store: RunStore, run_id: str, tracks: list[dict[str, Any]], threads: _Threads,
+                    origin: int) -> Iterator[str]:
     counters = store.table(run_id, "counters")
     track = counters.column("track_id").to_numpy()
     ts, values = counters.column("ts_ns").to_numpy(), counters.column("value").to_numpy()
     for t in tracks:
         if t["kind"] == "counter":
             rows = np.flatnonzero(track == int(t["track_id"]))
-            yield from _counter_lines(threads.pids[_process_name(t)], str(t["label"]), ts[rows], values[rows])
+            yield from _counter_lines(threads.pids[_process_name(t)], str(t["label"]), ts[rows] - origin,
+                                      values[rows])
 
 
 def binding_points(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -225,17 +250,22 @@ def binding_points(tid: np.ndarray, ts: np.ndarray, dur: np.ndarray, ends: np.nd
 
 
 def _flow_lines(flow_id: int, cat: str, a: tuple[int, int, int], b: tuple[int, int, int]) -> list[str]:
-    """One flow as a start step and an end step, each bound to the slice enclosing its time (`bp: e`)."""
+    """One flow as a start step and an end step, each bound to the slice enclosing its time (`bp: e`). A flow
+    whose target binds before its source is written in time order (`s` on the target): Perfetto pairs the
+    steps in time order and drops an `f` read before its `s` (`flow_end_without_start`), and the explorer's
+    reader pairs them in time order too."""
+    if b[2] < a[2]:
+        a, b = b, a
     head = f'"name":"flow","cat":{json.dumps(cat)},"id":{flow_id}'
     return [f'{{"ph":"s",{head},"pid":{a[0]},"tid":{a[1]},"ts":{us_text(a[2])}}}',
             f'{{"ph":"f","bp":"e",{head},"pid":{b[0]},"tid":{b[1]},"ts":{us_text(b[2])}}}']
 
 
 def _flow_events(flows: pa.Table, slice_tid: np.ndarray, pid_of_tid: dict[int, int], ts: np.ndarray,
-                 dur: np.ndarray) -> Iterator[str]:
+                 dur: np.ndarray, origin: int) -> Iterator[str]:
     f_from, f_to = flows.column("from_slice").to_numpy(), flows.column("to_slice").to_numpy()
-    at_from = binding_points(slice_tid, ts, dur, f_from).tolist()
-    at_to = binding_points(slice_tid, ts, dur, f_to).tolist()
+    at_from = (binding_points(slice_tid, ts, dur, f_from) - origin).tolist()
+    at_to = (binding_points(slice_tid, ts, dur, f_to) - origin).tolist()
     for i, (fid, a, b, kind) in enumerate(zip(flows.column("flow_id").to_pylist(), f_from.tolist(), f_to.tolist(),
                                               flows.column("kind").to_pylist(), strict=True)):
         ta, tb = int(slice_tid[a]), int(slice_tid[b])
@@ -275,20 +305,25 @@ class _DeviceParts:
                         dtype=np.int64)
         return cls(dt, threads, tids, counter_pid)
 
-    def events(self) -> Iterator[str]:
+    def times(self) -> list[np.ndarray]:
+        """Every time the device tracks export (slice starts and ends, counter samples), for the origin."""
+        cols = self.dt.columns
+        return [cols["ts"], cols["ts"] + cols["dur"], *(ts for _, ts, _ in self.dt.counter_parts)]
+
+    def events(self, origin: int) -> Iterator[str]:
         dt, cols = self.dt, self.dt.columns
         pid_of_tid = {tid: pid for pid, tid in self.threads.tids.values()}
         names = [json.dumps(n) for n in dt.names]
         for tid, ts, dur, name, table in zip(self.slice_tid.tolist(), cols["ts"].tolist(), cols["dur"].tolist(),
                                              cols["name"].tolist(), cols["source_table"].tolist(), strict=True):
             yield (f'{{"ph":"X","name":{names[name]},"cat":"{SLICE_TABLES[table]}","pid":{pid_of_tid[tid]},'
-                   f'"tid":{tid},"ts":{us_text(ts)},"dur":{us_text(dur)}}}')
+                   f'"tid":{tid},"ts":{us_text(ts - origin)},"dur":{us_text(dur)}}}')
         labels = {int(t["track_id"]): str(t["label"]) for t in dt.tracks}
         for track, ts_arr, values in dt.counter_parts:
-            yield from _counter_lines(self.counter_pid[track], labels[track], ts_arr, values)
+            yield from _counter_lines(self.counter_pid[track], labels[track], ts_arr - origin, values)
         f_from, f_to = dt.flows[0] - dt.first_slice_id, dt.flows[1] - dt.first_slice_id
-        at_from = binding_points(self.slice_tid, cols["ts"], cols["dur"], f_from).tolist()
-        at_to = binding_points(self.slice_tid, cols["ts"], cols["dur"], f_to).tolist()
+        at_from = (binding_points(self.slice_tid, cols["ts"], cols["dur"], f_from) - origin).tolist()
+        at_to = (binding_points(self.slice_tid, cols["ts"], cols["dur"], f_to) - origin).tolist()
         for k, (a, b) in enumerate(zip(f_from.tolist(), f_to.tolist(), strict=True)):
             ta, tb = int(self.slice_tid[a]), int(self.slice_tid[b])
             yield from _flow_lines(self.first_flow + k, FLOW_CATEGORY["dependency"], (pid_of_tid[ta], ta, at_from[k]),

@@ -1,6 +1,8 @@
 """The offline report: one self-contained HTML file (styles, scripts, plotly.js and the run's data
-inlined, no network needed) with the overview, the op table, the kernels, a timeline snapshot and the
-Summary and roofline of each Neuron device profile.
+inlined, no network needed) with the overview and its device gaps, the op table, the kernels, the steps,
+the ranks, the collectives, a timeline snapshot and the Summary and roofline of each Neuron device profile.
+Its weight is bounded, not the trace's: the timeline is one LOD window at overview zoom, tables keep their
+first REPORT_TABLE_ROWS rows, and the snapshot's extras are embedded within byte budgets (explorer.snapshot).
 
 The report's pages come from explorer.pages (the same builders the server's pages use); what is here is
 only what a report adds: the timeline snapshot and the inlining. Nothing here knows about HTTP.
@@ -9,7 +11,7 @@ only what a report adds: the timeline snapshot and the inlining. Nothing here kn
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +28,12 @@ from explorer.config import asset_dir
 from explorer.device_pages import DevicePage, build_device_pages
 from explorer.model.shapes import RunJson
 from explorer.pages import (
+    CollectivesPage,
     KernelsPage,
     OpsPage,
     OverviewPage,
     StepsPage,
+    build_collectives_page,
     build_kernels_page,
     build_ops_page,
     build_overview,
@@ -37,13 +41,15 @@ from explorer.pages import (
     build_tracks,
     timeline_index,
 )
+from explorer.rank_pages import RanksPage, build_ranks_page
 from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
 from explorer.snapshot import snapshot_chains, snapshot_rules
 from explorer.store.run_queries import load_slice_column
 from explorer.store.runs import RunStore
 
 SNAPSHOT_WIDTH_PX = 4000
-SNAPSHOT_ARGS_BYTES = 2_000_000  # args text embedded in a report, at most
+SNAPSHOT_ARGS_BYTES = 500_000  # args text embedded in a report, at most
+REPORT_TABLE_ROWS = 500  # rows of the op, kernel and collective tables a report holds, at most (in their sort)
 # the height a report's timeline window is bounded by: the most one server window sends (MAX_HEIGHT_PX, what
 # the live timeline asks when every track fits), so a run of up to track_budget(MAX_HEIGHT_PX) = 909 tracks
 # reports every one, and a larger run its first 909 in the timeline's order, the rest as per-lane summaries
@@ -60,6 +66,10 @@ class ReportPage:
     kernels: KernelsPage | None = None  # None: the run has no device executions
     devices: list[DevicePage] = field(default_factory=list)  # Neuron device profiles: Summary and roofline
     steps: StepsPage | None = None  # None: no ProfilerStep#N in the run
+    ranks: RanksPage | None = None  # None: the run has no rank information
+    collectives: CollectivesPage | None = None  # None: nothing matched across ranks and no mismatch
+    ops_total: int = 0  # the op table's rows before REPORT_TABLE_ROWS
+    kernels_total: int = 0
     generated_at: float = field(default_factory=time.time)
     version: str = __version__
     readonly: bool = True
@@ -112,12 +122,21 @@ def snapshot_details(store: RunStore, run_id: str, slice_ids: list[int],
 
 
 def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = None,
-                 index: TimelineIndex | None = None, kernels: KernelTable | None = None) -> ReportPage:
+                 index: TimelineIndex | None = None, kernels: KernelTable | None = None,
+                 table_rows: int = REPORT_TABLE_ROWS) -> ReportPage:
+    """The report's pages, each by the server page's own builder; tables cut to their first `table_rows`."""
     kernel_page = build_kernels_page(store, run_id, kernels=kernels)
+    ops = build_ops_page(store, run_id)
     steps = build_steps_page(store, run_id)
-    return ReportPage(overview or build_overview(store, run_id), build_ops_page(store, run_id),
-                      build_snapshot(store, run_id, index=index), kernel_page if kernel_page.rows else None,
-                      build_device_pages(store, run_id), steps=steps if steps.steps["count"] else None)
+    ranks = build_ranks_page(store, run_id)
+    colls = build_collectives_page(store, run_id, limit=table_rows)
+    return ReportPage(overview or build_overview(store, run_id), replace(ops, rows=ops.rows[:table_rows]),
+                      build_snapshot(store, run_id, index=index),
+                      replace(kernel_page, rows=kernel_page.rows[:table_rows]) if kernel_page.rows else None,
+                      build_device_pages(store, run_id), steps=steps if steps.steps["count"] else None,
+                      ranks=ranks if ranks.ranks["ranks"] else None,
+                      collectives=colls if colls.data["total"] or colls.data["mismatches"] else None,
+                      ops_total=len(ops.rows), kernels_total=len(kernel_page.rows))
 
 
 # ---- rendering --------------------------------------------------------------------------------

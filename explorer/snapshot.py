@@ -2,11 +2,13 @@
 runs over, the op events a range op table sums, and the linked chain of each drawn slice.
 
 Each is computed by the function the server's route uses (analysis.search's inputs, analysis.op_events,
-analysis.chain); static/js/sources.js SnapshotSource only reads them. The window itself is report.py's.
+analysis.chain) and embedded whole or not at all (None: the offline panel says to open the run on the
+server), within SNAPSHOT_PART_BYTES of JSON each; static/js/sources.js SnapshotSource only reads them.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from explorer.analysis.chain import compute_chain
@@ -23,28 +25,48 @@ from explorer.store.runs import RunStore
 
 SNAPSHOT_CHAIN_SLICES = 3000  # drawn slices whose linked chains a report embeds, at most
 SNAPSHOT_RULE_ROWS = 200_000  # slices (for search) and op events (for range op tables) embedded, at most
+# JSON bytes of each of search, range op events and chains a report embeds, at most: on HTA's trace_diff/control
+# (33 MB of trace, 75k slices) they were 2.4, 2.1 and 4.3 MB of a 10.6 MB report, for features of a server
+SNAPSHOT_PART_BYTES = 1_000_000
+
+
+def json_size(value: Any) -> int:
+    """Bytes of `value` as a report embeds it (compact JSON; its script escaping changes no length)."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def within(value: Any, max_bytes: int) -> Any:
+    """`value`, or None when its JSON is over `max_bytes`."""
+    return value if value is not None and json_size(value) <= max_bytes else None
 
 
 def snapshot_chains(store: RunStore, run_id: str, slice_ids: list[int], origin_ns: int,
-                    max_slices: int = SNAPSHOT_CHAIN_SLICES) -> dict[str, list[dict[str, Any]]] | None:
+                    max_slices: int = SNAPSHOT_CHAIN_SLICES,
+                    max_bytes: int = SNAPSHOT_PART_BYTES) -> dict[str, list[dict[str, Any]]] | None:
     """The server's linked chain (analysis.chain.compute_chain) of each drawn slice that has one longer
-    than itself; None when more than `max_slices` slices are drawn (the offline panel says so)."""
+    than itself; None when more than `max_slices` slices are drawn or the chains' JSON is over `max_bytes`
+    (the offline panel says so: a chain missing from the map would read as "links nothing")."""
     if len(slice_ids) > max_slices:
         return None
     slices, flows = store.table(run_id, "slices"), store.table(run_id, "flows")
     chains = {}
+    spent = 0
     for sid in sorted(set(slice_ids)):
         chain = compute_chain(slices, flows, sid, origin_ns)
         if len(chain) > 1:
             chains[str(sid)] = chain
-    return chains
+            spent += json_size(chain)
+            if spent > max_bytes:
+                return None
+    return chains if json_size(chains) <= max_bytes else None
 
 
-def snapshot_rules(store: RunStore, run_id: str, ix: TimelineIndex,
-                   max_rows: int = SNAPSHOT_RULE_ROWS) -> dict[str, Any]:
+def snapshot_rules(store: RunStore, run_id: str, ix: TimelineIndex, max_rows: int = SNAPSHOT_RULE_ROWS,
+                   max_bytes: int = SNAPSHOT_PART_BYTES) -> dict[str, Any]:
     """What the offline timeline needs to answer search and range op tables by the server's rules:
     the slices the server searches (analysis.search) and the op events load_ops_in_range sums, with
-    the op table's default sort and its views. Either is None when the run has more than `max_rows` of them."""
+    the op table's default sort and its views. Either is None when the run has more than `max_rows` of them
+    or its JSON is over `max_bytes`."""
     rec = store.require_ready(run_id)
     search = None
     if len(ix.slice_id) <= max_rows:
@@ -55,5 +77,5 @@ def snapshot_rules(store: RunStore, run_id: str, ix: TimelineIndex,
     if slices.num_rows <= max_rows:
         ops = {**compute_op_event_rows(slices, rec.summary.start_ns),
                "sort": default_op_sort(run_device_total_ns(rec)), "views": OP_VIEWS, "default_view": DEFAULT_OP_VIEW}
-    return {"search": search, "ops": ops}
+    return {"search": within(search, max_bytes), "ops": within(ops, max_bytes)}
 

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import subprocess
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.export import load_device_timeline, us_text, write_perfetto_json
+from explorer.export import export_origin, load_device_timeline, us_text, write_perfetto_json
 from explorer.service import ingest_paths
 from explorer.store.runs import RunStore
 from tests.conftest import FIXTURES
@@ -36,6 +38,13 @@ def test_us_text_is_exact_decimal(ns: int, text: str) -> None:
     assert int(Decimal(text) * 1000) == ns
 
 
+def perfetto_ns(text: Any) -> int:
+    """A "ts" or "dur" as Perfetto's JSON importer reads it: the text as a double, times 1000, rounded
+    half away from zero (llround); this, not the decimal value, is what its slice nesting sees."""
+    x = float(str(text)) * 1000.0
+    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
+
+
 def export_doc(store: RunStore, run_id: str, path: Path) -> dict[str, Any]:
     with path.open("wb") as fh:
         write_perfetto_json(store, run_id, fh, load_device_timeline(store, run_id))
@@ -49,11 +58,14 @@ def ns(text: Any) -> int:
 
 
 def assert_strictly_nested(doc: dict[str, Any]) -> None:
-    """What Perfetto requires of X events on one (pid, tid): any two either nest or are disjoint."""
+    """What Perfetto requires of X events on one (pid, tid), with the times as it reads them (a double
+    each): any two either nest or are disjoint; and every time it reads is the exact one."""
     by_thread: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for e in doc["traceEvents"]:
+        if e.get("ts") is not None:
+            assert perfetto_ns(e["ts"]) == ns(e["ts"]), f"Perfetto reads {e['ts']} as {perfetto_ns(e['ts'])} ns"
         if e["ph"] == "X":
-            by_thread.setdefault((e["pid"], e["tid"]), []).append((ns(e["ts"]), ns(e["dur"])))
+            by_thread.setdefault((e["pid"], e["tid"]), []).append((perfetto_ns(e["ts"]), perfetto_ns(e["dur"])))
     for key, spans in by_thread.items():
         stack: list[int] = []  # open ends
         for ts, dur in sorted(spans, key=lambda s: (s[0], -s[1])):
@@ -109,7 +121,8 @@ def test_torch_trace_round_trips(store: RunStore, stack_trace: Path, tmp_path: P
     base = int(raw.get("baseTimeNanoseconds", 0))
     want = Counter((e["name"], base + ns(e["ts"]), ns(e["dur"])) for e in raw["traceEvents"]
                    if e.get("ph") == "X" and e.get("cat") != "Trace")
-    got = Counter((e["name"], ns(e["ts"]), ns(e["dur"])) for e in doc["traceEvents"] if e["ph"] == "X"
+    origin = int(doc.get("baseTimeNanoseconds", 0))
+    got = Counter((e["name"], origin + ns(e["ts"]), ns(e["dur"])) for e in doc["traceEvents"] if e["ph"] == "X"
                   and e["cat"] != "Trace")
     assert got == want and sum(want.values()) > 50
     names = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
@@ -123,7 +136,10 @@ def test_gpu_trace_with_flows_and_overlaps_round_trips(store: RunStore, shared_t
     assert_strictly_nested(doc)
     raw = json.loads(gzip.decompress((shared_traces / GPU_TRACE).read_bytes()), parse_float=Decimal)
     raw_x = Counter((e["name"], ns(e["ts"]), ns(e["dur"])) for e in raw["traceEvents"] if e.get("ph") == "X")
-    assert Counter((e["name"], ns(e["ts"]), ns(e["dur"])) for e in doc["traceEvents"] if e["ph"] == "X") == raw_x
+    origin = int(doc.get("baseTimeNanoseconds", 0))  # its epoch-µs times are written relative to a second
+    assert origin > 0 and origin % 10**9 == 0
+    assert Counter((e["name"], origin + ns(e["ts"]), ns(e["dur"])) for e in doc["traceEvents"]
+                   if e["ph"] == "X") == raw_x
     assert store.get(a).summary.flows > 100  # ac2g flows and correlation links, all kept (compared above)
     assert sum(e["ph"] == "s" for e in doc["traceEvents"]) == store.get(a).summary.flows
     assert any(w.code == "overlap" for w in store.get(a).summary.warnings)  # partial overlaps took extra tids
@@ -201,3 +217,48 @@ def test_flows_stay_on_a_parent_whose_child_starts_with_it(store: RunStore, tmp_
     assert flow_ends(store, b) == flow_ends(store, a)
     s = next(e for e in doc["traceEvents"] if e["ph"] == "s")
     assert ns(s["ts"]) == 40_001
+
+
+EPOCH_NS = 1_712_195_495_502_094_565  # an epoch time in ns, as Kineto's baseTimeNanoseconds makes them
+
+
+def test_epoch_times_are_written_relative_to_a_whole_second(store: RunStore, tmp_path: Path) -> None:
+    # a parent and a child ending at the parent's end, 1.7e18 ns after the epoch: written as they are, Perfetto
+    # reads 1712195495502094.565 µs as ...094.5625 (a double's 0.25 µs step), shifting the child past its parent
+    base = EPOCH_NS - 94_565  # the trace's own ts are small, base adds the epoch (Kineto's form)
+    x = [("parent", 94.565, 35.869), ("child", 100.001, 30.433), ("grandchild", 110.5, 20.0)]
+    events = [{"ph": "X", "name": n, "cat": "cpu_op", "pid": 1, "tid": 1, "ts": ts, "dur": d} for n, ts, d in x]
+    (tmp_path / "epoch.json").write_text(json.dumps({"baseTimeNanoseconds": base, "traceEvents": events}))
+    a, b, doc = round_trip(store, tmp_path / "epoch.json", tmp_path)
+    assert slice_rows(store, a) == slice_rows(store, b)  # the explorer adds baseTimeNanoseconds back
+    origin = int(doc["baseTimeNanoseconds"])
+    assert origin == EPOCH_NS // 10**9 * 10**9
+    got = {e["name"]: (origin + ns(e["ts"]), ns(e["dur"])) for e in doc["traceEvents"] if e["ph"] == "X"}
+    assert got == {n: (base + ns(Decimal(str(ts))), ns(Decimal(str(d)))) for n, ts, d in x}
+    assert_strictly_nested(doc)  # as Perfetto reads the times: exact, so still nested
+
+
+@pytest.mark.parametrize(("times", "origin"), [([0, 2**50 - 1], 0), ([5, 10**15], 0),
+                                               ([EPOCH_NS, EPOCH_NS + 10**9], EPOCH_NS // 10**9 * 10**9),
+                                               ([2**50, 2**50 + 1], 2**50 // 10**9 * 10**9), ([-1, 10], -(10**9))])
+def test_export_origin(times: list[int], origin: int) -> None:
+    assert export_origin([np.array(times, dtype=np.int64), np.array([], dtype=np.int64)]) == origin
+    for t in times:  # every time, relative to the origin, is one Perfetto reads exactly
+        assert perfetto_ns(us_text(t - origin)) == t - origin
+
+
+def test_a_flow_into_an_earlier_slice_is_written_in_time_order(store: RunStore, tmp_path: Path) -> None:
+    # a launch and its kernel linked by their `correlation` (no flow events), the kernel starting 10 µs before
+    # the launch (clock skew): Perfetto pairs s and f in time order and drops an f it reads before its s
+    # (flow_end_without_start), so the export writes the earlier end as `s`
+    x = [("cudaLaunchKernel", 1, 50, 10), ("kernel_a", 2, 40, 5), ("cudaLaunchKernel", 1, 70, 10), ("kernel_b", 2, 90, 5)]
+    events = [{"ph": "X", "name": n, "cat": "cuda_runtime" if t == 1 else "kernel", "pid": 1, "tid": t, "ts": ts,
+               "dur": d, "args": {"correlation": 1 + i // 2, "External id": 1 + i // 2}}
+              for i, (n, t, ts, d) in enumerate(x)]
+    (tmp_path / "skew.json").write_text(json.dumps({"traceEvents": events}))
+    a, b, doc = round_trip(store, tmp_path / "skew.json", tmp_path)
+    assert flow_ends(store, a) == Counter({("cudaLaunchKernel", 50_000, "kernel_a", 40_000): 1,
+                                           ("cudaLaunchKernel", 70_000, "kernel_b", 90_000): 1})
+    steps = {(e["id"], e["ph"]): (e["tid"], ns(e["ts"])) for e in doc["traceEvents"] if e["ph"] in ("s", "f")}
+    assert len(steps) == 4 and all(steps[(i, "s")][1] <= steps[(i, "f")][1] for i, _ in steps)
+    assert sorted(steps.values()) == [(1, 50_000), (1, 70_000), (2, 40_000), (2, 90_000)]
