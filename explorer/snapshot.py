@@ -14,6 +14,7 @@ from explorer.analysis.lod import TimelineIndex
 from explorer.analysis.op_events import compute_op_event_rows
 from explorer.store.queries import (
     DEFAULT_OP_VIEW,
+    LAUNCH_SITE_VIEWS,
     OP_VIEWS,
     default_op_sort,
     load_op_slices,
@@ -54,6 +55,8 @@ def snapshot_rules(store: RunStore, run_id: str, ix: TimelineIndex,
     ops = None
     if slices.num_rows <= max_rows:
         ops = {**compute_op_event_rows(slices, rec.summary.start_ns),
-               "sort": default_op_sort(run_device_total_ns(rec)), "views": OP_VIEWS, "default_view": DEFAULT_OP_VIEW}
+               "sort": default_op_sort(run_device_total_ns(rec)), "views": OP_VIEWS, "default_view": DEFAULT_OP_VIEW,
+               "sorts": {v: default_op_sort(run_device_total_ns(rec), v) for v in OP_VIEWS},
+               "launch_site_views": sorted(LAUNCH_SITE_VIEWS)}
     return {"search": search, "ops": ops}
 

@@ -44,7 +44,7 @@ def compute_op_event_rows(slices: pa.Table, origin_ns: int) -> dict[str, Any]:
         "python": ev.python[order].astype(bool).tolist(),
         "dur": ev.dur[order].tolist(),
         "self_cpu": ev.self_cpu[order].tolist(),
-        "self_device": ev.self_dev[ev.ops][order].tolist(),
+        "self_device": ev.row_device[ev.ops][order].tolist(),
         "device_total": _subtree_device(ev)[ev.ops][order].tolist(),
         "outer_same": position[outer[order]].tolist(),
     }

@@ -44,7 +44,7 @@ def load_ops_in_range(store: RunStore, run_id: str, start_ns: int, end_ns: int, 
         table = op_table(store, run_id, by_shape=by_shape, by_module=by_module, ranks=ranks)
     else:
         table = _restricted(slices, inside, by_shape, by_module)
-    return sort_op_rows(select_op_view(table, view), sort or default_op_sort(run_device_total_ns(rec)), limit,
+    return sort_op_rows(select_op_view(table, view), sort or default_op_sort(run_device_total_ns(rec), view), limit,
                         name_filter)
 
 
