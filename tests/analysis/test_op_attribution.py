@@ -275,3 +275,21 @@ def test_shared_traces_default_view_holds_all_attributed_device_time(shared_trac
     rec = ingest_paths(store, [shared_traces / name])
     rows = load_ops(store, rec.id, limit=None)
     assert sum(r["self_device_ns"] for r in rows) == rec.summary.device.attributed_ns
+
+
+def test_ops_page_says_what_no_row_holds(tmp_path: Path, capture: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from explorer.config import Settings
+    from explorer.render import fmt_us
+
+    events = read_events(capture)
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    run_id = ingest_paths(app.state.explorer.store, [capture]).id
+    with TestClient(app) as client:
+        html = client.get(f"/runs/{run_id}/ops").text
+    note = html[html.index('id="ops-device-note"'):].split("</p>")[0]
+    assert fmt_us(launched_ns(events)) in note and fmt_us(device_ns(events) - launched_ns(events)) in note
+    assert "no launch linked" in note
+    assert '<span class="pill" title="a runtime call' in html and "launch</span>" in html
