@@ -293,3 +293,20 @@ def test_ops_page_says_what_no_row_holds(tmp_path: Path, capture: Path) -> None:
     assert fmt_us(launched_ns(events)) in note and fmt_us(device_ns(events) - launched_ns(events)) in note
     assert "no launch linked" in note
     assert '<span class="pill" title="a runtime call' in html and "launch</span>" in html
+
+
+def test_overview_names_its_launch_sites(tmp_path: Path, capture: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from explorer.config import Settings
+
+    events = read_events(capture)
+    sites = {(n, k) for n, k in (launch_row(events, c) for c, _ in launches(events)) if k != "operator"}
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    run_id = ingest_paths(app.state.explorer.store, [capture]).id
+    with TestClient(app) as client:
+        html = client.get(f"/runs/{run_id}").text
+    note = html[html.index('id="top-device-sites"'):].split("</p>")[0]
+    for name, kind in sites:
+        assert f'{"Python frame" if kind == "python" else "runtime call"} <span class="mono">{name}</span>' in note

@@ -92,3 +92,25 @@ def test_overview_charts_show_operators_and_launch_frames_only(page: Any, server
         assert labels and labels <= operators | launch_frames, fig
         assert not labels & (python - launch_frames), fig
     shot(page, "ops-views-overview", full_page=True)
+
+
+def test_launch_sites_marked_on_ops_and_overview(page: Any, server: Any, shot: Any, tmp_path: Path) -> None:
+    """A flashinfer-like capture (tests/analysis/test_op_attribution.py): the launching frame and the bare
+    runtime call are rows of the operators view, marked, and the overview's top op is the launching frame."""
+    from explorer.service import ingest_paths
+    from tests.analysis.test_op_attribution import LAUNCH_FRAME, flashinfer_like
+
+    path = flashinfer_like().write(tmp_path / "flashinfer_like.json")
+    run_id = ingest_paths(server.state.store, [path], "flashinfer-like").id
+    page.goto(f"{server.url}/runs/{run_id}/ops")
+    page.wait_for_selector("#fig-ops .main-svg")
+    pills = page.eval_on_selector_all("#ops-table tbody td.name .pill", "els => els.map(e => e.textContent)")
+    assert sorted(pills) == ["launch", "py"]
+    first = page.eval_on_selector_all("#ops-table tbody td.name", NAME_ONLY_JS)[0]
+    assert first == LAUNCH_FRAME
+    assert "no launch linked" in page.inner_text("#ops-device-note")
+    shot(page, "ops-launch-sites", full_page=True)
+    page.goto(f"{server.url}/runs/{run_id}")
+    page.wait_for_selector("#fig-top-device .main-svg")
+    assert LAUNCH_FRAME in page.inner_text("#top-device-sites")
+    shot(page, "overview-launch-sites", full_page=True)
