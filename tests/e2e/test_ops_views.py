@@ -109,6 +109,11 @@ def test_launch_sites_marked_on_ops_and_overview(page: Any, server: Any, shot: A
     first = page.eval_on_selector_all("#ops-table tbody td.name", NAME_ONLY_JS)[0]
     assert first == LAUNCH_FRAME
     assert "no launch linked" in page.inner_text("#ops-device-note")
+    page.wait_for_selector("#ops-table[data-live='1']")  # the browser now draws the rows (static/js/tables.js)
+    page.click("#ops-table th[data-col='calls'] a")
+    page.wait_for_url("**sort=-calls**")
+    drawn = page.eval_on_selector_all("#ops-table tbody td.name .pill", "els => els.map(e => e.textContent)")
+    assert sorted(drawn) == ["launch", "py"]  # the browser's rows mark them as the server's do
     shot(page, "ops-launch-sites", full_page=True)
     page.goto(f"{server.url}/runs/{run_id}")
     page.wait_for_selector("#fig-top-device .main-svg")
