@@ -5,9 +5,10 @@ is an op's time minus its children's; device time is the device executions an op
 (directly) or total (with its descendants'). Where torch differs, on purpose: device total counts each
 execution once per row even under recursive frames (f -> g -> f), while CPU total stays key_averages()'
 sum over calls. Names torch hides are hidden here too. Device time launched under with_stack Python
-frames is a row's self device time at the nearest enclosing op (as torch links a kernel to the innermost
-RecordFunction), else at the innermost frame; a runtime call that launched device work outside any op or
-frame is a row of its own (kind `runtime`). Views, sorting and formatting live elsewhere.
+frames is a row's self device time at the nearest enclosing op (a cpu_op; not a record_function range such
+as ProfilerStep#N, which encloses every launch of a step), else at the innermost frame; a runtime call that
+launched device work outside any op or frame is a row of its own (kind `runtime`). Views, sorting and
+formatting live elsewhere.
 It sits in model because ingest precomputes the op_stats tables, the store recomputes them for module
 views and older runs, and analysis reads them: all three layers above may import it.
 """
@@ -38,6 +39,7 @@ HIDDEN_OP_NAMES = frozenset({
 })
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 PYTHON_CATEGORY = "python_function"  # with_stack frames: the `python` kind; every other op is an `operator`
+ANNOTATION_CATEGORY = "user_annotation"  # record_function ranges: a frame's launches do not roll up to them
 RUNTIME_KIND = "runtime"  # rows of runtime calls that launched device work with no op or frame around them
 MODULE_FRAME_PREFIX = "nn.Module: "  # torch's python tracer names with_modules frames "nn.Module: Linear_0"
 
@@ -130,7 +132,7 @@ def compute_op_events(slices: pa.Table, flows: pa.Table | None = None) -> OpEven
     del child, node
 
     python_slice = pc.equal(slices.column("cat"), PYTHON_CATEGORY).to_numpy(zero_copy_only=False)
-    row_dev = _roll_up_frames(self_dev, tparent, is_op & ~python_slice, python_slice)
+    row_dev = _roll_up_frames(self_dev, tparent, is_op & ~python_slice & ~_annotations(slices), python_slice)
     ops = np.nonzero(is_op | runtime_row)[0]
     key_of_name, key_names = _recoded(pc.replace_substring_regex(names, r"^ProfilerStep#\d+$", "ProfilerStep*"))
     key_codes = key_of_name[name[ops]]
@@ -162,6 +164,15 @@ def bare_launches(slices: pa.Table, flows: pa.Table | None) -> tuple[np.ndarray,
     frm, to = frm[keep], to[keep]
     to, first = np.unique(to, return_index=True)  # one launcher per execution
     return frm[first].astype(np.int64), to.astype(np.int64)
+
+
+def _annotations(slices: pa.Table) -> np.ndarray:
+    """True per record_function range (cat user_annotation, any case): ProfilerStep#N, a framework's
+    "execute_model"... A region, not the op that launched: a frame's launch does not roll up to one."""
+    cat, cats = text_codes(slices.column("cat"))
+    is_annotation: np.ndarray = pc.fill_null(pc.equal(pc.utf8_lower(cats), ANNOTATION_CATEGORY), False).to_numpy(
+        zero_copy_only=False)
+    return is_annotation[cat] if len(cats) else np.zeros(len(cat), bool)
 
 
 def _roll_up_frames(self_dev: np.ndarray, tparent: np.ndarray, op: np.ndarray, frame: np.ndarray) -> np.ndarray:

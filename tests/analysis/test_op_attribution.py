@@ -72,10 +72,11 @@ class Trace:
 
 
 def flashinfer_like(rank: int = 0) -> Trace:
-    """1: frames only around a cuLaunchKernelEx (most of the device time); 2: a cpu_op further up the stack
-    (rolls up to it) through the same launch frame; 3: a bare cudaLaunchKernel, no frame, no op; an aten op and
+    """Inside ProfilerStep#1, 1: frames only around a cuLaunchKernelEx (most of the device time); 2: a cpu_op
+    further up the stack (rolls up to it) through the same launch frame; after the step, 3: a bare cudaLaunchKernel, no frame, no op; an aten op and
     an all-reduce as usual; a kernel no call in the trace launched."""
     t = Trace(rank)
+    t.host("user_annotation", "ProfilerStep#1", "990.000", "560.000", ext=1)  # a region, not a launching op
     t.host("python_function", "flashinfer/fused_moe.py(120): forward", "1000.000", "200.000")
     t.host("python_function", LAUNCH_FRAME, "1010.000", "150.000")
     t.launch("cuda_driver", "cuLaunchKernelEx", "1020.000", "moe_gemm_kernel", "1100.000", "500.250")
@@ -116,15 +117,17 @@ def launches(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[st
 
 
 def launch_row(events: list[dict[str, Any]], call: dict[str, Any]) -> tuple[str, str]:
-    """(row name, kind) whose self device time a launch is."""
+    """(row name, kind) whose self device time a launch is: the innermost enclosing op; when that is a Python
+    frame, the nearest cpu_op above it (not a user_annotation range such as ProfilerStep#N), else the frame;
+    with nothing around the call, the call."""
     above = sorted((e for e in events if e.get("cat") in OP_CATS and (e["pid"], e["tid"]) == (call["pid"], call["tid"])
                     and e["t0"] <= call["t0"] and call["t1"] <= e["t1"]), key=lambda e: (e["t0"], -e["t1"]))
-    ops = [e for e in above if e["cat"] != "python_function"]
-    if ops:
-        return ops[-1]["name"], "operator"
-    if above:
-        return above[-1]["name"], "python"
-    return call["name"], "runtime"
+    if not above:
+        return call["name"], "runtime"
+    if above[-1]["cat"] != "python_function":
+        return above[-1]["name"], "operator"
+    ops = [e for e in above if e["cat"] == "cpu_op"]
+    return (ops[-1]["name"], "operator") if ops else (above[-1]["name"], "python")
 
 
 def reference_self_device(events: list[dict[str, Any]]) -> dict[str, int]:
@@ -155,6 +158,8 @@ def test_the_fixture_has_the_three_shapes(capture: Path) -> None:
     assert kinds == {"operator", "python", "runtime"}
     assert launch_row(events, next(c for c, k in launches(events) if k["name"] == "BatchDecodeKernel")) == (
         "vllm::unified_attention", "operator")  # a cpu_op further up than the launch frame
+    assert launch_row(events, next(c for c, k in launches(events) if k["name"] == "moe_gemm_kernel")) == (
+        LAUNCH_FRAME, "python")  # inside ProfilerStep#1, a user_annotation: the frame keeps it
 
 
 def test_default_view_device_total_equals_the_card_and_the_file(store: RunStore, capture: Path) -> None:

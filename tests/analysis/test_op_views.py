@@ -80,8 +80,9 @@ def reference(path: Path, by_module: bool = False, by_shape: bool = False) -> di
     runtime = {e["args"]["correlation"]: e for e in events if e["cat"] in RUNTIME_CATS}
     for k in (e for e in events if e["cat"] == "kernel"):
         above = enclosing(events, runtime[k["args"]["correlation"]], OP_CATS)
-        # self device time: the innermost enclosing op that is not a Python frame, else the innermost frame
-        ops_above = [e for e in above if e["cat"] != "python_function"]
+        # self device time: the innermost enclosing op; for a Python frame, the nearest cpu_op above it, else
+        # the frame (a user_annotation range is not where a frame's launch rolls up to)
+        ops_above = [e for e in above if e["cat"] == "cpu_op"] if above[-1]["cat"] == "python_function" else []
         rows[key((ops_above or above)[-1])]["self_device_ns"] += k["t1"] - k["t0"]
         for row_key in {key(e) for e in above}:
             rows[row_key]["device_total_ns"] += k["t1"] - k["t0"]
