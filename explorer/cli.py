@@ -223,9 +223,11 @@ OP_VIEW_CHOICES = ("operators", "python", "all")  # explorer.store.queries.OP_VI
 @main.command()
 @click.argument("run_id")
 @click.option("--view", type=click.Choice(OP_VIEW_CHOICES), default="operators", show_default=True,
-              help="operators: ATen ops and annotations; python: with_stack frames; all: key_averages()")
+              help="operators: ATen ops and annotations, and the Python frames or runtime calls that launched device "
+                   "work outside any op; python: with_stack frames; all: key_averages()")
 @click.option("--sort", type=click.Choice(OP_SORTS), default=None,
-              help="Column, descending [default: self_device_ns, or self_cpu_ns without device time]")
+              help="Column, descending [default: self_device_ns, or self_cpu_ns without device time; "
+                   "cpu_total_ns for --view python]")
 @click.option("--limit", type=int, default=30, show_default=True)
 @click.option("--by-shape", is_flag=True, help="Group by input shapes as well as name")
 @click.option("--by-module", is_flag=True, help="Group by enclosing nn.Module path (with_modules traces)")
@@ -246,10 +248,14 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
         out.print_json(json.dumps(rows if by_shape else [{k: v for k, v in r.items() if k != "input_shapes"}
                                                           for r in rows]))
         return
-    table = Table(*(["module"] if by_module else []), "name", *(["input shapes"] if by_shape else []), "calls",
+    # the operators view also lists the Python frames and runtime calls that launched device work outside any op
+    kinds = any(r["kind"] != "operator" for r in rows) and view == "operators"
+    table = Table(*(["module"] if by_module else []), "name", *(["kind"] if kinds else []),
+                  *(["input shapes"] if by_shape else []), "calls",
                   "CPU total", "self CPU", "CPU avg", "device total", "self device", "device %")
     for r in rows:
-        table.add_row(*([r["module"]] if by_module else []), r["name"], *([r["input_shapes"]] if by_shape else []),
+        table.add_row(*([r["module"]] if by_module else []), r["name"], *([r["kind"]] if kinds else []),
+                      *([r["input_shapes"]] if by_shape else []),
                       f"{r['calls']:,}", fmt_ns(r["cpu_total_ns"]), fmt_ns(r["self_cpu_ns"]),
                       fmt_ns(r["cpu_avg_ns"]), fmt_ns(r["device_total_ns"]), fmt_ns(r["self_device_ns"]),
                       f"{r['device_pct']:.1f}%")

@@ -80,6 +80,7 @@ from explorer.store.queries import (
     OP_TIE_BREAK,
     OP_TIME_COLUMNS,
     OP_VIEWS,
+    attributed_device_ns,
     check_op_view,
     default_op_sort,
     has_module_frames,
@@ -214,6 +215,7 @@ class OpsPage(SortLinks):
     limit: int | None
     figure: dict[str, Any]
     view: str = DEFAULT_OP_VIEW
+    attributed_ns: int = 0  # device time the operators view's rows sum to (OpsResult.attributed_ns)
     by_module: bool = False
     has_modules: bool = False  # the run has nn.Module frames (with_modules): grouping by module is offered
     twin: str = ""
@@ -370,8 +372,9 @@ def build_overview(store: RunStore, run_id: str, breakdown: Breakdown | None = N
 
 
 def overview_top_ops(store: RunStore, run_id: str) -> tuple[list[OpRow], list[OpRow]]:
-    """The overview's two charts, both of the operators view: top by self device time (ops with some),
-    and top by self CPU time."""
+    """The overview's two charts, both of the operators view: top by self device time (ops with some; the
+    Python frames and runtime calls that launched device work outside any op are rows there too, so no
+    device time is left out), and top by self CPU time."""
     by_device = load_ops(store, run_id, sort="-self_device_ns", limit=TOP_OPS, view="operators")
     return ([r for r in by_device if r["self_device_ns"] > 0],
             load_ops(store, run_id, sort="-self_cpu_ns", limit=TOP_OPS, view="operators"))
@@ -385,8 +388,8 @@ def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q:
     start_ns/end_ns (relative) keep the ops that start in that range; `ranks` keeps those ranks' slices;
     with `links`, Python frame rows get their `source_url`."""
     device_total = run_device_total_ns(rec) if ranks is None else rank_device_total_ns(store, rec.id, ranks)
-    sort = sort or default_op_sort(device_total)
     check_op_view(view)
+    sort = sort or default_op_sort(device_total, view)
     if start_ns is None and end_ns is None:
         rows = load_ops(store, rec.id, sort=sort, limit=limit, by_shape=by_shape, name_filter=q, view=view,
                         by_module=by_module, ranks=ranks)
@@ -400,8 +403,8 @@ def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q:
         url = links.url(parse_frame(row["name"])) if links is not None and row["kind"] == "python" else None
         if url:
             row["source_url"] = url
-    return {"rows": rows, "device_total_ns": device_total, "view": view, "sort": sort,
-            "has_modules": has_module_frames(store, rec.id)}
+    return {"rows": rows, "device_total_ns": device_total, "attributed_ns": attributed_device_ns(store, rec, ranks),
+            "view": view, "sort": sort, "has_modules": has_module_frames(store, rec.id)}
 
 
 def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str = "", by_shape: bool = False,
@@ -413,18 +416,19 @@ def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str
     data = compute_run_ops(store, rec, sort, q, by_shape, limit, view, by_module and has_modules, links=links,
                            ranks=parse_ranks(rank))
     ops_page = OpsPage(run_json(rec), data["rows"], data["device_total_ns"], data["sort"], q, by_shape, limit,
-                       make_top_ops_figure(data["rows"], ops_chart_metric(data["sort"], data["device_total_ns"])),
-                       data["view"], by_module and has_modules, data["has_modules"], rank=rank,
+                       make_top_ops_figure(data["rows"], ops_chart_metric(data["sort"], data["device_total_ns"],
+                                                                          data["view"])),
+                       data["view"], data["attributed_ns"], by_module and has_modules, data["has_modules"], rank=rank,
                        ranks=run_ranks(store.table(run_id, "tracks")))
     ops_page.page = max(1, page)
     ops_page.twin = f"/api/runs/{run_id}/ops?{ops_page.query()}"
     return ops_page
 
 
-def ops_chart_metric(sort: str, device_total_ns: int) -> str:
-    """The ops page's chart follows the table: its sort column when that is a time, else the default's."""
+def ops_chart_metric(sort: str, device_total_ns: int, view: str = DEFAULT_OP_VIEW) -> str:
+    """The ops page's chart follows the table: its sort column when that is a time, else the view's default."""
     key = sort.lstrip("-+")
-    return key if key in OP_TIME_COLUMNS else default_op_sort(device_total_ns).lstrip("-")
+    return key if key in OP_TIME_COLUMNS else default_op_sort(device_total_ns, view).lstrip("-")
 
 
 def build_timeline_page(store: RunStore, run_id: str) -> TimelinePage:

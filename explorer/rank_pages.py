@@ -16,7 +16,7 @@ from explorer.errors import BadRequest
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import RankCompareResult, RanksResult, RunJson
 from explorer.pages import RunCollectives, compute_run_collectives, run_json
-from explorer.store.queries import load_op_slices
+from explorer.store.queries import load_op_inputs, load_op_slices
 from explorer.store.runs import RunStore
 
 
@@ -52,7 +52,8 @@ def compute_run_rank_compare(store: RunStore, run_id: str, a: int | None = None,
     pick_b = b if b is not None else ref
     if pick_a == pick_b and not chosen:
         pick_b = next(r["rank"] for r in rows if r["rank"] != pick_a)
-    result = compute_rank_compare(load_op_slices(store, run_id), store.table(run_id, "tracks"), pick_a, pick_b)
+    slices, flows = load_op_inputs(store, run_id)
+    result = compute_rank_compare(slices, store.table(run_id, "tracks"), pick_a, pick_b, flows)
     return {"a": pick_a, "b": pick_b, "reason": "chosen" if chosen else "slowest vs median", "compare": result}
 
 

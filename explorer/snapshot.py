@@ -16,9 +16,10 @@ from explorer.analysis.lod import TimelineIndex
 from explorer.analysis.op_events import compute_op_event_rows
 from explorer.store.queries import (
     DEFAULT_OP_VIEW,
+    LAUNCH_SITE_VIEWS,
     OP_VIEWS,
     default_op_sort,
-    load_op_slices,
+    load_op_inputs,
     run_device_total_ns,
 )
 from explorer.store.runs import RunStore
@@ -72,10 +73,12 @@ def snapshot_rules(store: RunStore, run_id: str, ix: TimelineIndex, max_rows: in
     if len(ix.slice_id) <= max_rows:
         search = {"names": ix.names, "id": ix.slice_id.tolist(), "name": ix.name.tolist(), "ts": ix.ts.tolist(),
                   "dur": ix.dur.tolist(), "track": ix.slice_track[ix.slice_id].tolist()}
-    slices = load_op_slices(store, run_id)
+    slices, flows = load_op_inputs(store, run_id)
     ops = None
     if slices.num_rows <= max_rows:
-        ops = {**compute_op_event_rows(slices, rec.summary.start_ns),
-               "sort": default_op_sort(run_device_total_ns(rec)), "views": OP_VIEWS, "default_view": DEFAULT_OP_VIEW}
+        ops = {**compute_op_event_rows(slices, rec.summary.start_ns, flows),
+               "sort": default_op_sort(run_device_total_ns(rec)), "views": OP_VIEWS, "default_view": DEFAULT_OP_VIEW,
+               "sorts": {v: default_op_sort(run_device_total_ns(rec), v) for v in OP_VIEWS},
+               "launch_site_views": sorted(LAUNCH_SITE_VIEWS)}
     return {"search": within(search, max_bytes), "ops": within(ops, max_bytes)}
 

@@ -94,8 +94,8 @@ def twin_data(page: Any) -> dict[str, Any]:
     if isinstance(page, OverviewPage | NotReadyPage | TimelinePage):
         return dict(page.run)
     if isinstance(page, OpsPage):
-        return {"rows": page.rows, "device_total_ns": page.device_total_ns, "view": page.view, "sort": page.sort,
-                "has_modules": page.has_modules}
+        return {"rows": page.rows, "device_total_ns": page.device_total_ns, "attributed_ns": page.attributed_ns,
+                "view": page.view, "sort": page.sort, "has_modules": page.has_modules}
     if isinstance(page, KernelsPage):
         return {"rows": page.rows, "device_total_ns": page.device_total_ns, "categories": page.categories}
     if isinstance(page, ComparePage | DeviceComparePage):

@@ -56,3 +56,27 @@ def test_offline_range_ops_equal_load_ops_in_range(store: RunStore) -> None:
         want = load_ops_in_range(store, rec.id, origin + a, origin + b, view=view, limit=200)
         assert [{k: r[k] for k in FIELDS} for r in rows] == [{k: r[k] for k in FIELDS} for r in want], (a, b, view)
     assert any(r["device_total_ns"] > 0 for rows in got for r in rows)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_offline_range_ops_keep_launch_sites(store: RunStore, tmp_path: Path) -> None:
+    """A capture whose kernels were launched with no op around them (a Python frame, a bare runtime call): the
+    offline range tables list the same launch sites as load_ops_in_range, a bare call only when it starts inside."""
+    from tests.analysis.test_op_attribution import flashinfer_like
+
+    rec = ingest_paths(store, [flashinfer_like().write(tmp_path / "flashinfer_like.json")])
+    t = store.table
+    origin = rec.summary.start_ns
+    ix = build_timeline_index(t(rec.id, "slices"), t(rec.id, "tracks"), t(rec.id, "counters"), t(rec.id, "flows"),
+                              origin, t(rec.id, "instants"))
+    bare = next(s for s in t(rec.id, "slices").to_pylist() if s["name"] == "cudaLaunchKernel" and s["op_id"] < 0)
+    at = bare["ts_ns"] - origin
+    ranges = [(0, rec.summary.span_ns + 1), (at, at + 1), (0, at), (at + 1, rec.summary.span_ns + 1)]
+    cases = [(a, b, view) for a, b in ranges for view in ("all", "operators", "python")]
+    got = offline_ops({"tracks": {"tracks": t(rec.id, "tracks").to_pylist()}, **snapshot_rules(store, rec.id, ix)},
+                      cases)
+    for (a, b, view), rows in zip(cases, got, strict=True):
+        want = load_ops_in_range(store, rec.id, origin + a, origin + b, view=view, limit=200)
+        assert [{k: r[k] for k in FIELDS} for r in rows] == [{k: r[k] for k in FIELDS} for r in want], (a, b, view)
+        has_bare = any(r["name"] == "cudaLaunchKernel" for r in want)
+        assert has_bare == (view != "python" and a <= at < b), (a, b, view)

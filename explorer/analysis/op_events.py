@@ -16,14 +16,14 @@ import pyarrow as pa
 from explorer.model.op_stats import OpEvents, compute_op_events
 
 
-def compute_op_event_rows(slices: pa.Table, origin_ns: int) -> dict[str, Any]:
+def compute_op_event_rows(slices: pa.Table, origin_ns: int, flows: pa.Table | None = None) -> dict[str, Any]:
     """Columns (lists) per op event, earliest first: slice `id`, `ts` (relative ns), `name` (code into
     `names`), `python`, `dur`, `self_cpu`, `self_device`, `device_total`, `outer_same` (position of
     the nearest enclosing event of the same name, -1 for none)."""
     if slices.num_rows == 0:
         return {k: [] for k in ("names", "id", "ts", "name", "python", "dur", "self_cpu", "self_device",
                                 "device_total", "outer_same")}
-    ev = compute_op_events(slices)
+    ev = compute_op_events(slices, flows)  # (with flows, runtime calls that launched outside any op are events)
     # the row names this range uses, in the order the events first name them
     used, first, codes = np.unique(ev.key_codes, return_index=True, return_inverse=True)
     rank = np.argsort(first, kind="stable")
@@ -44,7 +44,7 @@ def compute_op_event_rows(slices: pa.Table, origin_ns: int) -> dict[str, Any]:
         "python": ev.python[order].astype(bool).tolist(),
         "dur": ev.dur[order].tolist(),
         "self_cpu": ev.self_cpu[order].tolist(),
-        "self_device": ev.self_dev[ev.ops][order].tolist(),
+        "self_device": ev.row_device[ev.ops][order].tolist(),
         "device_total": _subtree_device(ev)[ev.ops][order].tolist(),
         "outer_same": position[outer[order]].tolist(),
     }

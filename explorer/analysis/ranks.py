@@ -132,19 +132,23 @@ def slowest_rank(rows: list[RankRow]) -> int | None:
                                     r["step_start_late_ns"], r["step_time_ns"], -r["rank"]))["rank"]
 
 
-def compute_rank_compare(slices: pa.Table, tracks: pa.Table, a: int, b: int) -> CompareResult:
-    """Rank `a` against rank `b` (the baseline) op by op and kernel by kernel, as the run compare does."""
+def compute_rank_compare(slices: pa.Table, tracks: pa.Table, a: int, b: int,
+                         flows: pa.Table | None = None) -> CompareResult:
+    """Rank `a` against rank `b` (the baseline) op by op and kernel by kernel, as the run compare does (`flows`:
+    which runtime call launched what, so a bare launch is a row as in the run's own op table)."""
     present = sorted({int(r) for r in track_ranks(tracks).tolist() if r != NO_RANK})
     check_ranks((a, b), present)
     if a == b:
         raise BadRequest(f"pick two different ranks to compare (both are {a})")
-    return compute_compare([_rank_ops(slices, tracks, b), _rank_ops(slices, tracks, a)], baseline=f"rank {b}")
+    return compute_compare([_rank_ops(slices, tracks, b, flows), _rank_ops(slices, tracks, a, flows)],
+                           baseline=f"rank {b}")
 
 
-def _rank_ops(slices: pa.Table, tracks: pa.Table, rank: int) -> RunOps:
-    sub = restrict_to_ranks(slices, tracks, None, (rank,)).slices
+def _rank_ops(slices: pa.Table, tracks: pa.Table, rank: int, flows: pa.Table | None) -> RunOps:
+    part = restrict_to_ranks(slices, tracks, flows, (rank,))
+    sub = part.slices
     dev = sub.column("device_time").to_numpy(zero_copy_only=False).astype(bool)
-    return RunOps(f"rank {rank}", f"rank {rank}", compute_op_stats(sub)[0],
+    return RunOps(f"rank {rank}", f"rank {rank}", compute_op_stats(sub, part.flows if flows is not None else None)[0],
                   int(sub.column("dur_ns").to_numpy()[dev].sum()), kernels=kernel_table(sub))
 
 

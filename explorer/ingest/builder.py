@@ -342,7 +342,7 @@ class TraceBuilder:
         with roomy_heap():  # (its steps' per-slice arrays reuse the heap's pages: explorer.ingest.memory)
             tables, slice_args = self._tables()
         slices, split = tables["slices"], self.split
-        op_stats, op_stats_by_shape = _op_tables_beside(slices, split)
+        op_stats, op_stats_by_shape = _op_tables_beside(slices, tables["flows"], split)
         self.meta[SPLIT_KEY], self.meta[CPU_KEY] = split.ns, split.cpu  # (the op table's step is added when done)
         return IngestedTrace(
             tables={**tables, "op_stats": op_stats, "op_stats_by_shape": op_stats_by_shape},
@@ -564,7 +564,8 @@ def _dictionary(texts: pa.ChunkedArray, take: pa.Array) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(recode[codes]), values.take(pa.array(by_value)))
 
 
-def _op_tables_beside(slices: pa.Table, split: TimeSplit) -> tuple[Future[pa.Table], Future[pa.Table]]:
+def _op_tables_beside(slices: pa.Table, flows: pa.Table,
+                      split: TimeSplit) -> tuple[Future[pa.Table], Future[pa.Table]]:
     """The op tables (by name, by name and shape), made on a thread of their own: the store writes the slices
     table meanwhile (Parquet encodes outside the GIL), and reading either table waits for it (Tables)."""
     by_name: Future[pa.Table] = Future()
@@ -573,7 +574,7 @@ def _op_tables_beside(slices: pa.Table, split: TimeSplit) -> tuple[Future[pa.Tab
     def make() -> None:
         try:
             with split.step("op_table"):
-                tables = compute_op_stats(slices)
+                tables = compute_op_stats(slices, flows)
         except BaseException as exc:
             by_name.set_exception(exc)
             by_shape.set_exception(exc)

@@ -4,7 +4,11 @@ Same tree rules as torch: ops and runtime calls of one thread nest by time conta
 is an op's time minus its children's; device time is the device executions an op launched, self
 (directly) or total (with its descendants'). Where torch differs, on purpose: device total counts each
 execution once per row even under recursive frames (f -> g -> f), while CPU total stays key_averages()'
-sum over calls. Names torch hides are hidden here too. Views, sorting and formatting live elsewhere.
+sum over calls. Names torch hides are hidden here too. Device time launched under with_stack Python
+frames is a row's self device time at the nearest enclosing op (a cpu_op; not a record_function range such
+as ProfilerStep#N, which encloses every launch of a step), else at the innermost frame; a runtime call that
+launched device work outside any op or frame is a row of its own (kind `runtime`). Views, sorting and
+formatting live elsewhere.
 It sits in model because ingest precomputes the op_stats tables, the store recomputes them for module
 views and older runs, and analysis reads them: all three layers above may import it.
 """
@@ -18,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.model.lanes import Lane
+from explorer.model.lanes import FlowKind, Lane
 from explorer.model.nesting import nearest_ancestor_where
 from explorer.model.tables import OP_STATS, OP_STATS_BY_MODULE
 
@@ -35,6 +39,8 @@ HIDDEN_OP_NAMES = frozenset({
 })
 _PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 PYTHON_CATEGORY = "python_function"  # with_stack frames: the `python` kind; every other op is an `operator`
+ANNOTATION_CATEGORY = "user_annotation"  # record_function ranges: a frame's launches do not roll up to them
+RUNTIME_KIND = "runtime"  # rows of runtime calls that launched device work with no op or frame around them
 MODULE_FRAME_PREFIX = "nn.Module: "  # torch's python tracer names with_modules frames "nn.Module: Linear_0"
 
 
@@ -60,27 +66,37 @@ class OpEvents:
     self_dev: np.ndarray  # per slice: device time of the executions it launched directly
     tparent: np.ndarray  # per slice: nearest enclosing tree node, -1 none
     device_all: int  # all device execution time of the run: the 100 % of device %
+    # per slice: the self device time its row shows: a frame's launches moved up to the nearest enclosing
+    # non-frame op (None: self_dev, nothing moved)
+    row_dev: np.ndarray | None = None
+    runtime: np.ndarray | None = None  # bool per op: a runtime call that launched outside any op (None: none)
+
+    @property
+    def row_device(self) -> np.ndarray:
+        return self.self_dev if self.row_dev is None else self.row_dev
 
 
-def compute_op_stats(slices: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """(per name, per name and input shapes) op tables, sorted by device time then CPU time."""
+def compute_op_stats(slices: pa.Table, flows: pa.Table | None = None) -> tuple[pa.Table, pa.Table]:
+    """(per name, per name and input shapes) op tables, sorted by device time then CPU time. With the run's
+    `flows`, runtime calls that launched device work outside any op are rows too (kind `runtime`)."""
     if slices.num_rows == 0:
         return OP_STATS.empty_table(), OP_STATS.empty_table()
-    ev = compute_op_events(slices)
+    ev = compute_op_events(slices, flows)
     return group_op_events(ev, by_shape=False), group_op_events(ev, by_shape=True)
 
 
-def compute_op_stats_by_module(slices: pa.Table, by_shape: bool = False) -> pa.Table:
+def compute_op_stats_by_module(slices: pa.Table, by_shape: bool = False, flows: pa.Table | None = None) -> pa.Table:
     """Op table per (enclosing nn.Module path, name[, input shapes]); path "" outside any module."""
     if slices.num_rows == 0:
         return OP_STATS_BY_MODULE.empty_table()
-    ev = compute_op_events(slices)
+    ev = compute_op_events(slices, flows)
     return group_op_events(ev, by_shape=by_shape, modules=module_paths(ev, slices))
 
 
-def compute_op_events(slices: pa.Table) -> OpEvents:
+def compute_op_events(slices: pa.Table, flows: pa.Table | None = None) -> OpEvents:
     """The op tree of `slices` (columns of SLICES, `shapes` optional; texts as strings or dictionaries) with
-    self CPU and self device time."""
+    self CPU and self device time; with `flows` (FLOWS, slice positions), device executions no op launched
+    count for the runtime call that launched them."""
     # names as integer codes (one per distinct name): no Python string per slice
     name, names = text_codes(slices.column("name"))
     lane = _on_runtime_lane(slices.column("lane"))
@@ -99,6 +115,11 @@ def compute_op_events(slices: pa.Table) -> OpEvents:
     dev = np.nonzero(devtime & (op_id >= 0))[0]
     np.add.at(self_dev, op_id[dev], dur[dev])
     del dev
+    launcher, executions = bare_launches(slices, flows)
+    np.add.at(self_dev, launcher, dur[executions])
+    runtime_row = np.zeros(len(dur), dtype=bool)
+    runtime_row[launcher] = node[launcher]
+    del executions
     removed = _remove_duplicate_children(name, node, tparent, self_dev)
     node &= ~removed
     is_op &= ~removed
@@ -110,7 +131,9 @@ def compute_op_events(slices: pa.Table) -> OpEvents:
     np.subtract.at(self_cpu, tparent[child], dur[child])
     del child, node
 
-    ops = np.nonzero(is_op)[0]
+    python_slice = pc.equal(slices.column("cat"), PYTHON_CATEGORY).to_numpy(zero_copy_only=False)
+    row_dev = _roll_up_frames(self_dev, tparent, is_op & ~python_slice & ~_annotations(slices), python_slice)
+    ops = np.nonzero(is_op | runtime_row)[0]
     key_of_name, key_names = _recoded(pc.replace_substring_regex(names, r"^ProfilerStep#\d+$", "ProfilerStep*"))
     key_codes = key_of_name[name[ops]]
     if "shapes" in slices.column_names:
@@ -119,9 +142,51 @@ def compute_op_events(slices: pa.Table) -> OpEvents:
         shape_codes = shape_of[shape]
     else:
         shape_codes, shape_names = np.zeros(len(ops), np.int64), pa.array(["[]"], pa.string())
-    python = pc.equal(slices.column("cat").take(pa.array(ops)), PYTHON_CATEGORY).to_numpy(zero_copy_only=False)
-    return OpEvents(ops, key_codes, key_names, shape_codes, shape_names, python, dur[ops], self_cpu[ops], self_dev,
-                    tparent, int(dur[devtime].sum()))
+    return OpEvents(ops, key_codes, key_names, shape_codes, shape_names, python_slice[ops], dur[ops], self_cpu[ops],
+                    self_dev, tparent, int(dur[devtime].sum()), row_dev, runtime_row[ops])
+
+
+def bare_launches(slices: pa.Table, flows: pa.Table | None) -> tuple[np.ndarray, np.ndarray]:
+    """(launching runtime call, device execution) position pairs of the executions no op launched: an
+    execute flow from a runtime call (a driver or runtime launch outside any op and any frame)."""
+    none = np.zeros(0, np.int64)
+    if flows is None or flows.num_rows == 0:
+        return none, none
+    op_id = slices.column("op_id").to_numpy()
+    devtime = slices.column("device_time").to_numpy(zero_copy_only=False)
+    frm, to = flows.column("from_slice").to_numpy(), flows.column("to_slice").to_numpy()
+    execute = pc.equal(flows.column("kind"), FlowKind.EXECUTE.value).to_numpy(zero_copy_only=False)
+    n = len(op_id)
+    ok = execute & (frm >= 0) & (frm < n) & (to >= 0) & (to < n)
+    frm, to = frm[ok], to[ok]
+    lanes = slices.column("lane").take(pa.array(frm))
+    keep = devtime[to] & (op_id[to] < 0) & _on_runtime_lane(lanes)
+    frm, to = frm[keep], to[keep]
+    to, first = np.unique(to, return_index=True)  # one launcher per execution
+    return frm[first].astype(np.int64), to.astype(np.int64)
+
+
+def _annotations(slices: pa.Table) -> np.ndarray:
+    """True per record_function range (cat user_annotation, any case): ProfilerStep#N, a framework's
+    "execute_model"... A region, not the op that launched: a frame's launch does not roll up to one."""
+    cat, cats = text_codes(slices.column("cat"))
+    is_annotation: np.ndarray = pc.fill_null(pc.equal(pc.utf8_lower(cats), ANNOTATION_CATEGORY), False).to_numpy(
+        zero_copy_only=False)
+    return is_annotation[cat] if len(cats) else np.zeros(len(cat), bool)
+
+
+def _roll_up_frames(self_dev: np.ndarray, tparent: np.ndarray, op: np.ndarray, frame: np.ndarray) -> np.ndarray:
+    """self_dev with each Python frame's share moved to its nearest enclosing op (a frame with no op above
+    keeps its own: the launching frame)."""
+    row_dev = self_dev.copy()
+    moving = np.nonzero(frame & (self_dev > 0))[0]
+    if not len(moving):
+        return row_dev
+    target = nearest_ancestor_where(tparent, op)[moving]
+    up = target >= 0
+    np.add.at(row_dev, target[up], self_dev[moving[up]])
+    row_dev[moving[up]] = 0
+    return row_dev
 
 
 def text_codes(texts: pa.Array | pa.ChunkedArray, rows: np.ndarray | None = None) -> tuple[np.ndarray, pa.Array]:
@@ -202,7 +267,8 @@ def module_paths(ev: OpEvents, slices: pa.Table) -> pa.Array:
 
 def group_op_events(ev: OpEvents, by_shape: bool, modules: pa.Array | None = None) -> pa.Table:
     """Rows per name (and input shapes, and module path when given), sorted by device then CPU time.
-    A row's kind is `python` when all its events are python frames, `operator` otherwise."""
+    A row's kind is `python` when all its events are python frames, `runtime` when all are runtime calls that
+    launched outside any op, `operator` otherwise."""
     codes = ev.key_codes
     if by_shape:
         codes = _pair_codes(codes, ev.shape_codes)
@@ -211,8 +277,10 @@ def group_op_events(ev: OpEvents, by_shape: bool, modules: pa.Array | None = Non
     groups, first, codes = np.unique(codes, return_index=True, return_inverse=True)
     g = len(groups)
     calls = np.bincount(codes, minlength=g).astype(np.int64)
-    cpu_total, self_cpu, self_dev = (_sum_by(codes, g, v) for v in (ev.dur, ev.self_cpu, ev.self_dev[ev.ops]))
+    cpu_total, self_cpu, self_dev = (_sum_by(codes, g, v) for v in (ev.dur, ev.self_cpu, ev.row_device[ev.ops]))
     python_calls = np.bincount(codes[ev.python], minlength=g)
+    runtime_calls = np.bincount(codes[ev.runtime], minlength=g) if ev.runtime is not None else np.zeros(g, np.int64)
+    kind = np.where(python_calls == calls, "python", np.where(runtime_calls == calls, RUNTIME_KIND, "operator"))
     pct = self_dev / ev.device_all * 100.0 if ev.device_all else np.zeros(g)
     pick = pa.array(first)
     columns: dict[str, pa.Array | np.ndarray] = {}
@@ -222,7 +290,7 @@ def group_op_events(ev: OpEvents, by_shape: bool, modules: pa.Array | None = Non
         "name": ev.key_names.take(pa.array(ev.key_codes[first])),
         "input_shapes": ev.shape_names.take(pa.array(ev.shape_codes[first])) if by_shape else
         pa.array([""] * g, pa.string()),
-        "kind": pa.array(np.where(python_calls == calls, "python", "operator"), pa.string()),
+        "kind": pa.array(kind, pa.string()),
         "calls": calls, "cpu_total_ns": cpu_total, "self_cpu_ns": self_cpu,
         "cpu_avg_ns": cpu_total // np.maximum(calls, 1),
         "device_total_ns": _device_totals(ev, codes, g), "self_device_ns": self_dev, "device_pct": pct,
@@ -301,13 +369,14 @@ def _device_totals_sorted(ev: OpEvents, code_of: np.ndarray, origin: np.ndarray,
     return total
 
 
-def device_time_summary(slices: pa.Table) -> dict[str, int]:
-    """Total device execution time, and how much of it is attributed to a framework op."""
+def device_time_summary(slices: pa.Table, flows: pa.Table | None = None) -> dict[str, int]:
+    """Total device execution time, and how much of it is attributed: launched by a framework op or frame,
+    or (with `flows`) by a runtime call outside any op. The op table's rows sum to the attributed time."""
     if slices.num_rows == 0:
         return {"device_total_ns": 0, "attributed_ns": 0, "unattributed_ns": 0}
     devtime = slices.column("device_time").to_numpy(zero_copy_only=False)
     dur = slices.column("dur_ns").to_numpy()
     op_id = slices.column("op_id").to_numpy()
     total = int(dur[devtime].sum())
-    attributed = int(dur[devtime & (op_id >= 0)].sum())
+    attributed = int(dur[devtime & (op_id >= 0)].sum()) + int(dur[bare_launches(slices, flows)[1]].sum())
     return {"device_total_ns": total, "attributed_ns": attributed, "unattributed_ns": total - attributed}

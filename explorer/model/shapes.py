@@ -201,6 +201,7 @@ class OpsResult(TypedDict):
 
     rows: list[OpRow]
     device_total_ns: int
+    attributed_ns: int  # device time launched by an op, frame or runtime call: the operators view's rows sum to it
     view: str
     sort: str
     has_modules: bool

@@ -439,7 +439,7 @@ def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> RunS
         "flows": trace.tables["flows"].num_rows, "counters": trace.tables["counters"].num_rows,
         "instants": trace.tables["instants"].num_rows, "warnings": [asdict(w) for w in trace.warnings],
         "warning_count": sum(w.count for w in trace.warnings), "artifacts": artifacts,
-        "device": device_time_summary(slices), "files": _jsonable(trace.meta.get("files", [])),
+        "device": device_time_summary(slices, trace.tables["flows"]), "files": _jsonable(trace.meta.get("files", [])),
         "devices": run_devices(trace),
     })
 

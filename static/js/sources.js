@@ -131,13 +131,15 @@
         while (up >= 0 && !inside[up]) up = o.outer_same[up];
         if (up < 0) r.device_total_ns += o.device_total[i];  // an enclosing same-name op in range has it already
       }
-      const key = o.sort.replace(/^[-+]/, "");
       const v = view || o.default_view, kind = o.views[v];  // the server's view table: view -> row kind kept
       if (kind === undefined) return Promise.reject(new Error("unknown op view " + v));
-      const rows = Array.from(by.values()).filter((r) => kind === null || kind === (r.python_calls === r.calls ? "python" : "operator"))
+      const key = ((o.sorts && o.sorts[v]) || o.sort).replace(/^[-+]/, "");  // the view's default sort
+      const sites = (o.launch_site_views || []).includes(v);  // a view that keeps launch sites (rows with self device)
+      const rows = Array.from(by.values()).filter((r) => kind === null || kind === (r.python_calls === r.calls ? "python" : "operator")
+        || (sites && r.self_device_ns > 0))
         .sort((x, y) => (y[key] - x[key]) || (x.name < y.name ? -1 : x.name > y.name ? 1 : 0)).slice(0, OPS_LIMIT);
       for (const r of rows) { r.cpu_avg_ns = Math.floor(r.cpu_total_ns / r.calls); delete r.python_calls; }
-      return Promise.resolve({ rows: rows, sort: o.sort, offline: true });
+      return Promise.resolve({ rows: rows, sort: (o.sorts && o.sorts[v]) || o.sort, offline: true });
     }
   }
   TE.ApiSource = ApiSource;

@@ -54,7 +54,13 @@
     opname: (v, row, table) => {
       const td = el("td", { class: "name", title: v });
       td.append(document.createTextNode(v));
-      if (table.dataset.view === "all" && row.kind === "python") td.append(" ", el("span", { class: "pill" }, "py"));
+      // as _ops_table.html: Python frames outside the python view, and runtime calls (launch sites), are marked
+      if (row.kind === "python" && table.dataset.view !== "python") {
+        td.append(" ", el("span", { class: "pill", title: "a with_stack Python frame" + (table.dataset.view === "operators"
+          ? ", here because it launched device work with no op around it" : "") }, "py"));
+      } else if (row.kind === "runtime") {
+        td.append(" ", el("span", { class: "pill", title: "a runtime call that launched device work outside any op or Python frame" }, "launch"));
+      }
       // as _ops_table.html: a `source` link after the name, to the editor only (the server builds vscode:// URLs)
       if (row.source_url && /^vscode:/i.test(row.source_url)) {
         td.append(" ", el("a", { class: "source-link", href: row.source_url, title: "open in VS Code" }, "source"));

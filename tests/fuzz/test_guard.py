@@ -76,7 +76,7 @@ def test_a_bug_in_the_op_tables_thread_is_the_ingests_error(
     raises is raised where the store reads them, and the run fails as any other bug leaves it."""
     from explorer.ingest import builder
 
-    def broken(slices: object) -> object:
+    def broken(*args: object) -> object:
         raise ValueError("op table probe")
 
     monkeypatch.setattr(builder, "compute_op_stats", broken)
