@@ -30,6 +30,7 @@ MIN_GAP_NS = 1_000
 # (pytorch/pytorch#100441: torch.profiler._utils._init_for_cuda_graphs() before capture is the workaround).
 GRAPH_LAUNCH_NAMES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_ptsz", "cuGraphLaunch", "cuGraphLaunch_ptsz",
                                 "hipGraphLaunch"})
+GRAPH_HIDDEN_BUSY_PCT = 1  # below it, with graph launches lacking device work, the busy % is not shown
 _OVERLAP_SUFFIX = " (overlap "
 
 
@@ -60,18 +61,20 @@ def compute_breakdown(slices: pa.Table, tracks: pa.Table, flows: pa.Table, start
             "gaps": {"count": len(gaps["dur"]), "total_ns": int(gaps["dur"].sum()), "largest": rows,
                      "min_gap_ns": MIN_GAP_NS, "short_count": int(short.sum()),
                      "short_ns": int(gaps["dur"][short].sum())},
-            "graphs": graph_launches(slices, flows)}
+            "graphs": graph_launches(slices, flows, max((d["busy_ns"] for d in devices), default=0), span)}
 
 
-def graph_launches(slices: pa.Table, flows: pa.Table) -> GraphLaunches:
+def graph_launches(slices: pa.Table, flows: pa.Table, busy_ns: int, span: int) -> GraphLaunches:
     """The graph launches (GRAPH_LAUNCH_NAMES) and those with no device execution of theirs in the trace: none
-    sharing their correlation id, none at the end of an execute flow from them."""
+    sharing their correlation id, none at the end of an execute flow from them. `hides_device_work`: there
+    are such launches and no device is busy GRAPH_HIDDEN_BUSY_PCT of the span (`busy_ns`, the busiest's): a
+    busy % would be a reading of what the profiler missed, not of the device."""
     names = slices.column("name")
     is_launch = np.asarray(pc.fill_null(pc.is_in(names, pa.array(sorted(GRAPH_LAUNCH_NAMES))), False)
                            .to_numpy(zero_copy_only=False), dtype=bool)
     launch = np.flatnonzero(is_launch)
     if not len(launch):
-        return {"launches": 0, "without_device_work": 0}
+        return {"launches": 0, "without_device_work": 0, "hides_device_work": False}
     devtime = slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool)
     corr = slices.column("correlation").to_numpy(zero_copy_only=False)
     executed = np.unique(corr[devtime & (corr > 0)])
@@ -80,7 +83,9 @@ def graph_launches(slices: pa.Table, flows: pa.Table) -> GraphLaunches:
         frm, to = flows.column("from_slice").to_numpy(), flows.column("to_slice").to_numpy()
         ok = (to >= 0) & (to < len(devtime))
         seen |= np.isin(launch, frm[ok][devtime[to[ok]]])
-    return {"launches": len(launch), "without_device_work": int((~seen).sum())}
+    missing = int((~seen).sum())
+    return {"launches": len(launch), "without_device_work": missing,
+            "hides_device_work": missing > 0 and busy_ns * 100 < GRAPH_HIDDEN_BUSY_PCT * span}
 
 
 def _gap_row(slices: pa.Table, gaps: dict[str, np.ndarray], i: int, start_ns: int, end_ns: int,

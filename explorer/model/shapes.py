@@ -347,6 +347,7 @@ class GraphLaunches(TypedDict):
 
     launches: int
     without_device_work: int
+    hides_device_work: bool  # such launches, and no device busy 1 % of the span: busy % is not a reading
 
 
 @with_config(STRICT)
