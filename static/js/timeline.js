@@ -370,7 +370,7 @@
       ctx.restore();
       this.minimap.draw(ctx, W);
       ctx.font = FONT;
-      this.winInfo.textContent = TE.fmtNs(Math.max(0, this.start)) + " – " + TE.fmtNs(this.end) + "  (" + TE.fmtNs(this.end - this.start) + ")";
+      this.winInfo.textContent = TE.fmtNs(Math.max(this.extentLo, this.start)) + " – " + TE.fmtNs(this.end) + "  (" + TE.fmtNs(this.end - this.start) + ")";
     }
     /** Row `r` if it shows between `top` and `H`. */
     drawAny(ctx, r, ts, top, H) {

@@ -102,6 +102,9 @@ def test_graph_launches_without_kernels_say_so(client: TestClient, upload: Uploa
     card = _card(client.get(f"/runs/{run['id']}").text, "device-busy")
     assert "no kernels" in card and f"inside {launches} CUDA graph launches" in card
     assert pct_text(union_ns(busy), hi - lo) not in card  # no 0.0 % busy
+    note = html.unescape(re.sub(r"<[^>]+>", "", client.get(f"/runs/{run['id']}").text.split('id="graph-note"')[1]))
+    assert f"No kernels: the device work runs inside {launches} CUDA graph launches" in note
+    assert "--enforce-eager" in note and "_init_for_cuda_graphs()" in note
 
 
 def test_graph_launches_with_their_kernels_show_busy(client: TestClient, upload: Uploader) -> None:
@@ -113,6 +116,7 @@ def test_graph_launches_with_their_kernels_show_busy(client: TestClient, upload:
     (busy,) = device_intervals(events).values()
     card = _card(client.get(f"/runs/{run['id']}").text, "device-busy")
     assert "no kernels" not in card and pct_text(union_ns(busy), hi - lo) in card
+    assert 'id="graph-note"' not in client.get(f"/runs/{run['id']}").text
 
 
 def test_gaps_under_the_minimum_are_counted_not_listed(client: TestClient, upload: Uploader) -> None:
