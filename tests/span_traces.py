@@ -19,7 +19,8 @@ from typing import Any
 MARKER_INSTANTS = ("Record Window End", "Record Window Start")
 MARKER_INSTANT_PREFIX = "Iteration Start: "
 FLOW_PHASES = {"s", "t", "f"}
-DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+# device executions: kernels, copies and sets (Kineto's names, its 2021 ones, MTIA's)
+DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "mtia_ccp_events"}
 
 
 def ns(us: Any) -> int:

@@ -10,13 +10,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
+from explorer.analysis.breakdown import compute_breakdown
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from explorer.store.runs import build_summary
 from tests.ingest.test_shared_traces import NOT_TIMELINES, SHARED
-from tests.span_traces import all_bounds, is_marker, real_bounds
+from tests.span_traces import all_bounds, device_intervals, is_marker, real_bounds, union_ns
 
 pytestmark = [pytest.mark.shared, pytest.mark.slow]
 KINETO_DIRS = ("HolisticTraceAnalysis", "kineto", "dtu_mlops")
@@ -53,3 +55,10 @@ def test_span_is_first_to_last_real_event(path: Path, tmp_path: Path) -> None:
     assert (s.start_ns - s.extent_start_ns, s.extent_end_ns - s.end_ns) == (lo - all_lo, all_hi - hi)
     if any(is_marker(e) for e in events):
         assert s.span_ns <= all_hi - all_lo
+    per_device = device_intervals(events)
+    if per_device:  # busy per device is the union of its executions (Kineto: pid = device), never a sum
+        slices = trace.tables["slices"]
+        slices = pa.table({c: slices.column(c).cast(pa.string()) if pa.types.is_dictionary(slices.schema.field(c).type)
+                           else slices.column(c) for c in slices.column_names})
+        bd = compute_breakdown(slices, trace.tables["tracks"], trace.tables["flows"], s.start_ns, s.end_ns, top=0)
+        assert sorted(d["busy_ns"] for d in bd["devices"]) == sorted(union_ns(v) for v in per_device.values())
