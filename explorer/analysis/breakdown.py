@@ -46,7 +46,10 @@ def compute_breakdown(slices: pa.Table, tracks: pa.Table, flows: pa.Table, start
     ts = slices.column("ts_ns").to_numpy().astype(I64)
     end = ts + slices.column("dur_ns").to_numpy().astype(I64)
     lane = lane_by_track[tr] if len(tr) else np.zeros(0, object)
-    markers = marker_mask("slice", slices.column("cat"), slices.column("name"))
+    markers = np.zeros(len(tr), bool)  # the markers' categories are all of lane `other` (explorer.model.lanes)
+    other = np.flatnonzero(lane == Lane.OTHER)
+    if len(other):
+        markers[other] = marker_mask("slice", slices.column("cat").take(other), slices.column("name").take(other))
     lanes = _lane_rows(lane, lanes_of, slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool),
                        ts, end, span, markers)
     devices, gaps = _devices_and_gaps(slices, tracks, ts, end, span)

@@ -49,3 +49,12 @@ def test_dictionary_columns_give_the_same_mask() -> None:
     plain = marker_mask("slice", cats, names)
     coded = marker_mask("slice", pa.chunked_array([cats.dictionary_encode()]), pa.chunked_array([names]))
     assert plain.tolist() == coded.tolist() == [True, False, True, False]
+
+
+def test_slice_markers_are_on_lane_other() -> None:
+    """explorer.analysis.breakdown looks for marker slices on lane `other` only."""
+    from explorer.model.lanes import Lane, rule_for
+
+    for rule in MARKER_RULES:
+        if rule.kind == "slice":
+            assert rule.category and rule_for(rule.category).lane == Lane.OTHER, rule
