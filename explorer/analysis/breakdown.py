@@ -64,18 +64,20 @@ def compute_breakdown(slices: pa.Table, tracks: pa.Table, flows: pa.Table, start
             "gaps": {"count": len(gaps["dur"]), "total_ns": int(gaps["dur"].sum()), "largest": rows,
                      "min_gap_ns": MIN_GAP_NS, "short_count": int(short.sum()),
                      "short_ns": int(gaps["dur"][short].sum())},
-            "graphs": graph_launches(slices, flows, max((d["busy_ns"] for d in devices), default=0), span)}
+            "graphs": graph_launches(slices, flows, np.flatnonzero(lane == Lane.RUNTIME),
+                                     max((d["busy_ns"] for d in devices), default=0), span)}
 
 
-def graph_launches(slices: pa.Table, flows: pa.Table, busy_ns: int, span: int) -> GraphLaunches:
+def graph_launches(slices: pa.Table, flows: pa.Table, runtime: np.ndarray, busy_ns: int, span: int) -> GraphLaunches:
     """The graph launches (GRAPH_LAUNCH_NAMES) and those with no device execution of theirs in the trace: none
-    sharing their correlation id, none at the end of an execute flow from them. `hides_device_work`: there
+    sharing their correlation id, none at the end of an execute flow from them (`runtime`: the runtime lane's
+    slice ids, where launch calls are). `hides_device_work`: there
     are such launches and no device is busy GRAPH_HIDDEN_BUSY_PCT of the span (`busy_ns`, the busiest's): a
     busy % would be a reading of what the profiler missed, not of the device."""
-    names = slices.column("name")
+    names = slices.column("name").take(runtime)
     is_launch = np.asarray(pc.fill_null(pc.is_in(names, pa.array(sorted(GRAPH_LAUNCH_NAMES))), False)
                            .to_numpy(zero_copy_only=False), dtype=bool)
-    launch = np.flatnonzero(is_launch)
+    launch = runtime[is_launch]
     if not len(launch):
         return {"launches": 0, "without_device_work": 0, "hides_device_work": False}
     devtime = slices.column("device_time").to_numpy(zero_copy_only=False).astype(bool)
