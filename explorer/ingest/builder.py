@@ -45,6 +45,7 @@ from explorer.model.lanes import (
     Lane,
     rule_for,
 )
+from explorer.model.markers import marker_mask
 from explorer.model.op_stats import compute_op_stats
 from explorer.model.split import CPU_KEY, SPLIT_KEY, TimeSplit
 from explorer.model.tables import (
@@ -411,7 +412,8 @@ class TraceBuilder:
             instants, instant_tracks = instant_tables(self.threads, self._instants,
                                                       len(tracks_rows) + len(counter_tracks))
             tracks = pa.Table.from_pylist(tracks_rows + counter_tracks + instant_tracks, schema=TRACKS)
-            self._span_meta(ts, dur, counters, instants)
+            self._span_meta(ts, dur, counters, instants, marker_mask("slice", slices.column("cat"),
+                                                                     slices.column("name")))
         # (the per-slice arrays above go with this frame, before the op table's are made)
         return {"tracks": tracks, "slices": slices, "flows": flows, "counters": counters,
                 "instants": instants}, slice_args
@@ -453,17 +455,35 @@ class TraceBuilder:
     def _thread_src(self) -> np.ndarray:
         return np.asarray([t.src for t in self.threads.info] or [0], dtype=np.int64)
 
-    def _span_meta(self, ts: np.ndarray, dur: np.ndarray, counters: pa.Table, instants: pa.Table) -> None:
-        starts = [int(ts.min())] if len(ts) else []
-        ends = [int((ts + dur).max())] if len(ts) else []
-        for table in (counters, instants):
-            if table.num_rows:
-                col = table.column("ts_ns").to_numpy()
-                starts.append(int(col.min()))
-                ends.append(int(col.max()))
-        self.meta["start_ns"] = min(starts) if starts else 0
-        self.meta["end_ns"] = max(ends) if ends else 0
+    def _span_meta(self, ts: np.ndarray, dur: np.ndarray, counters: pa.Table, instants: pa.Table,
+                   slice_markers: np.ndarray) -> None:
+        """The run's span: first to last real event (start_ns, end_ns); profiler bookkeeping markers
+        (explorer.model.markers) count only in the extent of all data (extent_start_ns, extent_end_ns),
+        which the span falls back to when there is nothing else."""
+        real: list[tuple[np.ndarray, np.ndarray]] = []
+        marks: list[tuple[np.ndarray, np.ndarray]] = []
+        end = ts + dur
+        real.append((ts[~slice_markers], end[~slice_markers]))
+        marks.append((ts[slice_markers], end[slice_markers]))
+        if counters.num_rows:
+            col = counters.column("ts_ns").to_numpy()
+            real.append((col, col))
+        if instants.num_rows:
+            col = instants.column("ts_ns").to_numpy()
+            is_mark = marker_mask("instant", instants.column("cat"), instants.column("name"))
+            real.append((col[~is_mark], col[~is_mark]))
+            marks.append((col[is_mark], col[is_mark]))
+        extent = _bounds(real + marks)
+        start, stop = _bounds(real) or extent or (0, 0)
+        self.meta["start_ns"], self.meta["end_ns"] = start, stop
+        self.meta["extent_start_ns"], self.meta["extent_end_ns"] = extent or (0, 0)
         self.meta["sources"] = list(self.sources)
+
+
+def _bounds(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[int, int] | None:
+    """(earliest start, latest end) over (starts, ends) pairs; None when all are empty."""
+    found = [(int(a.min()), int(b.max())) for a, b in parts if len(a)]
+    return (min(f[0] for f in found), max(f[1] for f in found)) if found else None
 
 
 class _Renumber:

@@ -106,12 +106,25 @@ class ThreadBook:
         rows: list[dict[str, object]] = []
         for i, (t, ln, sub) in enumerate(keys):
             info = self.info[t]
-            label = self.thread_label(t)
+            label, device = self.thread_label(t), self.devices.get((info.src, info.pid), "")
+            if _LANES[ln] == Lane.HARDWARE:
+                label, device = self.device_names(t)
             rows.append(self.track_row(
                 i, _LANES[ln].value, "slice", info.src, info.pid, thread=info.tid,
                 label=label if sub == 0 else f"{label} (overlap {sub})",
-                device=self.devices.get((info.src, info.pid), ""), count=int(counts[i]), max_depth=int(max_depth[i])))
+                device=device, count=int(counts[i]), max_depth=int(max_depth[i])))
         return rows
+
+    def device_names(self, t: int) -> tuple[str, str]:
+        """(label, device) of a device thread. A thread without a name is named from what Kineto's ids say
+        (pid = device index, tid = stream): `GPU 0 · stream 7`, on device `GPU 0` unless the process is labelled."""
+        info = self.info[t]
+        device = self.devices.get((info.src, info.pid), "")
+        named = self.thread_names.get((info.src, info.pid, info.tid))
+        if named:  # (a named thread of an unlabelled process keeps its name: Neuron's `neuron_hw/NC:0`)
+            return named, device
+        device = device or device_from_pid(info.pid)
+        return f"{device} · stream {info.tid}", device
 
 
 def track_codes(thread: np.ndarray, lane: np.ndarray, sub_row: np.ndarray) -> np.ndarray:
@@ -171,6 +184,12 @@ def instant_tables(book: ThreadBook, instants: list[tuple[int, int, str, str, st
         schema=INSTANTS,
     )
     return table, rows
+
+
+def device_from_pid(pid: str) -> str:
+    """A device's name from the pid of its executions when the trace names none: Kineto writes a GPU's
+    kernels, copies and sets under pid = the device index (libkineto CuptiActivity: deviceId())."""
+    return f"GPU {pid}" if natural(pid)[0] == 0 else f"device {pid}"
 
 
 def natural(text: str) -> tuple[int, int | str]:

@@ -282,10 +282,13 @@ class LaneBusy(TypedDict):
 
 @with_config(STRICT)
 class DeviceBusy(TypedDict):
+    """One device: the union of its executions (all its streams and sub-rows), and the rest of the span."""
+
     device: str
     track_id: int
     busy_ns: int
     busy_pct: float
+    idle_ns: int
     executions: int
 
 
@@ -338,9 +341,25 @@ class Gap(TypedDict):
 
 @with_config(STRICT)
 class Gaps(TypedDict):
+    """Every gap between a device's executions (count, total); `largest` lists those of at least
+    `min_gap_ns` with their cause; `short_count`/`short_ns` are the shorter ones, counted but not listed."""
+
     count: int
     total_ns: int
     largest: list[Gap]
+    min_gap_ns: int
+    short_count: int
+    short_ns: int
+
+
+@with_config(STRICT)
+class GraphLaunches(TypedDict):
+    """CUDA/HIP graph launches on the host, and how many of them have no device execution in the trace
+    (linked by correlation id or flow): the profiler recorded none of their kernels."""
+
+    launches: int
+    without_device_work: int
+    hides_device_work: bool  # such launches, and no device busy 1 % of the span: busy % is not a reading
 
 
 @with_config(STRICT)
@@ -350,6 +369,7 @@ class Breakdown(TypedDict):
     lanes: list[LaneBusy]
     devices: list[DeviceBusy]
     gaps: Gaps
+    graphs: GraphLaunches
 
 
 # ---- steps --------------------------------------------------------------------------------------

@@ -62,9 +62,15 @@ class RunSummary(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    start_ns: int = Field(0, description="Absolute start of the profiled span; the run's time origin")
-    end_ns: int = Field(0, description="Absolute end of the profiled span")
+    start_ns: int = Field(0, description="Absolute start of the profiled span, its first real event (not a "
+                          "profiler marker); the run's time origin")
+    end_ns: int = Field(0, description="Absolute end of the profiled span: the last real event's end")
     span_ns: int = Field(0, description="end_ns - start_ns")
+    # a summary stored before these fields existed reads 0 for both: its span was the whole data's then
+    extent_start_ns: int = Field(0, description="Absolute start of all data, profiler markers included "
+                                 "(explorer.model.markers); <= start_ns. 0: as start_ns")
+    extent_end_ns: int = Field(0, description="Absolute end of all data, profiler markers included; >= end_ns. "
+                               "0: as end_ns")
     slices: int = 0
     slices_per_lane: dict[str, int] = Field(default_factory=dict)
     tracks: int = 0
@@ -78,6 +84,13 @@ class RunSummary(BaseModel):
     files: list[dict[str, Any]] = Field(default_factory=list, description="Per input file: name, format, ...")
     devices: list[DeviceModel] = Field(default_factory=list,
                                        description="Device models (empty: none recorded, or a run stored before)")
+
+    @property
+    def extent_rel(self) -> tuple[int, int]:
+        """All the data's [start, end) relative to the origin (markers included); (0, span) when unknown."""
+        lo = self.extent_start_ns - self.start_ns if self.extent_start_ns else 0
+        hi = self.extent_end_ns - self.start_ns if self.extent_end_ns else self.span_ns
+        return min(lo, 0), max(hi, self.span_ns)
 
     @property
     def device_total_ns(self) -> int:

@@ -433,8 +433,12 @@ def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> RunS
     per_lane = {str(r["values"]): int(r["counts"]) for r in pc.value_counts(slices.column("lane")).to_pylist()} \
         if slices.num_rows else {}
     start, end = _meta_int(trace.meta, "start_ns"), _meta_int(trace.meta, "end_ns")
+    # all the data, profiler markers included (explorer.model.markers); the span is the real events'
+    extent = (min(start, _meta_int(trace.meta, "extent_start_ns", start)),
+              max(end, _meta_int(trace.meta, "extent_end_ns", end)))
     return RunSummary.model_validate({
-        "start_ns": start, "end_ns": end, "span_ns": end - start, "slices": slices.num_rows,
+        "start_ns": start, "end_ns": end, "span_ns": end - start, "extent_start_ns": extent[0],
+        "extent_end_ns": extent[1], "slices": slices.num_rows,
         "slices_per_lane": dict(sorted(per_lane.items())), "tracks": trace.tables["tracks"].num_rows,
         "flows": trace.tables["flows"].num_rows, "counters": trace.tables["counters"].num_rows,
         "instants": trace.tables["instants"].num_rows, "warnings": [asdict(w) for w in trace.warnings],
@@ -468,8 +472,8 @@ def run_devices(trace: IngestedTrace) -> list[dict[str, Any]]:
     return [{"name": name, "count": len(keys), "source": src} for (name, src), keys in seen.items()]
 
 
-def _meta_int(meta: dict[str, object], key: str) -> int:
-    value = meta.get(key, 0)
+def _meta_int(meta: dict[str, object], key: str, default: int = 0) -> int:
+    value = meta.get(key, default)
     return value if isinstance(value, int) else int(str(value))
 
 

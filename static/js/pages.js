@@ -245,6 +245,7 @@
   function initTimeline() {
     const box = document.getElementById("timeline");
     TE.mountTimeline(box, new TE.ApiSource(box.dataset.run), { spanNs: Number(box.dataset.span),
+      extentLo: Number(box.dataset.extentLo || 0), extentHi: Number(box.dataset.extentHi || 0),
       collectives: box.dataset.collectives === "1" });
   }
   function initReport() {

@@ -16,7 +16,8 @@
     /** The window [start, end] at `width` px; `only` = {tracks: [ids], height: px} asks for just those tracks
         in full (the server summarises the others per lane), else the first that fit `height` (default 1000). */
     window(start, end, width, deviceColor, only) {
-      const q = "?start_ns=" + Math.max(0, Math.floor(start)) + "&end_ns=" + Math.ceil(end) + "&width_px=" + width +
+      // (a window may start before 0: profiler markers before the span, explorer.model.markers)
+      const q = "?start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end) + "&width_px=" + width +
         (deviceColor && deviceColor !== "opcode" ? "&device_color=" + encodeURIComponent(deviceColor) : "") +
         (only && only.height ? "&height_px=" + Math.max(1, Math.min(20000, Math.round(only.height))) : "") +
         (only && only.tracks ? "&tracks=" + only.tracks.join(",") : "");

@@ -30,6 +30,10 @@
       this.source = source;
       this.opts = Object.assign({ spanNs: 0, urlState: true }, opts || {});
       this.spanNs = Math.max(1, this.opts.spanNs);
+      // all the data (relative ns), profiler markers before or after the span included: zooming out reaches
+      // it, the default window and "reset zoom" stay on the span (first to last real event)
+      this.extentLo = Math.min(0, Number(this.opts.extentLo) || 0);
+      this.extentHi = Math.max(this.spanNs, Number(this.opts.extentHi) || 0);
       this.start = 0;
       this.end = this.spanNs;
       this.gutter = GUTTER;
@@ -224,9 +228,9 @@
 
     setWindow(start, end, quiet) {
       let span = Math.max(MIN_SPAN_NS, end - start);
-      const maxSpan = this.spanNs * 1.1;
+      const lo = this.extentLo - this.spanNs * 0.05, hi = this.extentHi + this.spanNs * 0.05;
+      const maxSpan = hi - lo;
       if (span > maxSpan) { const mid = (start + end) / 2; span = maxSpan; start = mid - span / 2; }
-      const lo = -this.spanNs * 0.05, hi = this.spanNs * 1.05;
       if (start < lo) start = lo;
       if (start + span > hi) start = hi - span;
       this.start = start; this.end = start + span;
@@ -255,7 +259,7 @@
       if (!d) return false;
       if (!this.source.live) return true;
       if (this.viewportMode && this.inView(0).some((id) => !this.asked.has(id))) return false;
-      const vis0 = Math.max(0, this.start), vis1 = Math.min(this.spanNs, this.end);
+      const vis0 = Math.max(this.extentLo, this.start), vis1 = Math.min(this.extentHi, this.end);
       return d.start_ns <= vis0 && d.end_ns >= vis1 && d.ns_per_px <= this.nsPerPx * 1.6 && d.ns_per_px >= this.nsPerPx / 4;
     }
     /** Debounced refetch with a max wait, so detail also arrives during a long continuous zoom or pan;
@@ -286,8 +290,8 @@
     async fetchWindow(first) {
       this.pendingSince = 0;
       const span = this.end - this.start;
-      const s = this.source.live ? Math.max(0, this.start - span * 0.5) : 0;
-      const e = this.source.live ? Math.min(this.spanNs, this.end + span * 0.5) : this.spanNs;
+      const s = this.source.live ? Math.max(this.extentLo, this.start - span * 0.5) : 0;
+      const e = this.source.live ? Math.min(this.extentHi, this.end + span * 0.5) : this.spanNs;
       if (e <= s) return;
       const width = Math.max(100, Math.min(8000, Math.round(this.plotW * (e - s) / span)));
       const seq = ++this.fetchSeq;
@@ -366,7 +370,7 @@
       ctx.restore();
       this.minimap.draw(ctx, W);
       ctx.font = FONT;
-      this.winInfo.textContent = TE.fmtNs(Math.max(0, this.start)) + " – " + TE.fmtNs(this.end) + "  (" + TE.fmtNs(this.end - this.start) + ")";
+      this.winInfo.textContent = TE.fmtNs(Math.max(this.extentLo, this.start)) + " – " + TE.fmtNs(this.end) + "  (" + TE.fmtNs(this.end - this.start) + ")";
     }
     /** Row `r` if it shows between `top` and `H`. */
     drawAny(ctx, r, ts, top, H) {

@@ -44,6 +44,9 @@
       askedTracks: () => Array.from(tl.asked),
       /** The ids of the tracks whose data the landed window holds. */
       trackIdsWithData: () => Array.from(tl.trackData.keys()),
+      /** The instants in the landed window's data: [name, ts (relative ns)]. */
+      instantsInData: () => Array.from(tl.trackData.values()).flatMap((td) =>
+        td.instants ? td.instants.ts.map((t, i) => [td.instants.name[i], t]) : []),
       /** The level budget of the layout: how many levels a slice track shows before folding the rest. */
       levelCap: () => tl.levelCap,
       /** The plot's top (canvas px): where the scrolled tracks start, under the minimap, ruler and pins. */

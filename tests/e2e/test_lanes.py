@@ -118,7 +118,8 @@ def deep_run(server: Any, tmp_path_factory: pytest.TempPathFactory) -> DeepRun:
     kernels = sorted((e["ts"], e["dur"]) for e in xs if e.get("cat") == "kernel")
     tid = next(e["tid"] for e in xs if e.get("cat") == "cpu_op")
     rid = ingest_paths(server.state.store, [path], "deep with_stack").id
-    return DeepRun(rid, path, tid, kernels, min(e["ts"] for e in xs))
+    # the run's origin is its first real event: not the profiler's own "PyTorch Profiler (0)" span (cat Trace)
+    return DeepRun(rid, path, tid, kernels, min(e["ts"] for e in xs if str(e.get("cat")).lower() != "trace"))
 
 
 @pytest.fixture
