@@ -30,9 +30,9 @@ if TYPE_CHECKING:  # kept light at import: the store and ingest load only when t
 log = logging.getLogger(__name__)
 
 TORCH_MISSING = (
-    "the demo needs PyTorch, which is not installed. Install the extra with:\n"
-    "    pip install 'trace-explorer[torch]'\n"
-    "(or, in a checkout: .venv/bin/pip install -e '.[torch]')"
+    "the demo needs PyTorch, which is not in this environment. Either install the explorer where your torch\n"
+    "already is (pip install . from the checkout, in that environment), or add torch here:\n"
+    "    pip install torch          (make run's environment: .venv-run/bin/pip install torch)"
 )
 EPS = 1e-6
 WARMUP_CALLS = 3      # untraced calls first: allocator, kernel caches and lazy init settle
