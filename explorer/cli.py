@@ -308,7 +308,7 @@ def check(baseline: str, candidate: str, metrics: tuple[str, ...], max_regressio
     from explorer.analysis.check import DEFAULT_MAX_REGRESSION  # here: `ingest` need not import the gate
     from explorer.gate import compute_run_check
 
-    store = _store(data_dir)
+    store = _store(data_dir, create=True)  # trace paths given as refs are ingested into it
     try:
         refs = [_check_ref(store, ref) for ref in (baseline, candidate)]
         result = compute_run_check(store, refs[0], refs[1], metrics, max_regression or DEFAULT_MAX_REGRESSION)

@@ -709,10 +709,12 @@ class SqlSchema(TypedDict):
 
 @with_config(STRICT)
 class PerfettoTrace(TypedDict):
-    """GET /api/runs/{id}/export?format=perfetto-json: a Chrome JSON trace (docs/API.md, "Perfetto export")."""
+    """GET /api/runs/{id}/export?format=perfetto-json: a Chrome JSON trace (docs/API.md, "Perfetto export");
+    `baseTimeNanoseconds` (Kineto's key) when times are written relative to a whole-second origin."""
 
     otherData: dict[str, str]
     traceEvents: list[dict[str, Any]]
+    baseTimeNanoseconds: NotRequired[int]
 
 
 @with_config(STRICT)

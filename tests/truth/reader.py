@@ -303,11 +303,14 @@ def launches(r: RankTrace) -> dict[int, Ev]:
     return out
 
 
-def enclosing_ops(r: RankTrace) -> dict[tuple[str, str], list[Ev]]:
-    """The cpu ops (OP_CATS) of each (pid, tid), by start then longest first."""
+FRAME_CATS = frozenset({"python_function"})  # with_stack frames
+
+
+def enclosing_ops(r: RankTrace, cats: frozenset[str] = OP_CATS) -> dict[tuple[str, str], list[Ev]]:
+    """The events of `cats` (cpu ops by default) of each (pid, tid), by start then longest first."""
     per: dict[tuple[str, str], list[Ev]] = defaultdict(list)
     for e in r.xs:
-        if e.cat in OP_CATS:
+        if e.cat in cats:
             per[(e.pid, e.tid)].append(e)
     for v in per.values():
         v.sort(key=lambda e: (e.ts, -e.dur))
@@ -327,18 +330,25 @@ UNATTRIBUTED = ""
 
 
 def device_time_by_op(ranks: list[RankTrace]) -> dict[str, int]:
-    """Device ns per launching op name: execution -> its launch by `args.correlation` -> the nearest
-    enclosing cpu op on the launch's thread; UNATTRIBUTED ("") when there is no launch or no such op."""
+    """Device ns per launching op name, the rule issue 34 asks for (device time never leaves the op table):
+    execution -> its launch by `args.correlation` -> the nearest enclosing cpu op on the launch's thread; with
+    none, the innermost enclosing Python frame (with_stack); with neither, the launch call itself (a library
+    launching through the driver with nothing around it). UNATTRIBUTED ("") only when no launch is linked."""
     out: Counter[str] = Counter()
     for r in ranks:
-        by_corr, ops = launches(r), enclosing_ops(r)
+        by_corr, ops, frames = launches(r), enclosing_ops(r), enclosing_ops(r, FRAME_CATS)
         starts = {k: [o.ts for o in v] for k, v in ops.items()}
+        frame_starts = {k: [o.ts for o in v] for k, v in frames.items()}
         for e in r.device:
             c = e.args.get("correlation")
             launch = by_corr.get(c) if isinstance(c, int) else None
-            key = (launch.pid, launch.tid) if launch else ("", "")
-            op = innermost(ops.get(key, []), starts.get(key, []), launch.ts) if launch else None
-            out[op.name if op else UNATTRIBUTED] += e.dur
+            if launch is None:
+                out[UNATTRIBUTED] += e.dur
+                continue
+            key = (launch.pid, launch.tid)
+            op = (innermost(ops.get(key, []), starts.get(key, []), launch.ts)
+                  or innermost(frames.get(key, []), frame_starts.get(key, []), launch.ts) or launch)
+            out[op.name] += e.dur
     return dict(out)
 
 

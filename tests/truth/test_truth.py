@@ -137,7 +137,7 @@ def _x(cat: str, name: str, ts: int, dur: int, tid: int = 1, pid: int = 1, **arg
 
 def test_reader_definitions(tmp_path: Path) -> None:
     """The reader's rules on a hand-made trace: overlapping kernels on one stream unite, a launch goes to the
-    innermost cpu_op around it, a launch with no op is unattributed, markers stay out of the span."""
+    innermost cpu_op around it, a launch with no op or frame is its own row, markers stay out of the span."""
     import json
 
     events = [
@@ -155,7 +155,7 @@ def test_reader_definitions(tmp_path: Path) -> None:
     assert R.span(rs) == (100_000, 215_000)
     assert R.device_busy(rs) == {(0, "0"): 15_000}
     assert R.device_total(rs) == 20_000
-    assert R.device_time_by_op(rs) == {"aten::inner": 10_000, R.UNATTRIBUTED: 10_000}
+    assert R.device_time_by_op(rs) == {"aten::inner": 10_000, "cuLaunchKernelEx": 10_000}
 
 
 def test_reader_is_independent() -> None:
