@@ -32,6 +32,7 @@ from explorer.errors import (
     ShareNotFound,
     StorageUnavailable,
     TooLarge,
+    TooManyAttempts,
     Unauthorized,
     UnsafeArchive,
     UploadFailed,
@@ -56,6 +57,7 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     DeviceProfileNotFound: 404,
     RunNotReady: 409,
     TooLarge: 413,
+    TooManyAttempts: 429,  # failed authentications from one address (api/security.py), with Retry-After
     ServerBusy: 503,
     StorageUnavailable: 503,  # --storage names no usable storage, or a run's files cannot be fetched from it
     CatalogUnavailable: 503,  # the catalog database does not answer or needs `trace-explorer db upgrade`
@@ -64,7 +66,8 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
 }
 # Errors the framework raises (routing, validation) carry a status; this names their code.
 CODE_BY_STATUS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                  405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "validation"}
+                  405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "validation",
+                  429: "rate_limited"}
 
 
 @with_config(STRICT)
@@ -92,6 +95,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (409, "the run is not ready"),
         (413, "too large"),
         (422, "a parameter does not validate"),
+        (429, "too many failed authentications from this address; Retry-After says when to try again"),
         (503, "busy: every SQL slot is taken; try again"),
     )
 }

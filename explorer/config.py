@@ -72,6 +72,9 @@ class Settings(BaseSettings):
         [], description="Host names the server answers to besides loopback and the bound address ('*': any)")
     forwarded_allow_ips: str = Field(
         "127.0.0.1", description="Proxies trusted for X-Forwarded-Proto/For (HTTPS is then seen, cookies Secure)")
+    auth_failures_per_minute: int = Field(
+        20, ge=0, description="Wrong tokens one client address may send in a minute; past it every token request from "
+        "that address gets 429 with Retry-After until its oldest failure is a minute old (0: no limit)")
     max_upload_bytes: int = Field(4 * 2**30, description="Largest accepted upload, all files together")
     max_uncompressed_bytes: int = Field(8 * 2**30, description="Largest decompressed size of one input file")
     max_events: int = Field(200_000_000, ge=1, description="Most slices one run may hold (a clear error past it)")

@@ -84,6 +84,15 @@ class Unauthorized(ExplorerError, code="unauthorized"):
     """The server requires a token and the request carries none that matches."""
 
 
+class TooManyAttempts(ExplorerError, code="rate_limited"):
+    """Too many failed authentications from one client address in the last minute
+    (Settings.auth_failures_per_minute); the response's Retry-After says when to try again."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message, {"retry_after_s": retry_after_s})
+        self.retry_after_s = retry_after_s
+
+
 class UploadFailed(ExplorerError, code="upload_failed"):
     """The server refused the upload, could not be reached, or the run's ingest failed (the upload client)."""
 
