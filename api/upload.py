@@ -125,11 +125,15 @@ class _Sink:
         self._name = ""
         self._header_bytes = 0
         self._fields = 0
+        self.ended = False  # the closing boundary (--BOUNDARY--) was read
 
     def callbacks(self) -> dict[str, Any]:
         return {"on_part_begin": self.part_begin, "on_part_data": self.part_data, "on_part_end": self.part_end,
                 "on_header_field": self.header_field, "on_header_value": self.header_value,
-                "on_header_end": self.header_end, "on_headers_finished": self.headers_finished}
+                "on_header_end": self.header_end, "on_headers_finished": self.headers_finished, "on_end": self.end}
+
+    def end(self) -> None:
+        self.ended = True
 
     def part_begin(self) -> None:
         self._headers, self._field, self._value, self._header_bytes = {}, b"", b"", 0
@@ -242,6 +246,9 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
         async for chunk in request.stream():
             parser.write(chunk)
         parser.finalize()
+        if not sink.ended:  # python-multipart's finalize() does not check it: a body cut short parses as a shorter one
+            raise BadRequest("the multipart body ends before its closing boundary: it was cut short (nothing is kept; "
+                             "send it again)")
     except MultipartParseError as exc:
         sink.close()
         upload.discard()

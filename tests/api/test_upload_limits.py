@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -72,3 +73,24 @@ def test_fields_count_towards_the_upload_limit(tmp_path: Path) -> None:
         assert_error(post_raw(client, body, b), 413, "too_large")
         assert client.get("/api/runs").json()["total"] == 0
         assert list((settings.data_dir / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("cut", ["mid_file", "before_closing_boundary", "closing_boundary_half_sent"])
+def test_a_cut_short_multipart_is_400_and_nothing_is_kept(client: TestClient, settings: Settings, cut: str) -> None:
+    b = "x" * 20
+    data = TINY.read_bytes()
+    whole = file_part(b, 'form-data; name="files"; filename="t.json"', data) + f"--{b}--\r\n".encode()
+    body = {"mid_file": whole[: len(whole) // 2],
+            "before_closing_boundary": file_part(b, 'form-data; name="files"; filename="t.json"', data),
+            "closing_boundary_half_sent": whole[: -len(f"{b}--\r\n")]}[cut]
+    assert "closing boundary" in assert_error(post_raw(client, body, b), 400, "bad_request")["error"]["message"]
+    assert client.get("/api/runs").json()["total"] == 0
+    assert list((settings.data_dir / "tmp").iterdir()) == []
+
+
+def test_a_whole_multipart_without_a_final_crlf_is_accepted(client: TestClient) -> None:
+    b = "x" * 20
+    body = file_part(b, 'form-data; name="files"; filename="t.json"', TINY.read_bytes()) + f"--{b}--".encode()
+    r = post_raw(client, body, b)
+    assert r.status_code in (200, 202), r.text
+    assert wait_until_done(client, r.json()["id"])["status"] == "ready"
