@@ -308,7 +308,7 @@ class IngestWorker:
             return False
         if status in UNFINISHED:
             self.store.catalog.update(run_id, status="failed", message=killed_message(exitcode))
-            shutil.rmtree(self.store.staging_dir / run_id, ignore_errors=True)
+            self.store.discard_scratch(run_id)
             log.warning("ingest process of run %s ended with %s", run_id, exitcode)
         return status == "ready"
 

@@ -63,11 +63,18 @@ def _data_dir(data_dir: Path | None) -> Path:
 
 
 def _store(data_dir: Path | None) -> RunStore:
+    """The data folder's store, once what a killed ingest left there is recovered (RunStore.recover_dead_ingests:
+    its run failed, its scratch removed), so no command shows a dead ingest as `ingesting`."""
     try:
-        return RunStore.from_settings(_settings(data_dir))
+        store = RunStore.from_settings(_settings(data_dir))
+        recovered = store.recover_dead_ingests()
     except ExplorerError as exc:  # the catalog database does not answer or needs `db upgrade`; a bad --storage
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
+    if recovered:
+        console.print(f"{recovered} run(s) marked failed: their ingest process was killed before it finished",
+                      markup=False, highlight=False)
+    return store
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:

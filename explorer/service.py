@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
 import threading
 import time
 import traceback
@@ -104,8 +105,15 @@ def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int,
     here, as ours are) and `parts`: the members their parse jobs parsed, given the inputs."""
     report(0.0, "reading files")
     started = time.perf_counter_ns()
-    if inputs is None:
-        inputs = collect_inputs(paths, max_bytes, scratch_root=store.tmp_dir)
+    scratch = None
+    if inputs is None:  # scratch named by the run: what a killed ingest leaves is found (RunStore.recover_dead_ingests)
+        scratch = store.scratch_dir(run_id)
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            inputs = collect_inputs(paths, max_bytes, scratch_root=scratch)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
     collected = time.perf_counter_ns()
     try:
         trace = ingest_inputs(inputs, report, limits, parts=None if parts is None else parts(inputs))
@@ -119,6 +127,8 @@ def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int,
         store.save(run_id, trace, inputs.artifacts, beside=beside)
     finally:
         inputs.cleanup()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 @contextmanager
