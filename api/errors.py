@@ -21,6 +21,7 @@ from explorer.errors import (
     BadTrace,
     CatalogUnavailable,
     DeviceProfileNotFound,
+    DiskFull,
     EventNotFound,
     ExplorerError,
     Forbidden,
@@ -57,6 +58,7 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     DeviceProfileNotFound: 404,
     RunNotReady: 409,
     TooLarge: 413,
+    DiskFull: 507,  # no space left for an upload or its ingest (Insufficient Storage)
     TooManyAttempts: 429,  # failed authentications from one address (api/security.py), with Retry-After
     ServerBusy: 503,
     StorageUnavailable: 503,  # --storage names no usable storage, or a run's files cannot be fetched from it
@@ -67,7 +69,7 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
 # Errors the framework raises (routing, validation) carry a status; this names their code.
 CODE_BY_STATUS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                   405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "validation",
-                  429: "rate_limited"}
+                  429: "rate_limited", 507: "disk_full"}
 
 
 @with_config(STRICT)
@@ -97,6 +99,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (422, "a parameter does not validate"),
         (429, "too many failed authentications from this address; Retry-After says when to try again"),
         (503, "busy: every SQL slot is taken; try again"),
+        (507, "no space left in the data folder for this upload"),
     )
 }
 

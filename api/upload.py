@@ -8,6 +8,7 @@ keeps its layout) under a numbered folder per file: no name can escape the uploa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
@@ -30,7 +31,7 @@ from explorer.errors import BadRequest, RunNotFound, TooLarge
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest_apart import IngestProcesses, killed_message
 from explorer.jobs.queue import IngestQueue
-from explorer.service import combined_sha256
+from explorer.service import combined_sha256, disk_full, is_disk_full
 from explorer.store.runs import UNFINISHED, RunStore
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ MAX_FIELDS = 64  # text fields in one upload (name, tags, ...: a handful are use
 MAX_HEADER_BYTES = 16 * 1024  # one part's headers together
 MAX_BOUNDARY = 70  # RFC 2046 §5.1.1
 MAX_FILES = 1000
+FREE_RESERVE_BYTES = 64 * 2**20  # left free beside a declared upload (the catalog, logs, the ingest's first writes)...
+FREE_RESERVE_SHARE = 16  # ...or a 16th of the disk, where that is less (a small disk)
 _EXTENDED_FILENAME = re.compile(r"filename\*\s*=\s*([A-Za-z0-9_-]+)'[^']*'([^;\s]+)")
 FILE_FIELDS = ("files", "file")
 
@@ -213,7 +216,9 @@ class _Sink:
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            with contextlib.suppress(OSError):  # its last buffer did not fit (a full disk): the upload goes anyway
+                self._file.close()
+            self._file = None
 
 
 def client_filename(disposition: str, plain: bytes | None) -> str | None:
@@ -236,10 +241,22 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
     if len(boundary) > MAX_BOUNDARY:
         raise BadRequest(f"the multipart boundary is longer than {MAX_BOUNDARY} characters (RFC 2046)")
     length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > max_bytes + MAX_FIELD_BYTES * 4:
+    declared = int(length) if length and length.isdigit() else None
+    if declared is not None and declared > max_bytes + MAX_FIELD_BYTES * 4:
         raise TooLarge(f"upload is larger than the limit of {max_bytes} bytes", {"limit_bytes": max_bytes})
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    if declared is not None:
+        disk = shutil.disk_usage(tmp_dir)
+        needed = declared + min(FREE_RESERVE_BYTES, disk.total // FREE_RESERVE_SHARE)
+        if needed > disk.free:
+            raise disk_full(tmp_dir, needed, "this upload")  # refused before a byte is written
     upload = Upload(tmp_dir / f"upload-{secrets.token_hex(8)}")
-    upload.folder.mkdir(parents=True)
+    try:
+        upload.folder.mkdir(parents=True)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full(tmp_dir, declared, "this upload") from None
+        raise
     sink = _Sink(upload, max_bytes)
     parser = MultipartParser(boundary, sink.callbacks())  # type: ignore[arg-type]
     try:
@@ -253,6 +270,12 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
         sink.close()
         upload.discard()
         raise BadRequest(f"malformed multipart body ({exc})") from None
+    except OSError as exc:
+        sink.close()
+        upload.discard()
+        if is_disk_full(exc):  # said once its files are gone, so the numbers are what is free without them
+            raise disk_full(tmp_dir, declared, "this upload") from None
+        raise
     except BaseException:
         sink.close()
         upload.discard()

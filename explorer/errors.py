@@ -44,6 +44,12 @@ class TooLarge(ExplorerError, code="too_large"):
     """An upload is larger than the server's limit (Settings.max_upload_bytes)."""
 
 
+class DiskFull(ExplorerError, code="disk_full"):
+    """A folder the explorer writes to (the data folder's tmp/, its runs) has no space left, or not enough for
+    what is coming: the message names the folder, the space free and the space needed. Nothing of the
+    upload or ingest is left behind."""
+
+
 class RunNotFound(ExplorerError, code="run_not_found"):
     """No run has this id (or no run matches this reference: `message` says how)."""
 
