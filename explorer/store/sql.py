@@ -56,6 +56,8 @@ LOCKED_CONFIG = {
     "memory_limit": f"{TOTAL_MEMORY_MB // MAX_CONCURRENT_QUERIES}MB",
 }
 
+HIDDEN_PATHS = {"home_directory": "/nonexistent", "secret_directory": "/nonexistent", "temp_directory": ""}
+
 
 @dataclass
 class SqlResult:
@@ -140,8 +142,12 @@ def _connect(paths: Mapping[str, str], extra: Mapping[str, pa.Table] | None = No
              views: Mapping[str, str] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A locked in-memory DuckDB with the Parquet tables at `paths` registered as Arrow datasets, plus `extra`
     Arrow tables and `views` under their names."""
-    con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))  # type: ignore[arg-type]
+    # the paths DuckDB would show in duckdb_settings() (the server user's home, its working folder) are set to
+    # nothing first: external access is switched off after them, as DuckDB refuses that order otherwise
+    config = {k: v for k, v in LOCKED_CONFIG.items() if k != "enable_external_access"} | HIDDEN_PATHS
+    con = duckdb.connect(":memory:", config=config)  # type: ignore[arg-type]
     try:
+        con.execute("SET enable_external_access = false")
         for name, path in paths.items():
             con.register(name, ds.dataset(path, format="parquet"))
         for name, table in (extra or {}).items():
