@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from explorer.errors import BadRequest, RunNotFound, TooLarge
 from explorer.ingest.limits import IngestLimits
@@ -270,6 +270,11 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
         sink.close()
         upload.discard()
         raise BadRequest(f"malformed multipart body ({exc})") from None
+    except ClientDisconnect:  # the client went away mid-body: nothing kept, nobody to answer, no error of ours
+        sink.close()
+        upload.discard()
+        log.info("an upload's client disconnected before the body ended; discarded")
+        raise BadRequest("the client disconnected before the upload ended; nothing was kept") from None
     except OSError as exc:
         sink.close()
         upload.discard()

@@ -143,3 +143,20 @@ def test_a_413_closes_the_connection_instead_of_reading_the_body(tmp_path: Path)
         except (ConnectionResetError, TimeoutError):
             pass
         assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
+@pytest.mark.slow
+def test_a_client_that_disconnects_mid_upload_is_no_error_in_the_log(tmp_path: Path) -> None:
+    with server(tmp_path) as (port, log):
+        with closing(socket.create_connection(("127.0.0.1", port), timeout=10)) as s:
+            s.sendall(b"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                      b"Content-Length: 1000000\r\n\r\n--b\r\nContent-Disposition: form-data; name=\"files\"; "
+                      b"filename=\"t.json\"\r\n\r\n" + b"x" * 100_000)
+            time.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while list((tmp_path / "data" / "tmp").glob("upload-*")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert list((tmp_path / "data" / "tmp").glob("upload-*")) == []
+        assert httpx.get(f"http://127.0.0.1:{port}/-/health", timeout=10).status_code == 200
+        text = log.read_text()
+        assert "Traceback" not in text and "unhandled" not in text, text[-2000:]
