@@ -122,7 +122,10 @@ def error_response(code: str, message: str, detail: Any, status: int,
 
 
 def explorer_error_response(error: ExplorerError, headers: dict[str, str] | None = None) -> JSONResponse:
-    """The response for a typed error: the one JSON shape, with the status from STATUS_BY_ERROR."""
+    """The response for a typed error: the one JSON shape, with the status from STATUS_BY_ERROR (and Retry-After
+    where its detail says when to try again: `retry_after_s`)."""
+    if isinstance(error.detail, dict) and isinstance(wait := error.detail.get("retry_after_s"), int):
+        headers = {"Retry-After": str(wait), **(headers or {})}
     return error_response(error.code, error.message, _plain(error.detail), status_of(error), headers=headers)
 
 

@@ -27,7 +27,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
-from explorer.errors import BadRequest, RunNotFound, TooLarge
+from explorer.errors import BadRequest, RunNotFound, ServerBusy, TooLarge
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest_apart import IngestProcesses, killed_message
 from explorer.jobs.queue import IngestQueue
@@ -45,6 +45,7 @@ FREE_RESERVE_BYTES = 64 * 2**20  # left free beside a declared upload (the catal
 FREE_RESERVE_SHARE = 16  # ...or a 16th of the disk, where that is less (a small disk)
 _EXTENDED_FILENAME = re.compile(r"filename\*\s*=\s*([A-Za-z0-9_-]+)'[^']*'([^;\s]+)")
 FILE_FIELDS = ("files", "file")
+QUEUE_RETRY_AFTER_S = 30  # what a 503 for a full upload queue asks the client to wait
 
 
 def safe_filename(name: str) -> str:
@@ -115,9 +116,10 @@ class Upload:
 class _Sink:
     """Callbacks for the multipart parser: file parts to disk (hashed, counted), small fields to memory."""
 
-    def __init__(self, upload: Upload, max_bytes: int) -> None:
+    def __init__(self, upload: Upload, max_bytes: int, queue_room: int | None = None) -> None:
         self.upload = upload
         self.max_bytes = max_bytes
+        self.queue_room = queue_room  # bytes the upload queue has left (Settings.max_queued_bytes), None: no bound
         self.error: Exception | None = None
         self._headers: dict[str, str] = {}
         self._field = b""
@@ -201,6 +203,8 @@ class _Sink:
 
     def _count(self, n: int) -> None:
         self.upload.total_bytes += n
+        if self.queue_room is not None and self.upload.total_bytes > self.queue_room:
+            raise queue_full(self.queue_room)
         if self.upload.total_bytes > self.max_bytes:
             raise TooLarge(f"upload is larger than the limit of {self.max_bytes} bytes",
                            {"limit_bytes": self.max_bytes})
@@ -232,8 +236,24 @@ def client_filename(disposition: str, plain: bytes | None) -> str | None:
     return None if plain is None else plain.decode("utf-8", "replace")
 
 
-async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upload:
-    """Stream a multipart/form-data body into a new folder under `tmp_dir`; raises TooLarge/BadRequest."""
+def queued_bytes(tmp_dir: Path) -> int:
+    """Bytes of the uploads in `tmp_dir` (being received, or waiting for or in their ingest: each is removed after)."""
+    total = 0
+    for folder in tmp_dir.glob("upload-*"):
+        for path in folder.rglob("*"):
+            with contextlib.suppress(OSError):  # removed meanwhile
+                total += path.stat().st_size if path.is_file() else 0
+    return total
+
+
+def queue_full(room: int) -> ServerBusy:
+    return ServerBusy(f"the upload queue is full ({max(room, 0) / 2**20:,.0f} MiB free of Settings.max_queued_bytes): "
+                      f"try again in {QUEUE_RETRY_AFTER_S} s", {"retry_after_s": QUEUE_RETRY_AFTER_S})
+
+
+async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int, max_queued_bytes: int | None = None) -> Upload:
+    """Stream a multipart/form-data body into a new folder under `tmp_dir`; raises TooLarge/BadRequest, ServerBusy
+    (503, Retry-After) when the uploads held there would pass `max_queued_bytes`, DiskFull (507)."""
     ctype, options = parse_options_header(request.headers.get("content-type", ""))
     boundary = options.get(b"boundary")
     if ctype != b"multipart/form-data" or not boundary:
@@ -250,6 +270,9 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
         needed = declared + min(FREE_RESERVE_BYTES, disk.total // FREE_RESERVE_SHARE)
         if needed > disk.free:
             raise disk_full(tmp_dir, needed, "this upload")  # refused before a byte is written
+    room = None if max_queued_bytes is None else max_queued_bytes - queued_bytes(tmp_dir)
+    if room is not None and (room <= 0 or (declared or 0) > room + MAX_FIELD_BYTES * 4):
+        raise queue_full(room)
     upload = Upload(tmp_dir / f"upload-{secrets.token_hex(8)}")
     try:
         upload.folder.mkdir(parents=True)
@@ -257,7 +280,7 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
         if is_disk_full(exc):
             raise disk_full(tmp_dir, declared, "this upload") from None
         raise
-    sink = _Sink(upload, max_bytes)
+    sink = _Sink(upload, max_bytes, room)
     parser = MultipartParser(boundary, sink.callbacks())  # type: ignore[arg-type]
     try:
         async for chunk in request.stream():

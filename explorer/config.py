@@ -88,6 +88,9 @@ class Settings(BaseSettings):
         20, ge=0, description="Wrong tokens one client address may send in a minute; past it every token request from "
         "that address gets 429 with Retry-After until its oldest failure is a minute old (0: no limit)")
     max_upload_bytes: int = Field(4 * 2**30, description="Largest accepted upload, all files together")
+    max_queued_bytes: int = Field(
+        16 * 2**30, ge=1, description="Most bytes of uploads held in the data folder's tmp/ at once (being received, "
+        "waiting for or in their ingest); an upload past it gets 503 with Retry-After, before its body fills the disk")
     max_uncompressed_bytes: int = Field(8 * 2**30, description="Largest decompressed size of one input file")
     max_events: int = Field(200_000_000, ge=1, description="Most slices one run may hold (a clear error past it)")
     max_tracks: int = Field(100_000, ge=1, description="Most tracks (threads x lanes) one run may have")

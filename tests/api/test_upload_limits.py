@@ -3,6 +3,7 @@ headers, and text fields — all a 4xx (or a run), never a 500, and counted towa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,29 @@ def test_a_whole_multipart_without_a_final_crlf_is_accepted(client: TestClient) 
     r = post_raw(client, body, b)
     assert r.status_code in (200, 202), r.text
     assert wait_until_done(client, r.json()["id"])["status"] == "ready"
+
+
+def test_a_full_upload_queue_is_503_with_retry_after(tmp_path: Path) -> None:
+    data = TINY.read_bytes()
+    settings = Settings(data_dir=tmp_path / "data", max_queued_bytes=3 * len(data))
+    with TestClient(create_app(settings)) as client:
+        waiting = settings.data_dir / "tmp" / "upload-0000000000000000" / "0000"  # an upload queued before
+        waiting.mkdir(parents=True)
+        (waiting / "queued.json").write_bytes(b"q" * (3 * len(data) // 2))  # room: 1.5 files
+        b = "x" * 20
+        two = (file_part(b, 'form-data; name="files"; filename="a.json"', data)
+               + file_part(b, 'form-data; name="files"; filename="b.json"', data.replace(b"{", b"{ ", 1))
+               + f"--{b}--\r\n".encode())
+        r = post_raw(client, two, b)  # declared: refused before its body is read
+        body = assert_error(r, 503, "busy")
+        assert r.headers["retry-after"] == str(body["error"]["detail"]["retry_after_s"])
+
+        def chunked() -> Iterator[bytes]:  # not declared: refused once the bytes streamed pass the room left
+            yield two
+
+        r = client.post("/api/runs", content=chunked(), headers={"content-type": f"multipart/form-data; boundary={b}"})
+        assert_error(r, 503, "busy")
+        assert [p.name for p in (settings.data_dir / "tmp").iterdir()] == ["upload-0000000000000000"]
+        assert client.get("/api/runs").json()["total"] == 0
+        r = client.post("/api/runs", files={"files": (TINY.name, data)})  # one that fits is taken
+        assert r.status_code == 202, r.text
