@@ -86,7 +86,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    neuron_v1.router, ranks.router, ranks.pages, fleet.router, apidocs.router, pages.router):
         app.include_router(router)
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
-    app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog)
+    app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog,
+                       auth_failures_per_minute=settings.auth_failures_per_minute)
     app.add_middleware(Compression)  # gzip: error and 401 bodies are compressed too
     app.add_middleware(HeadAsGet)  # HEAD is a GET for everything inside, its body dropped
     app.add_middleware(OriginGuard, settings=settings)  # outermost: Host and Origin before anything else

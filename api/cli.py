@@ -110,6 +110,7 @@ def serve(paths: tuple[Path, ...], host: str | None, port: int | None, data_dir:
     import uvicorn
 
     from api.app import create_app
+    from api.connections import uvicorn_options
     from explorer.config import Settings
 
     given = {"host": host, "port": port, "data_dir": data_dir, "catalog_url": catalog_url, "storage": storage,
@@ -145,8 +146,9 @@ def serve(paths: tuple[Path, ...], host: str | None, port: int | None, data_dir:
         click.echo(f"Token required: open {tunnel_hint(settings.port, settings.root_path)[0].split()[-1]}"
                    "?token=<token> once in the browser")
     # the path prefix is the server's to apply (FastAPI's own root_path parameter is deprecated)
+    # slow clients and connection counts are bounded by api/connections.py's protocol and uvicorn's own options
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", root_path=settings.root_path,
-                proxy_headers=True, forwarded_allow_ips=settings.forwarded_allow_ips)
+                proxy_headers=True, forwarded_allow_ips=settings.forwarded_allow_ips, **uvicorn_options(settings))
 
 
 main.add_command(serve)

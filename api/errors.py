@@ -23,6 +23,7 @@ from explorer.errors import (
     BadTrace,
     CatalogUnavailable,
     DeviceProfileNotFound,
+    DiskFull,
     EventNotFound,
     ExplorerError,
     Forbidden,
@@ -35,6 +36,7 @@ from explorer.errors import (
     ShareNotFound,
     StorageUnavailable,
     TooLarge,
+    TooManyAttempts,
     Unauthorized,
     UnsafeArchive,
     UploadFailed,
@@ -59,6 +61,8 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     DeviceProfileNotFound: 404,
     RunNotReady: 409,
     TooLarge: 413,
+    DiskFull: 507,  # no space left for an upload or its ingest (Insufficient Storage)
+    TooManyAttempts: 429,  # failed authentications from one address (api/security.py), with Retry-After
     ServerBusy: 503,
     StorageUnavailable: 503,  # --storage names no usable storage, or a run's files cannot be fetched from it
     MissingExtra: 503,  # a team-server setting (PostgreSQL, the job queue, S3) without the `team` extra installed
@@ -68,7 +72,8 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
 }
 # Errors the framework raises (routing, validation) carry a status; this names their code.
 CODE_BY_STATUS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-                  405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "validation"}
+                  405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "validation",
+                  429: "rate_limited", 507: "disk_full"}
 
 
 @with_config(STRICT)
@@ -96,7 +101,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (409, "the run is not ready"),
         (413, "too large"),
         (422, "a parameter does not validate"),
+        (429, "too many failed authentications from this address; Retry-After says when to try again"),
         (503, "busy: every SQL slot is taken; try again"),
+        (507, "no space left in the data folder for this upload"),
     )
 }
 
@@ -119,7 +126,10 @@ def error_response(code: str, message: str, detail: Any, status: int,
 
 
 def explorer_error_response(error: ExplorerError, headers: dict[str, str] | None = None) -> JSONResponse:
-    """The response for a typed error: the one JSON shape, with the status from STATUS_BY_ERROR."""
+    """The response for a typed error: the one JSON shape, with the status from STATUS_BY_ERROR (and Retry-After
+    where its detail says when to try again: `retry_after_s`)."""
+    if isinstance(error.detail, dict) and isinstance(wait := error.detail.get("retry_after_s"), int):
+        headers = {"Retry-After": str(wait), **(headers or {})}
     return error_response(error.code, error.message, _plain(error.detail), status_of(error), headers=headers)
 
 

@@ -8,6 +8,7 @@ keeps its layout) under a numbered folder per file: no name can escape the uploa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
@@ -24,12 +25,12 @@ from urllib.parse import unquote
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
-from explorer.errors import BadRequest, RunNotFound, TooLarge
+from explorer.errors import BadRequest, RunNotFound, ServerBusy, TooLarge
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest_apart import IngestProcesses, killed_message
-from explorer.service import combined_sha256
+from explorer.service import combined_sha256, disk_full, is_disk_full
 from explorer.store.runs import UNFINISHED, RunStore
 
 if TYPE_CHECKING:  # the team extra's job queue: imported only by a queued server (api.app.make_ingester)
@@ -42,8 +43,11 @@ MAX_FIELDS = 64  # text fields in one upload (name, tags, ...: a handful are use
 MAX_HEADER_BYTES = 16 * 1024  # one part's headers together
 MAX_BOUNDARY = 70  # RFC 2046 §5.1.1
 MAX_FILES = 1000
+FREE_RESERVE_BYTES = 64 * 2**20  # left free beside a declared upload (the catalog, logs, the ingest's first writes)...
+FREE_RESERVE_SHARE = 16  # ...or a 16th of the disk, where that is less (a small disk)
 _EXTENDED_FILENAME = re.compile(r"filename\*\s*=\s*([A-Za-z0-9_-]+)'[^']*'([^;\s]+)")
 FILE_FIELDS = ("files", "file")
+QUEUE_RETRY_AFTER_S = 30  # what a 503 for a full upload queue asks the client to wait
 
 
 def safe_filename(name: str) -> str:
@@ -114,9 +118,10 @@ class Upload:
 class _Sink:
     """Callbacks for the multipart parser: file parts to disk (hashed, counted), small fields to memory."""
 
-    def __init__(self, upload: Upload, max_bytes: int) -> None:
+    def __init__(self, upload: Upload, max_bytes: int, queue_room: int | None = None) -> None:
         self.upload = upload
         self.max_bytes = max_bytes
+        self.queue_room = queue_room  # bytes the upload queue has left (Settings.max_queued_bytes), None: no bound
         self.error: Exception | None = None
         self._headers: dict[str, str] = {}
         self._field = b""
@@ -127,11 +132,15 @@ class _Sink:
         self._name = ""
         self._header_bytes = 0
         self._fields = 0
+        self.ended = False  # the closing boundary (--BOUNDARY--) was read
 
     def callbacks(self) -> dict[str, Any]:
         return {"on_part_begin": self.part_begin, "on_part_data": self.part_data, "on_part_end": self.part_end,
                 "on_header_field": self.header_field, "on_header_value": self.header_value,
-                "on_header_end": self.header_end, "on_headers_finished": self.headers_finished}
+                "on_header_end": self.header_end, "on_headers_finished": self.headers_finished, "on_end": self.end}
+
+    def end(self) -> None:
+        self.ended = True
 
     def part_begin(self) -> None:
         self._headers, self._field, self._value, self._header_bytes = {}, b"", b"", 0
@@ -196,6 +205,8 @@ class _Sink:
 
     def _count(self, n: int) -> None:
         self.upload.total_bytes += n
+        if self.queue_room is not None and self.upload.total_bytes > self.queue_room:
+            raise queue_full(self.queue_room)
         if self.upload.total_bytes > self.max_bytes:
             raise TooLarge(f"upload is larger than the limit of {self.max_bytes} bytes",
                            {"limit_bytes": self.max_bytes})
@@ -211,7 +222,9 @@ class _Sink:
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            with contextlib.suppress(OSError):  # its last buffer did not fit (a full disk): the upload goes anyway
+                self._file.close()
+            self._file = None
 
 
 def client_filename(disposition: str, plain: bytes | None) -> str | None:
@@ -225,8 +238,24 @@ def client_filename(disposition: str, plain: bytes | None) -> str | None:
     return None if plain is None else plain.decode("utf-8", "replace")
 
 
-async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upload:
-    """Stream a multipart/form-data body into a new folder under `tmp_dir`; raises TooLarge/BadRequest."""
+def queued_bytes(tmp_dir: Path) -> int:
+    """Bytes of the uploads in `tmp_dir` (being received, or waiting for or in their ingest: each is removed after)."""
+    total = 0
+    for folder in tmp_dir.glob("upload-*"):
+        for path in folder.rglob("*"):
+            with contextlib.suppress(OSError):  # removed meanwhile
+                total += path.stat().st_size if path.is_file() else 0
+    return total
+
+
+def queue_full(room: int) -> ServerBusy:
+    return ServerBusy(f"the upload queue is full ({max(room, 0) / 2**20:,.0f} MiB free of Settings.max_queued_bytes): "
+                      f"try again in {QUEUE_RETRY_AFTER_S} s", {"retry_after_s": QUEUE_RETRY_AFTER_S})
+
+
+async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int, max_queued_bytes: int | None = None) -> Upload:
+    """Stream a multipart/form-data body into a new folder under `tmp_dir`; raises TooLarge/BadRequest, ServerBusy
+    (503, Retry-After) when the uploads held there would pass `max_queued_bytes`, DiskFull (507)."""
     ctype, options = parse_options_header(request.headers.get("content-type", ""))
     boundary = options.get(b"boundary")
     if ctype != b"multipart/form-data" or not boundary:
@@ -234,20 +263,49 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int) -> Upl
     if len(boundary) > MAX_BOUNDARY:
         raise BadRequest(f"the multipart boundary is longer than {MAX_BOUNDARY} characters (RFC 2046)")
     length = request.headers.get("content-length")
-    if length and length.isdigit() and int(length) > max_bytes + MAX_FIELD_BYTES * 4:
+    declared = int(length) if length and length.isdigit() else None
+    if declared is not None and declared > max_bytes + MAX_FIELD_BYTES * 4:
         raise TooLarge(f"upload is larger than the limit of {max_bytes} bytes", {"limit_bytes": max_bytes})
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    if declared is not None:
+        disk = shutil.disk_usage(tmp_dir)
+        needed = declared + min(FREE_RESERVE_BYTES, disk.total // FREE_RESERVE_SHARE)
+        if needed > disk.free:
+            raise disk_full(tmp_dir, needed, "this upload")  # refused before a byte is written
+    room = None if max_queued_bytes is None else max_queued_bytes - queued_bytes(tmp_dir)
+    if room is not None and (room <= 0 or (declared or 0) > room + MAX_FIELD_BYTES * 4):
+        raise queue_full(room)
     upload = Upload(tmp_dir / f"upload-{secrets.token_hex(8)}")
-    upload.folder.mkdir(parents=True)
-    sink = _Sink(upload, max_bytes)
+    try:
+        upload.folder.mkdir(parents=True)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise disk_full(tmp_dir, declared, "this upload") from None
+        raise
+    sink = _Sink(upload, max_bytes, room)
     parser = MultipartParser(boundary, sink.callbacks())  # type: ignore[arg-type]
     try:
         async for chunk in request.stream():
             parser.write(chunk)
         parser.finalize()
+        if not sink.ended:  # python-multipart's finalize() does not check it: a body cut short parses as a shorter one
+            raise BadRequest("the multipart body ends before its closing boundary: it was cut short (nothing is kept; "
+                             "send it again)")
     except MultipartParseError as exc:
         sink.close()
         upload.discard()
         raise BadRequest(f"malformed multipart body ({exc})") from None
+    except ClientDisconnect:  # the client went away mid-body: nothing kept, nobody to answer, no error of ours
+        sink.close()
+        upload.discard()
+        log.info("an upload's client disconnected before the body ended; discarded")
+        raise BadRequest("the client disconnected before the upload ended; nothing was kept") from None
+    except OSError as exc:
+        sink.close()
+        upload.discard()
+        if is_disk_full(exc):  # said once its files are gone, so the numbers are what is free without them
+            raise disk_full(tmp_dir, declared, "this upload") from None
+        raise
     except BaseException:
         sink.close()
         upload.discard()
@@ -303,7 +361,7 @@ class IngestWorker:
             return False
         if status in UNFINISHED:
             self.store.catalog.update(run_id, status="failed", message=killed_message(exitcode))
-            shutil.rmtree(self.store.staging_dir / run_id, ignore_errors=True)
+            self.store.discard_scratch(run_id)
             log.warning("ingest process of run %s ended with %s", run_id, exitcode)
         return status == "ready"
 

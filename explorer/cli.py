@@ -69,8 +69,10 @@ def _no_folder(folder: Path) -> str:
 
 
 def _store(data_dir: Path | None, create: bool = False) -> RunStore:
-    """The runs of the command's data folder; a command that only reads (`create` false) never makes the folder:
-    a missing one is an error that names it."""
+    """The runs of the command's data folder, once what a killed ingest left there is recovered
+    (RunStore.recover_dead_ingests: its run failed, its scratch removed), so no command shows a dead ingest as
+    `ingesting`; a command that only reads (`create` false) never makes the folder: a missing one is an error
+    that names it."""
     settings = _settings(data_dir)
     if "data_dir" not in settings.model_fields_set and settings.data_dir == LEGACY_DATA_DIR.resolve():
         console.print(f"using {settings.data_dir}, found in the current folder (elsewhere the default is "
@@ -79,10 +81,15 @@ def _store(data_dir: Path | None, create: bool = False) -> RunStore:
         console.print(f"error: {_no_folder(settings.data_dir.resolve())}", soft_wrap=True)
         sys.exit(2)
     try:
-        return RunStore.from_settings(_settings(data_dir))
+        store = RunStore.from_settings(settings)
+        recovered = store.recover_dead_ingests()
     except ExplorerError as exc:  # the catalog database does not answer or needs `db upgrade`; a bad --storage
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
+    if recovered:
+        console.print(f"{recovered} run(s) marked failed: their ingest process was killed before it finished",
+                      markup=False, highlight=False)
+    return store
 
 
 def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:

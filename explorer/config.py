@@ -91,7 +91,25 @@ class Settings(BaseSettings):
         [], description="Host names the server answers to besides loopback and the bound address ('*': any)")
     forwarded_allow_ips: str = Field(
         "127.0.0.1", description="Proxies trusted for X-Forwarded-Proto/For (HTTPS is then seen, cookies Secure)")
+    max_connections: int = Field(
+        1000, ge=1, description="Open client connections `serve` keeps at most (and fewer than its file-descriptor "
+        "limit allows, less a reserve); past it the connection longest idle or waiting for its request headers is "
+        "closed first, else the new one")
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="Seconds a connection may take to send a request's headers, all of them, from its "
+        "first byte (or from the connection's start); then it is closed (slow clients hold no connection)")
+    body_timeout_s: float = Field(
+        60.0, gt=0, description="Seconds without a byte of a request body the server is reading after which the "
+        "connection is closed (an upload that stalls)")
+    keep_alive_s: int = Field(5, ge=1, description="Seconds an idle keep-alive connection stays open (uvicorn's "
+                              "timeout_keep_alive)")
+    auth_failures_per_minute: int = Field(
+        20, ge=0, description="Wrong tokens one client address may send in a minute; past it every token request from "
+        "that address gets 429 with Retry-After until its oldest failure is a minute old (0: no limit)")
     max_upload_bytes: int = Field(4 * 2**30, description="Largest accepted upload, all files together")
+    max_queued_bytes: int = Field(
+        16 * 2**30, ge=1, description="Most bytes of uploads held in the data folder's tmp/ at once (being received, "
+        "waiting for or in their ingest); an upload past it gets 503 with Retry-After, before its body fills the disk")
     max_uncompressed_bytes: int = Field(8 * 2**30, description="Largest decompressed size of one input file")
     max_events: int = Field(200_000_000, ge=1, description="Most slices one run may hold (a clear error past it)")
     max_tracks: int = Field(100_000, ge=1, description="Most tracks (threads x lanes) one run may have")

@@ -44,6 +44,12 @@ class TooLarge(ExplorerError, code="too_large"):
     """An upload is larger than the server's limit (Settings.max_upload_bytes)."""
 
 
+class DiskFull(ExplorerError, code="disk_full"):
+    """A folder the explorer writes to (the data folder's tmp/, its runs) has no space left, or not enough for
+    what is coming: the message names the folder, the space free and the space needed. Nothing of the
+    upload or ingest is left behind."""
+
+
 class RunNotFound(ExplorerError, code="run_not_found"):
     """No run has this id (or no run matches this reference: `message` says how)."""
 
@@ -82,6 +88,15 @@ class ServerBusy(ExplorerError, code="busy"):
 
 class Unauthorized(ExplorerError, code="unauthorized"):
     """The server requires a token and the request carries none that matches."""
+
+
+class TooManyAttempts(ExplorerError, code="rate_limited"):
+    """Too many failed authentications from one client address in the last minute
+    (Settings.auth_failures_per_minute); the response's Retry-After says when to try again."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message, {"retry_after_s": retry_after_s})
+        self.retry_after_s = retry_after_s
 
 
 class UploadFailed(ExplorerError, code="upload_failed"):

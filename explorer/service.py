@@ -5,8 +5,10 @@ Shared by the CLI and the server's background worker, so both fail and report th
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
+import shutil
 import threading
 import time
 import traceback
@@ -15,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from explorer.analysis.lod_files import write_run_index
-from explorer.errors import ExplorerError, IngestBug
+from explorer.errors import DiskFull, ExplorerError, IngestBug
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.parts import Part
 from explorer.ingest.pipeline import ingest_inputs
@@ -77,9 +79,15 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
         with holding_lease(store, run_id):
             ingest_into(store, run_id, paths, max_bytes, report, limits)
     except Exception as exc:
-        if isinstance(exc, OSError):  # the machine (disk full, permissions), not a parser: raised as it is
+        error: Exception
+        if is_disk_full(exc):  # its scratch and staging are gone already (ingest_into, save): there is room to say so
+            error = disk_full(_full_folder(exc, store.tmp_dir), sum(_size(p) for p in paths), "this ingest")
+            log.warning("ingest of run %s failed: %s", run_id, error.message)
+        elif isinstance(exc, OSError):  # the machine (permissions), not a parser: raised as it is
             log.exception("ingest of run %s failed", run_id)
-        error = exc if isinstance(exc, ExplorerError | OSError) else ingest_bug(store, run_id, paths, exc)
+            error = exc
+        else:
+            error = exc if isinstance(exc, ExplorerError) else ingest_bug(store, run_id, paths, exc)
         message = error.message if isinstance(error, ExplorerError) else f"{type(error).__name__}: {error}"
         if keep_failed:
             store.catalog.update(run_id, status="failed", message=message)
@@ -94,6 +102,43 @@ def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: 
     return store.get(run_id)
 
 
+def is_disk_full(exc: BaseException) -> bool:
+    """A write that found no space (or quota) left: an OSError saying so, or a library's error wrapping one (Arrow,
+    DuckDB and the decompressors say it in their message)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left on device" in str(exc) or "Disk quota exceeded" in str(exc)
+
+
+def disk_full(folder: Path, needed: int | None, what: str) -> DiskFull:
+    """The clear error for a full disk: the folder, what is free there now, and what `what` needs (at least)."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = 0
+    need = f"; it needs at least {_mb(needed)} free there" if needed else ""
+    return DiskFull(f"no space left in {folder} for {what} ({_mb(free)} free now{need}): free some space there, or "
+                    "use a data folder on a larger disk, and try again; nothing of it was kept",
+                    {"folder": str(folder), "free_bytes": free, "needed_bytes": needed})
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def _full_folder(exc: BaseException, default: Path) -> Path:
+    """The folder of the file a failed write named, else `default`."""
+    name = getattr(exc, "filename", None)
+    return Path(name).parent if isinstance(name, str) and name else default
+
+
+def _size(path: Path) -> int:
+    try:
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+    except OSError:
+        return 0
+
+
 def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int, report: Progress,
                 limits: IngestLimits | None, *, inputs: Inputs | None = None,
                 parts: Callable[[Inputs], dict[int, Part]] | None = None) -> None:
@@ -104,8 +149,15 @@ def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int,
     here, as ours are) and `parts`: the members their parse jobs parsed, given the inputs."""
     report(0.0, "reading files")
     started = time.perf_counter_ns()
-    if inputs is None:
-        inputs = collect_inputs(paths, max_bytes, scratch_root=store.tmp_dir)
+    scratch = None
+    if inputs is None:  # scratch named by the run: what a killed ingest leaves is found (RunStore.recover_dead_ingests)
+        scratch = store.scratch_dir(run_id)
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            inputs = collect_inputs(paths, max_bytes, scratch_root=scratch)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
     collected = time.perf_counter_ns()
     try:
         trace = ingest_inputs(inputs, report, limits, parts=None if parts is None else parts(inputs))
@@ -119,6 +171,8 @@ def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int,
         store.save(run_id, trace, inputs.artifacts, beside=beside)
     finally:
         inputs.cleanup()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 @contextmanager

@@ -33,7 +33,8 @@ class RunPatch(BaseModel):
              responses={200: {"model": UploadAccepted, "description": "the same content is already a run"}})
 async def upload_run(request: Request, state: StateDep, response: Response) -> UploadAccepted:
     """Upload trace files (or an archive) as one run; ingest runs in the background."""
-    upload = await receive_upload(request, state.store.tmp_dir, state.settings.max_upload_bytes)
+    upload = await receive_upload(request, state.store.tmp_dir, state.settings.max_upload_bytes,
+                                  state.settings.max_queued_bytes)
     existing = state.store.catalog.find_by_sha(upload.sha256)
     if existing is not None:
         upload.discard()

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import threading
 import time
 import uuid
@@ -35,7 +36,7 @@ from explorer.model.split import CPU_KEY, SPLIT_KEY, TimeSplit
 from explorer.model.summary import RunSummary
 from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
 from explorer.store.budget import MemoryBudget
-from explorer.store.catalog import LEASE_S, Catalog, RunRecord
+from explorer.store.catalog import LEASE_S, Catalog, Lease, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
 from explorer.store.parquet import ROW_GROUP_ROWS, ahead, parquet_options, write_schema
@@ -130,6 +131,36 @@ class RunStore:
             self.copies.keep_only({run_key(rid, location) for rid, (status, location)
                                    in self.catalog.locations().items() if status == "ready"})
         return n
+
+    def recover_dead_ingests(self) -> int:
+        """What a killed ingest (kill -9, the OOM killer) left, for any process that opens the data folder (every CLI
+        command): each unfinished run whose lease holder is gone (holder_gone) is marked failed, saying the ingest
+        was killed, and its scratch (scratch_dir, its staging folder) removed. Nothing else, unlike recover: a run
+        without a lease (a live server's queued upload) and other scratch (an upload being received) may be a
+        running server's. Returns how many runs were failed."""
+        n = 0
+        for rec in self.catalog.unfinished():
+            lease = self.catalog.lease(rec.id)
+            if lease is None or not holder_gone(lease):
+                continue
+            self.catalog.update(rec.id, status="failed", message=(
+                f"interrupted: the ingest process (pid {lease.pid} on {lease.host}) was killed before it finished "
+                "(kill -9, or out of memory); ingest it again"))
+            self.discard_scratch(rec.id)
+            log.warning("run %s: its ingest process (pid %d on %s) is gone; marked failed", rec.id, lease.pid,
+                        lease.host)
+            n += 1
+        return n
+
+    def scratch_dir(self, run_id: str) -> Path:
+        """The run's ingest scratch (decompressed inputs, spilled buffers): tmp/ingest-<id>, named by the run so
+        that recover_dead_ingests finds what a killed ingest left."""
+        return self.tmp_dir / f"ingest-{run_id}"
+
+    def discard_scratch(self, run_id: str) -> None:
+        """Remove the run's ingest scratch and its staging folder (a half-written run)."""
+        shutil.rmtree(self.scratch_dir(run_id), ignore_errors=True)
+        shutil.rmtree(self.staging_dir / run_id, ignore_errors=True)
 
     def sweep(self, attempts: bool = True) -> list[str]:
         """Remove from storage what no catalog record references: the files of runs deleted or failed, and
@@ -359,6 +390,21 @@ class RunStore:
             self.require_ready(run_id)
         data: dict[str, Any] = json.loads(path.read_text())
         return data
+
+
+def holder_gone(lease: Lease, now: float | None = None) -> bool:
+    """Whether the process holding an ingest lease is gone: on this host, its process id is not running (however
+    recent its heartbeat: it was killed); on another, its heartbeat is older than LEASE_S. A live holder whose
+    heartbeat lags (a long stretch holding the GIL) is not gone."""
+    if lease.host == socket.gethostname():
+        try:
+            os.kill(lease.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # another user's process: running
+            return False
+        return False
+    return (now or time.time()) - lease.heartbeat_at > LEASE_S
 
 
 def run_key(run_id: str, location: str) -> str:

@@ -2,8 +2,9 @@
 
 The run's tables are registered as Arrow datasets (Arrow reads the Parquet, DuckDB never opens a
 path); external access, extension loading and configuration changes are switched off before the
-query runs. Exactly one SELECT statement is allowed, checked with DuckDB's own parser. A timer
-interrupts the query at the time limit; results stop at the row limit.
+query runs. Exactly one SELECT statement is allowed, checked with DuckDB's own parser. The query runs in a
+worker process whose memory the OS bounds (explorer.store.sql_worker); a timer interrupts it at the time
+limit, and a worker still busy just past it is killed; results stop at the row limit.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pyarrow.dataset as ds
 from explorer.errors import QueryRejected, ServerBusy
 from explorer.model.shapes import SqlColumn, SqlExampleJson, SqlSchema, SqlTable
 from explorer.store.runs import RunStore
+from explorer.store.sql_worker import SqlWorkers
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,8 @@ LOCKED_CONFIG = {
     "threads": 2,
     "memory_limit": f"{TOTAL_MEMORY_MB // MAX_CONCURRENT_QUERIES}MB",
 }
+
+HIDDEN_PATHS = {"home_directory": "/nonexistent", "secret_directory": "/nonexistent", "temp_directory": ""}
 
 
 @dataclass
@@ -80,38 +84,78 @@ def check_select(sql: str) -> None:
 
 def run_sql(store: RunStore, run_id: str, sql: str, timeout_s: float, max_rows: int, *,
             tables: Mapping[str, pa.Table] | None = None, views: Mapping[str, str] | None = None) -> SqlResult:
-    """Run one read-only SELECT over the run's tables; QueryRejected on refusal, error or timeout.
-    `tables` (Arrow, in memory) and `views` (name -> SELECT over the tables) are added under their names."""
+    """Run one read-only SELECT over the run's tables, in a worker process (sql_worker); QueryRejected on
+    refusal, error, timeout or a query that needs more memory than a query may use. `tables` (Arrow, in memory)
+    and `views` (name -> SELECT over the tables) are added under their names."""
     check_select(sql)
+    job = {"tables": _table_paths(store, run_id), "extra": dict(tables or {}), "views": dict(views or {}),
+           "sql": sql, "timeout_s": timeout_s, "max_rows": max_rows}
     if not _SLOTS.acquire(timeout=timeout_s):
         raise ServerBusy(f"{MAX_CONCURRENT_QUERIES} queries are running; try again in a moment")
     try:
-        with _sandbox(store, run_id, tables, views) as (con, _tables):
-            return _execute(con, sql, timeout_s, max_rows)
+        result: SqlResult = _workers().query(job, timeout_s)
+        return result
     finally:
         _SLOTS.release()
 
 
-@contextmanager
-def _sandbox(store: RunStore, run_id: str, extra: Mapping[str, pa.Table] | None = None,
-             views: Mapping[str, str] | None = None) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, ds.Dataset]]]:
-    """A locked in-memory DuckDB with the run's tables registered (and those tables by name), plus
-    `extra` Arrow tables and `views` under their names."""
+_POOL: list[SqlWorkers] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _workers() -> SqlWorkers:
+    """This process's SQL workers (made on first use)."""
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(SqlWorkers(warm_worker, execute_job))
+        return _POOL[0]
+
+
+def warm_worker(_: object) -> None:
+    """In a new worker: what every query needs loaded, before its address space is bounded."""
+    with _connect({}) as con:
+        con.execute("select 1").fetchall()
+
+
+def execute_job(job: dict[str, Any]) -> SqlResult:
+    """In a worker: run_sql's query, over the tables at the job's paths."""
+    with _connect(job["tables"], job["extra"], job["views"]) as con:
+        return _execute(con, job["sql"], job["timeout_s"], job["max_rows"])
+
+
+def _table_paths(store: RunStore, run_id: str) -> dict[str, str]:
     store.require_ready(run_id)
-    con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))  # type: ignore[arg-type]
+    return {name: str(path) for name in SQL_TABLES if (path := store.table_path(run_id, name)).exists()}
+
+
+@contextmanager
+def _sandbox(store: RunStore, run_id: str) -> Iterator[tuple[duckdb.DuckDBPyConnection, dict[str, ds.Dataset]]]:
+    """A locked in-memory DuckDB with the run's tables registered (and those tables by name), in this process:
+    for what runs no query of a user's (the schema)."""
+    paths = _table_paths(store, run_id)
+    with _connect(paths) as con:
+        yield con, {name: ds.dataset(path, format="parquet") for name, path in paths.items()}
+
+
+@contextmanager
+def _connect(paths: Mapping[str, str], extra: Mapping[str, pa.Table] | None = None,
+             views: Mapping[str, str] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A locked in-memory DuckDB with the Parquet tables at `paths` registered as Arrow datasets, plus `extra`
+    Arrow tables and `views` under their names."""
+    # the paths DuckDB would show in duckdb_settings() (the server user's home, its working folder) are set to
+    # nothing first: external access is switched off after them, as DuckDB refuses that order otherwise
+    config = {k: v for k, v in LOCKED_CONFIG.items() if k != "enable_external_access"} | HIDDEN_PATHS
+    con = duckdb.connect(":memory:", config=config)  # type: ignore[arg-type]
     try:
-        tables = {}
-        for name in SQL_TABLES:
-            path = store.table_path(run_id, name)
-            if path.exists():
-                tables[name] = ds.dataset(path, format="parquet")
-                con.register(name, tables[name])
+        con.execute("SET enable_external_access = false")
+        for name, path in paths.items():
+            con.register(name, ds.dataset(path, format="parquet"))
         for name, table in (extra or {}).items():
             con.register(name, table)
         for name, select in (views or {}).items():
             con.execute(f'CREATE VIEW "{name}" AS {select}')
         con.execute("SET lock_configuration = true")
-        yield con, tables
+        yield con
     finally:
         con.close()
 

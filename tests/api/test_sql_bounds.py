@@ -54,3 +54,15 @@ def test_queries_beyond_the_slots_wait_then_are_refused(settings: Settings, clie
     assert results == [400] * MAX_CONCURRENT_QUERIES  # stopped at their time limit, with a message
     settings.sql_timeout_s = 5.0
     assert sql(client, run_id, "select 1").json()["rows"] == [[1]]  # the slots are free again
+
+
+def test_settings_show_no_server_paths(client: TestClient, run_id: str) -> None:
+    """duckdb_settings() showed the server user's home (secret_directory) and working folder (temp_directory)."""
+    import os
+    from pathlib import Path
+
+    rows = sql(client, run_id, "select name, value from duckdb_settings()").json()["rows"]  # type: ignore[attr-defined]
+    shown = {name: value for name, value in rows}
+    for private in {str(Path.home()), os.getcwd()} - {"/"}:
+        assert not [n for n, v in shown.items() if private in str(v)], private
+    assert shown["enable_external_access"] == "false" and shown["lock_configuration"] == "true"

@@ -3,8 +3,10 @@ headers, and text fields — all a 4xx (or a run), never a 500, and counted towa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -72,3 +74,50 @@ def test_fields_count_towards_the_upload_limit(tmp_path: Path) -> None:
         assert_error(post_raw(client, body, b), 413, "too_large")
         assert client.get("/api/runs").json()["total"] == 0
         assert list((settings.data_dir / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("cut", ["mid_file", "before_closing_boundary", "closing_boundary_half_sent"])
+def test_a_cut_short_multipart_is_400_and_nothing_is_kept(client: TestClient, settings: Settings, cut: str) -> None:
+    b = "x" * 20
+    data = TINY.read_bytes()
+    whole = file_part(b, 'form-data; name="files"; filename="t.json"', data) + f"--{b}--\r\n".encode()
+    body = {"mid_file": whole[: len(whole) // 2],
+            "before_closing_boundary": file_part(b, 'form-data; name="files"; filename="t.json"', data),
+            "closing_boundary_half_sent": whole[: -len(f"{b}--\r\n")]}[cut]
+    assert "closing boundary" in assert_error(post_raw(client, body, b), 400, "bad_request")["error"]["message"]
+    assert client.get("/api/runs").json()["total"] == 0
+    assert list((settings.data_dir / "tmp").iterdir()) == []
+
+
+def test_a_whole_multipart_without_a_final_crlf_is_accepted(client: TestClient) -> None:
+    b = "x" * 20
+    body = file_part(b, 'form-data; name="files"; filename="t.json"', TINY.read_bytes()) + f"--{b}--".encode()
+    r = post_raw(client, body, b)
+    assert r.status_code in (200, 202), r.text
+    assert wait_until_done(client, r.json()["id"])["status"] == "ready"
+
+
+def test_a_full_upload_queue_is_503_with_retry_after(tmp_path: Path) -> None:
+    data = TINY.read_bytes()
+    settings = Settings(data_dir=tmp_path / "data", max_queued_bytes=3 * len(data))
+    with TestClient(create_app(settings)) as client:
+        waiting = settings.data_dir / "tmp" / "upload-0000000000000000" / "0000"  # an upload queued before
+        waiting.mkdir(parents=True)
+        (waiting / "queued.json").write_bytes(b"q" * (3 * len(data) // 2))  # room: 1.5 files
+        b = "x" * 20
+        two = (file_part(b, 'form-data; name="files"; filename="a.json"', data)
+               + file_part(b, 'form-data; name="files"; filename="b.json"', data.replace(b"{", b"{ ", 1))
+               + f"--{b}--\r\n".encode())
+        r = post_raw(client, two, b)  # declared: refused before its body is read
+        body = assert_error(r, 503, "busy")
+        assert r.headers["retry-after"] == str(body["error"]["detail"]["retry_after_s"])
+
+        def chunked() -> Iterator[bytes]:  # not declared: refused once the bytes streamed pass the room left
+            yield two
+
+        r = client.post("/api/runs", content=chunked(), headers={"content-type": f"multipart/form-data; boundary={b}"})
+        assert_error(r, 503, "busy")
+        assert [p.name for p in (settings.data_dir / "tmp").iterdir()] == ["upload-0000000000000000"]
+        assert client.get("/api/runs").json()["total"] == 0
+        r = client.post("/api/runs", files={"files": (TINY.name, data)})  # one that fits is taken
+        assert r.status_code == 202, r.text
