@@ -227,14 +227,37 @@ OP_SORTS = ("device_total_ns", "self_device_ns", "cpu_total_ns", "self_cpu_ns", 
 OP_VIEW_CHOICES = ("operators", "python", "all")  # explorer.store.queries.OP_VIEWS (a test pins them equal)
 
 
-@main.command()
-@click.argument("run_id")
+def _run_id(store: RunStore, ref: str) -> str:
+    """The id of the run `ref` names (explorer.store.refs.resolve_cli_ref: id, exact name, tag:NAME@latest);
+    an error names the data folder that was read."""
+    from explorer.store.refs import resolve_cli_ref
+
+    try:
+        return resolve_cli_ref(store, ref).id
+    except ExplorerError as exc:
+        console.print(f"error: {exc.message}")
+        sys.exit(2)
+
+
+RUN_HELP = "RUN: a run id, a run's name, or tag:NAME@latest"
+
+
+def _sort_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """`col`, `-col` (descending) or `+col` (ascending), as the API's `sort=` takes it."""
+    if value is not None and value.lstrip("-+") not in OP_SORTS:
+        raise click.BadParameter(f"{value!r}: sort by one of {', '.join(OP_SORTS)}, as col, -col or +col")
+    return value
+
+
+@main.command(epilog=RUN_HELP)
+@click.argument("run_id", metavar="RUN")
 @click.option("--view", type=click.Choice(OP_VIEW_CHOICES), default="operators", show_default=True,
               help="operators: ATen ops and annotations, and the Python frames or runtime calls that launched device "
                    "work outside any op; python: with_stack frames; all: key_averages()")
-@click.option("--sort", type=click.Choice(OP_SORTS), default=None,
-              help="Column, descending [default: self_device_ns, or self_cpu_ns without device time; "
-                   "cpu_total_ns for --view python]")
+@click.option("--sort", default=None, callback=_sort_option, metavar="[-|+]COLUMN",
+              help="Column to sort by, as the API takes it: -col descending, +col ascending; a bare column sorts "
+                   "descending, except name (ascending). Columns: " + ", ".join(OP_SORTS) + " [default: "
+                   "-self_device_ns, or -self_cpu_ns without device time; -cpu_total_ns for --view python]")
 @click.option("--limit", type=int, default=30, show_default=True)
 @click.option("--by-shape", is_flag=True, help="Group by input shapes as well as name")
 @click.option("--by-module", is_flag=True, help="Group by enclosing nn.Module path (with_modules traces)")
@@ -246,6 +269,7 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
     from explorer.store.queries import load_ops
 
     store = _store(data_dir)
+    run_id = _run_id(store, run_id)
     try:
         rows = load_ops(store, run_id, sort=sort, limit=limit, by_shape=by_shape, view=view, by_module=by_module)
     except ExplorerError as exc:
@@ -269,8 +293,8 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
     out.print(table)
 
 
-@main.command()
-@click.argument("run_id")
+@main.command(epilog=RUN_HELP)
+@click.argument("run_id", metavar="RUN")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="HTML file to write (default report-RUN.html)")
 @store_options
@@ -278,9 +302,11 @@ def report(run_id: str, output: Path | None, data_dir: Path | None) -> None:
     """Write one self-contained HTML report of a run (opens offline, without the server)."""
     from explorer.report import write_report
 
+    store = _store(data_dir)
+    run_id = _run_id(store, run_id)
     target = output or Path(f"report-{run_id}.html")
     try:
-        size = write_report(_store(data_dir), run_id, target)
+        size = write_report(store, run_id, target)
     except ExplorerError as exc:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
@@ -289,6 +315,9 @@ def report(run_id: str, output: Path | None, data_dir: Path | None) -> None:
 
 # ---- check: the CI regression gate ---------------------------------------------------------------
 
+# explorer.analysis.check.DEFAULT_MAX_REGRESSION, written here for --help without importing the gate (a test pins
+# them equal)
+CHECK_DEFAULT_MAX_REGRESSION = "5%"
 CHECK_OK, CHECK_REGRESSION, CHECK_USAGE = 0, 1, 2  # exit codes of `check` (docs/cli.md, "CI regression gate")
 VERDICT_MARK = {"regression": "❌", "improvement": "✅", "ok": "✓"}
 
@@ -301,7 +330,7 @@ VERDICT_MARK = {"regression": "❌", "improvement": "✅", "ok": "✓"}
                    "[default: device_total (cpu_total without device time), and step_time when both have steps]")
 @click.option("--max-regression", default=None,
               help="Largest allowed growth of a metric: a percentage (5%) or a fraction (0.05) "
-                   "[default: explorer.analysis.check.DEFAULT_MAX_REGRESSION, 5%]")
+                   f"[default: {CHECK_DEFAULT_MAX_REGRESSION}]")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (the /api/check object)")
 @click.option("--markdown", is_flag=True, help="Print a Markdown summary for a PR comment")
 @store_options
@@ -333,10 +362,11 @@ def check(baseline: str, candidate: str, metrics: tuple[str, ...], max_regressio
 
 
 def _check_ref(store: RunStore, ref: str) -> str:
-    """A path on disk becomes the id of the run holding it (ingested when none does); other refs pass."""
+    """A path on disk becomes the id of the run holding it (ingested when none does); other refs are resolved as
+    every command resolves them (_run_id: id, exact name, tag:NAME@latest)."""
     path = Path(ref)
     if ref.startswith("tag:") or not path.exists():
-        return ref
+        return _run_id(store, ref)
     from explorer.service import ingest_or_find
 
     rec = ingest_or_find(store, [path])
@@ -389,8 +419,8 @@ def check_markdown(result: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-@main.command()
-@click.argument("run_id")
+@main.command(epilog=RUN_HELP)
+@click.argument("run_id", metavar="RUN")
 @click.option("--format", "fmt", type=click.Choice(("perfetto-json",)), default="perfetto-json", show_default=True,
               help="perfetto-json: a Chrome JSON trace that ui.perfetto.dev and trace_processor load")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -400,8 +430,9 @@ def export(run_id: str, fmt: str, output: Path | None, data_dir: Path | None) ->
     """Export a run (all lanes, counters, flows, Neuron device tracks) for another tool."""
     from explorer.export import check_format, load_device_timeline, write_perfetto_json
 
-    target = output or Path(f"{run_id}.perfetto.json")
     store = _store(data_dir)
+    run_id = _run_id(store, run_id)
+    target = output or Path(f"{run_id}.perfetto.json")
     try:
         check_format(fmt)
         store.require_ready(run_id)

@@ -201,3 +201,60 @@ def test_names_are_printed_literally_never_as_markup(tmp_path: Path) -> None:
         assert name in table.stdout, (name, table.stdout)
     runs = runner.invoke(main, ["runs", "--data-dir", data])
     assert runs.exit_code == 0 and "[bold]v2" in runs.stdout, runs.stdout
+
+
+def test_every_command_takes_a_run_by_id_name_or_tag(tmp_path: Path) -> None:
+    """ops, report and export accept the run as check does: its id, its exact name, tag:NAME@latest; an unknown
+    name names the data folder; two runs of one name ask for an id."""
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps(GOOD))
+    data = tmp_path / "data"
+    runner = CliRunner()
+    first = runner.invoke(main, ["ingest", str(path), "--name", "baseline run", "--tag", "nightly",
+                                 "--data-dir", str(data)]).stdout.strip().splitlines()[-1]
+    for ref in (first, "baseline run", "tag:nightly@latest"):
+        result = runner.invoke(main, ["ops", ref, "--json", "--data-dir", str(data)])
+        assert result.exit_code == 0, (ref, result.output)
+        assert [r["name"] for r in json.loads(result.stdout)] == ["aten::mul"]
+    report = runner.invoke(main, ["report", "baseline run", "-o", str(tmp_path / "r.html"), "--data-dir", str(data)])
+    assert report.exit_code == 0 and (tmp_path / "r.html").stat().st_size > 0, report.output
+    export = runner.invoke(main, ["export", "baseline run", "-o", str(tmp_path / "p.json"), "--data-dir", str(data)])
+    assert export.exit_code == 0 and json.loads((tmp_path / "p.json").read_text())["traceEvents"], export.output
+    missing = runner.invoke(main, ["ops", "no such run", "--data-dir", str(data)])
+    assert missing.exit_code == 2 and f"no run with id or name 'no such run' in the data folder {data}" in missing.stderr
+    runner.invoke(main, ["ingest", str(path), "--name", "baseline run", "--data-dir", str(data)])
+    twice = runner.invoke(main, ["ops", "baseline run", "--data-dir", str(data)])
+    assert twice.exit_code == 2 and "2 runs are named 'baseline run'" in twice.stderr and first in twice.stderr
+
+
+def test_ops_sort_takes_the_api_form_and_its_help_is_true(tmp_path: Path) -> None:
+    events = [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 10.0 * k, "dur": dur}
+              for k, (name, dur) in enumerate([("b_op", 3.0), ("a_op", 1.0), ("c_op", 2.0)])]
+    path = tmp_path / "t.json"
+    path.write_bytes(event_file(events))
+    data = str(tmp_path / "data")
+    runner = CliRunner()
+    run_id = runner.invoke(main, ["ingest", str(path), "--data-dir", data]).stdout.strip().splitlines()[-1]
+
+    def names(*sort: str) -> list[str]:
+        result = runner.invoke(main, ["ops", run_id, "--json", "--data-dir", data, *sort])
+        assert result.exit_code == 0, result.output
+        return [r["name"] for r in json.loads(result.stdout)]
+
+    assert names("--sort", "-self_cpu_ns") == names("--sort", "self_cpu_ns") == ["b_op", "c_op", "a_op"]
+    assert names("--sort", "+self_cpu_ns") == ["a_op", "c_op", "b_op"]
+    assert names("--sort", "name") == names("--sort", "+name") == ["a_op", "b_op", "c_op"]
+    assert names("--sort", "-name") == ["c_op", "b_op", "a_op"]
+    bad = runner.invoke(main, ["ops", run_id, "--sort", "-bogus", "--data-dir", data])
+    assert bad.exit_code == 2 and "sort by one of" in bad.output
+    help_text = " ".join(runner.invoke(main, ["ops", "--help"]).output.split())
+    assert "-col descending, +col ascending; a bare column sorts descending, except name (ascending)" in help_text
+
+
+def test_check_help_shows_the_default_threshold() -> None:
+    from explorer.analysis.check import DEFAULT_MAX_REGRESSION
+    from explorer.cli import CHECK_DEFAULT_MAX_REGRESSION
+
+    assert CHECK_DEFAULT_MAX_REGRESSION == DEFAULT_MAX_REGRESSION
+    text = " ".join(CliRunner().invoke(main, ["check", "--help"]).output.split())
+    assert f"[default: {DEFAULT_MAX_REGRESSION}]" in text and "explorer.analysis" not in text
