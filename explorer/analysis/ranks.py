@@ -20,8 +20,8 @@ collectives view's matched collectives (explorer.analysis.collectives: its arriv
   longest step: the victim, not the cause): a step time over the median rank's by more than
   max(STEP_OUTLIER_FRACTION of it, STEP_IQR_FACTOR x the interquartile range).
 
-The latest arriver is the rank that arrives last to the most matched collectives (then the most wait it
-causes, then the lowest rank): the collectives view's `last_arriver`. Evidence: against the reference rank
+The latest arriver is the rank the others waited longest for, over the matched collectives it was last to
+(then the most of them, then the lowest rank): the collectives view's `last_arriver` and `wait_ns`. Evidence: against the reference rank
 (the non-straggler arriving nearest the median), the op (self device time, host-only self CPU) or kernel
 (total time) whose time most exceeds the same one there: what the straggler did before arriving.
 Collectives and steps are not candidates (a collective's time is the waiting lateness causes on the
@@ -116,19 +116,21 @@ def reference_rank(rows: list[RankRow], median: int) -> int | None:
 
 
 def latest_arriver(rows: list[RankRow]) -> int | None:
-    """The rank last to arrive at the most matched collectives (then the most wait caused, the lowest rank)."""
+    """The rank whose late arrivals made the others wait longest: the most wait caused over the matched collectives
+    it was last to (then the most of them, the lowest rank). Weighed by the wait, not counted: a rank 100 ms late to
+    every all-reduce is the straggler even where another is last, by microseconds, to more barriers."""
     if not rows:
         return None
-    return max(rows, key=lambda r: (r["last_arrivals"], r["wait_caused_ns"], -r["rank"]))["rank"]
+    return max(rows, key=lambda r: (r["wait_caused_ns"], r["last_arrivals"], -r["rank"]))["rank"]
 
 
 def slowest_rank(rows: list[RankRow]) -> int | None:
     """The rank "compare slowest" picks: a straggler before any other; among equals the latest arriver
-    (last to the most collectives, the most wait caused, the latest to collectives, to steps), then the
+    (the most wait caused, last to the most collectives, the latest to collectives, to steps), then the
     longest step time, the lowest rank."""
     if not rows:
         return None
-    return max(rows, key=lambda r: (r["straggler"], r["last_arrivals"], r["wait_caused_ns"], r["arrival_late_ns"],
+    return max(rows, key=lambda r: (r["straggler"], r["wait_caused_ns"], r["last_arrivals"], r["arrival_late_ns"],
                                     r["step_start_late_ns"], r["step_time_ns"], -r["rank"]))["rank"]
 
 

@@ -170,7 +170,7 @@ class RanksResult(TypedDict):
     rule: dict[str, float]
     unmatched: list[UnmatchedCollective]
     matched_collectives: int  # matched collectives of two or more ranks the arrival rule read
-    latest_arriver: int | None  # the rank last to the most of them (None: none matched)
+    latest_arriver: int | None  # the rank the others waited longest for (None: none matched)
     matched_steps: int  # steps (by name) every rank has once: the step-start rule's
     step_start_skew_ns: int  # the largest spread of one matched step's starts over ranks
 

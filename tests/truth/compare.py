@@ -142,11 +142,14 @@ def check_collectives(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
 
 
 def check_straggler_collectives(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
-    """The rank arriving last most often: the reader's, and the Collectives page's `last_arriver` mode."""
+    """The latest arriver: the reader's, and the Collectives page's: the `last_arriver` whose rows' `wait_ns` (the
+    others' waiting for it) add up to the most, then the most rows, then the lowest rank."""
     rows = [r for r in pages.compute_run_collectives(p.store, p.run_id).rows if len(r["ranks"]) > 1]
     counts = Counter(r["last_arriver"] for r in rows)
-    top = max(counts.values(), default=0)
-    return R.straggler(rs), min((k for k, c in counts.items() if c == top), default=None)
+    waited: Counter[int] = Counter()
+    for r in rows:
+        waited[r["last_arriver"]] += r["wait_ns"]
+    return R.straggler(rs), min(counts, key=lambda k: (-waited[k], -counts[k], k), default=None)
 
 
 def check_straggler_ranks(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:

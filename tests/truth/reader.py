@@ -304,6 +304,7 @@ def launches(r: RankTrace) -> dict[int, Ev]:
 
 
 FRAME_CATS = frozenset({"python_function"})  # with_stack frames
+ANNOTATION_CATS = frozenset({"user_annotation"})  # record_function ranges: ops of key_averages() too
 
 
 def enclosing_ops(r: RankTrace, cats: frozenset[str] = OP_CATS) -> dict[tuple[str, str], list[Ev]]:
@@ -329,16 +330,30 @@ def innermost(ops: list[Ev], starts: list[int], t: int) -> Ev | None:
 UNATTRIBUTED = ""
 
 
+def row_name(name: str) -> str:
+    """key_averages()' row name: every `ProfilerStep#N` is one row, `ProfilerStep*`."""
+    return "ProfilerStep*" if STEP.match(name) else name
+
+
 def device_time_by_op(ranks: list[RankTrace]) -> dict[str, int]:
     """Device ns per launching op name, the rule issue 34 asks for (device time never leaves the op table):
-    execution -> its launch by `args.correlation` -> the nearest enclosing cpu op on the launch's thread; with
-    none, the innermost enclosing Python frame (with_stack); with neither, the launch call itself (a library
-    launching through the driver with nothing around it). UNATTRIBUTED ("") only when no launch is linked."""
+    execution -> its launch by `args.correlation` -> on the launch's thread, the innermost enclosing op or
+    record_function annotation when no Python frame sits between it and the launch (key_averages()' own rule:
+    an NCCL kernel's time is `nccl:all_reduce`'s); when a frame is innermost (a library launching from Python),
+    the nearest enclosing cpu op further up, else that frame; with neither op nor frame, the launch call itself.
+    UNATTRIBUTED ("") only when no launch is linked."""
     out: Counter[str] = Counter()
     for r in ranks:
-        by_corr, ops, frames = launches(r), enclosing_ops(r), enclosing_ops(r, FRAME_CATS)
-        starts = {k: [o.ts for o in v] for k, v in ops.items()}
-        frame_starts = {k: [o.ts for o in v] for k, v in frames.items()}
+        by_corr = launches(r)
+        kinds = {"op": enclosing_ops(r), "any": enclosing_ops(r, OP_CATS | ANNOTATION_CATS),
+                 "frame": enclosing_ops(r, FRAME_CATS)}
+        starts = {k: {key: [o.ts for o in v] for key, v in per.items()} for k, per in kinds.items()}
+
+        def around(kind: str, key: tuple[str, str], t: int,
+                   kinds: dict[str, dict[tuple[str, str], list[Ev]]] = kinds,
+                   starts: dict[str, dict[tuple[str, str], list[int]]] = starts) -> Ev | None:
+            return innermost(kinds[kind].get(key, []), starts[kind].get(key, []), t)
+
         for e in r.device:
             c = e.args.get("correlation")
             launch = by_corr.get(c) if isinstance(c, int) else None
@@ -346,9 +361,11 @@ def device_time_by_op(ranks: list[RankTrace]) -> dict[str, int]:
                 out[UNATTRIBUTED] += e.dur
                 continue
             key = (launch.pid, launch.tid)
-            op = (innermost(ops.get(key, []), starts.get(key, []), launch.ts)
-                  or innermost(frames.get(key, []), frame_starts.get(key, []), launch.ts) or launch)
-            out[op.name] += e.dur
+            op, frame = around("any", key, launch.ts), around("frame", key, launch.ts)
+            if op is not None and (frame is None or (frame.ts <= op.ts and op.end <= frame.end)):
+                out[row_name(op.name)] += e.dur  # no frame between the op and the launch
+            else:
+                out[row_name((around("op", key, launch.ts) or frame or launch).name)] += e.dur
     return dict(out)
 
 
@@ -413,14 +430,20 @@ def last_arriver(group: list[Entry]) -> int:
 
 
 def straggler(ranks: list[RankTrace]) -> int | None:
-    """The rank that arrives last most often over the matched collectives (lowest on a tie); None with
-    fewer than two ranks or no matched collective."""
+    """The rank whose late arrivals made the others wait longest: the sum, over the matched collectives it was
+    last to, of its entry minus each other rank's entry; then the one last most often, then the lowest rank.
+    None with fewer than two ranks or no matched collective."""
     groups = [g for g in matched(ranks) if len(g) > 1]
     if not groups:
         return None
-    counts = Counter(last_arriver(g) for g in groups)
-    top = max(counts.values())
-    return min(r for r, c in counts.items() if c == top)
+    counts: Counter[int] = Counter()
+    waited: Counter[int] = Counter()
+    for g in groups:
+        last = last_arriver(g)
+        latest = max(e.entry_ns for e in g)
+        counts[last] += 1
+        waited[last] += sum(latest - e.entry_ns for e in g)
+    return min(counts, key=lambda r: (-waited[r], -counts[r], r))
 
 
 # ---- one run --------------------------------------------------------------------------------------
