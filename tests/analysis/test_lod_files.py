@@ -23,6 +23,7 @@ from explorer import pages
 from explorer.analysis import lod_files
 from explorer.analysis.lod import TimelineIndex, build_timeline_index, compute_window
 from explorer.analysis.lod_files import INDEX_DIR, load_timeline_index, save_timeline_index
+from explorer.errors import DiskFull
 from explorer.model.split import SPLIT_KEY
 from explorer.pages import timeline_index
 from explorer.service import ingest_paths
@@ -186,7 +187,8 @@ def test_a_failed_write_stops_the_index_build_and_leaves_no_run(store: RunStore,
     worker.start()
     worker.join(60)
     assert not worker.is_alive(), "the ingest hung on its index"
-    assert isinstance(done[0], OSError) and "No space left" in str(done[0])
+    # a full disk is the typed error that names the folder (explorer.errors.DiskFull), nothing of the run kept
+    assert isinstance(done[0], DiskFull) and "no space left in" in done[0].message
     assert builds == []
     assert store.catalog.list()[0] == [] and not any(store.staging_dir.iterdir())
 
