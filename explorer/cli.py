@@ -135,18 +135,30 @@ def main() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--name", default=None, help="Run name (default: from the first file)")
 @click.option("--tag", "tags", multiple=True, help="Tag the run (repeatable)")
+@click.option("--again", is_flag=True, help="Make a new run even when a ready run holds exactly these files")
 @store_options
-def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], data_dir: Path | None) -> None:
-    """Ingest trace files, folders or archives as one run; prints the run id."""
+def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], again: bool,
+           data_dir: Path | None) -> None:
+    """Ingest trace files, folders or archives as one run; prints the run id. Files already ingested (the same
+    bytes) are not ingested again: their run's id is printed (--again makes a new run)."""
     from explorer.ingest.memory import as_ingest_process
 
     as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
     from explorer.ingest.limits import IngestLimits
-    from explorer.service import ingest_paths
+    from explorer.service import ingest_paths, paths_sha256
 
     # an ingest bug's traceback goes to bugs/<run>.txt (its error line says so), not to the terminal
     logging.getLogger("explorer.service").addHandler(logging.NullHandler())
     store = _store(data_dir, create=True)
+    existing = None if again or not all(p.exists() for p in paths) else store.catalog.find_by_sha(
+        paths_sha256(list(paths)))
+    if existing is not None and existing.status == "ready":
+        console.print(f"already ingested: run {existing.id} ({existing.name}) holds these files; "
+                      "--again makes a new run")
+        if tags:
+            store.catalog.set_tags(existing.id, sorted({*existing.tags, *tags}))
+        out.print(existing.id)
+        return
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("ingesting", total=1.0)
