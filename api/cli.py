@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from pydantic import ValidationError
 
 from api import client_commands
 from explorer.cli import STORAGE_HELP, main
@@ -108,6 +107,7 @@ def serve(paths: tuple[Path, ...], host: str | None, port: int | None, data_dir:
     """Serve pages, API and static files on one port; with PATHS (a trace file, several files of one run, or a
     capture folder), ingest them first (an identical earlier run is reused) and print that run's address."""
     import uvicorn
+    from pydantic import ValidationError
 
     from api.app import create_app
     from api.connections import uvicorn_options

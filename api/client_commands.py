@@ -11,6 +11,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -25,8 +26,10 @@ from rich.progress import (
 from rich.table import Table
 
 from explorer.cli import data_dir_option, fmt_ns
-from explorer.config import Settings
 from explorer.errors import ExplorerError
+
+if TYPE_CHECKING:
+    from explorer.config import Settings
 
 console = Console(stderr=True)
 out = Console()
@@ -39,6 +42,8 @@ def _fail(message: str) -> None:
 
 def _settings(**overrides: object) -> Settings:
     """Settings (environment and defaults) with the options the user gave on the command line."""
+    from explorer.config import Settings
+
     return Settings().model_copy(update={k: v for k, v in overrides.items() if v is not None})
 
 
@@ -46,6 +51,8 @@ def serve_command(settings: Settings) -> str:
     """The `trace-explorer serve` line that serves what the demo just made, at the URL it printed."""
     parts = ["trace-explorer", "serve", "--port", str(settings.port), "--data-dir",
              shlex.quote(str(settings.data_dir.resolve()))]
+    from explorer.config import Settings
+
     if settings.host != Settings.model_fields["host"].default:
         parts += ["--host", settings.host]
     if settings.root_path:
@@ -133,7 +140,7 @@ def upload(server: str, paths: tuple[Path, ...], name: str | None, tags: tuple[s
     """
     from explorer.upload_client import upload_run
 
-    token = token or Settings().token
+    token = token or _settings().token
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=console,
                   transient=True) as bar:

@@ -194,11 +194,32 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     return error_response("internal", "internal server error (see the server log)", None, 500)
 
 
+def errors_as_json_in_schema(app: FastAPI) -> None:
+    """/openapi.json says what the server does: an error is JSON even where the success is not (the CSV
+    downloads; FastAPI lists every response of a route under the route's media type)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            for path in schema.get("paths", {}).values():
+                for operation in path.values():
+                    for status, response in operation.get("responses", {}).items():
+                        content = response.get("content", {})
+                        if status[:1] in "45" and "application/json" not in content and content:
+                            response["content"] = {"application/json": next(iter(content.values()))}
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ExplorerError, _explorer_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
+    errors_as_json_in_schema(app)
 
 
 def _plain(detail: Any) -> Any:

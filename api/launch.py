@@ -21,6 +21,8 @@ SERVER_COMMANDS = frozenset({"serve", "demo"})
 
 def main() -> None:
     command = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+    if "--help" in sys.argv[1:]:  # only click's help text: nothing to prepare, nothing heavy to load
+        command = ""
     if command in INGEST_COMMANDS | SERVER_COMMANDS:
         ingest_environment()
     if command in INGEST_COMMANDS:

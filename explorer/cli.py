@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -22,13 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from explorer import __version__
-from explorer.config import LEGACY_DATA_DIR, Settings, user_data_dir
 from explorer.errors import ExplorerError, require_extra
-from explorer.ingest.limits import IngestLimits
-from explorer.model.lanes import Lane
-from explorer.store.catalog import RunRecord
-from explorer.store.catalog_db import make_engine, shown, sqlite_url, upgrade
-from explorer.store.runs import RunStore
+
+if TYPE_CHECKING:  # the heavy layers are imported by the commands that use them: --help and --version stay fast
+    from explorer.config import Settings
+    from explorer.store.catalog import RunRecord
+    from explorer.store.runs import RunStore
 
 # Names from traces are printed literally: no console interprets `[...]` as markup or `:x:` as an emoji code
 # (an op named `load [/data/shard_0.bin]` would be a MarkupError, `[param|cuda]` would print blank).
@@ -48,6 +47,8 @@ def fmt_ns(ns: int | float) -> str:
 
 def _settings(data_dir: Path | None) -> Settings:
     """Settings with the command's --data-dir, --catalog-url and --storage (kept in the click context) applied."""
+    from explorer.config import Settings
+
     given: dict[str, Any] = {"data_dir": data_dir, "catalog_url": _given(CATALOG_URL_KEY),
                              "storage": _given(STORAGE_KEY)}
     return Settings(**{k: v for k, v in given.items() if v is not None})
@@ -73,6 +74,9 @@ def _store(data_dir: Path | None, create: bool = False) -> RunStore:
     (RunStore.recover_dead_ingests: its run failed, its scratch removed), so no command shows a dead ingest as
     `ingesting`; a command that only reads (`create` false) never makes the folder: a missing one is an error
     that names it."""
+    from explorer.config import LEGACY_DATA_DIR, user_data_dir
+    from explorer.store.runs import RunStore
+
     settings = _settings(data_dir)
     if "data_dir" not in settings.model_fields_set and settings.data_dir == LEGACY_DATA_DIR.resolve():
         console.print(f"using {settings.data_dir}, found in the current folder (elsewhere the default is "
@@ -131,17 +135,30 @@ def main() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--name", default=None, help="Run name (default: from the first file)")
 @click.option("--tag", "tags", multiple=True, help="Tag the run (repeatable)")
+@click.option("--again", is_flag=True, help="Make a new run even when a ready run holds exactly these files")
 @store_options
-def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], data_dir: Path | None) -> None:
-    """Ingest trace files, folders or archives as one run; prints the run id."""
+def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], again: bool,
+           data_dir: Path | None) -> None:
+    """Ingest trace files, folders or archives as one run; prints the run id. Files already ingested (the same
+    bytes) are not ingested again: their run's id is printed (--again makes a new run)."""
     from explorer.ingest.memory import as_ingest_process
 
     as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
-    from explorer.service import ingest_paths
+    from explorer.ingest.limits import IngestLimits
+    from explorer.service import ingest_paths, paths_sha256
 
     # an ingest bug's traceback goes to bugs/<run>.txt (its error line says so), not to the terminal
     logging.getLogger("explorer.service").addHandler(logging.NullHandler())
     store = _store(data_dir, create=True)
+    existing = None if again or not all(p.exists() for p in paths) else store.catalog.find_by_sha(
+        paths_sha256(list(paths)))
+    if existing is not None and existing.status == "ready":
+        console.print(f"already ingested: run {existing.id} ({existing.name}) holds these files; "
+                      "--again makes a new run")
+        if tags:
+            store.catalog.set_tags(existing.id, sorted({*existing.tags, *tags}))
+        out.print(existing.id)
+        return
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("ingesting", total=1.0)
@@ -152,7 +169,7 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], dat
         try:
             with terminate_as_interrupt():
                 rec = ingest_paths(store, list(paths), name, progress=progress,
-                                   limits=IngestLimits.from_settings(Settings()))
+                                   limits=IngestLimits.from_settings(_settings(None)))
         except ExplorerError as exc:
             bar.stop()
             console.print(Text("error:", style="red"), exc.message, highlight=False)
@@ -193,7 +210,11 @@ def run_row(rec: RunRecord) -> dict[str, Any]:
     }
 
 
-RUNS_TABLE_LANES = (Lane.FRAMEWORK, Lane.RUNTIME, Lane.HARDWARE)  # the `runs` table's slice counts
+def runs_table_lanes() -> tuple[str, ...]:
+    """The lanes whose slice counts the `runs` table shows."""
+    from explorer.model.lanes import Lane
+
+    return (Lane.FRAMEWORK, Lane.RUNTIME, Lane.HARDWARE)
 
 
 @main.command()
@@ -215,11 +236,12 @@ def runs(as_json: bool, data_dir: Path | None) -> None:
     if as_json:
         out.print_json(json.dumps(rows))
         return
-    table = Table("id", "name", "status", "span", *RUNS_TABLE_LANES, "total")
+    lanes_shown = runs_table_lanes()
+    table = Table("id", "name", "status", "span", *lanes_shown, "total")
     for r in rows:
         lanes = r["slices_per_lane"]
         table.add_row(r["id"], r["name"], r["status"], fmt_ns(r["span_ns"]), *(
-            f"{lanes.get(k, 0):,}" for k in RUNS_TABLE_LANES), f"{r['slices']:,}")
+            f"{lanes.get(k, 0):,}" for k in lanes_shown), f"{r['slices']:,}")
     out.print(table)
 
 
@@ -479,6 +501,8 @@ def db_upgrade(data_dir: Path | None) -> None:
     """Bring the catalog's schema to this version's revision: on a team server, once, before starting
     the new version's processes (the embedded SQLite catalog is upgraded whenever it is opened)."""
     settings = _settings(data_dir)
+    from explorer.store.catalog_db import make_engine, shown, sqlite_url, upgrade
+
     url = settings.catalog_url or sqlite_url(settings.data_dir / "catalog.sqlite")
     try:
         engine = make_engine(url)

@@ -222,7 +222,7 @@ def test_every_command_takes_a_run_by_id_name_or_tag(tmp_path: Path) -> None:
     assert export.exit_code == 0 and json.loads((tmp_path / "p.json").read_text())["traceEvents"], export.output
     missing = runner.invoke(main, ["ops", "no such run", "--data-dir", str(data)])
     assert missing.exit_code == 2 and f"no run with id or name 'no such run' in the data folder {data}" in missing.stderr
-    runner.invoke(main, ["ingest", str(path), "--name", "baseline run", "--data-dir", str(data)])
+    runner.invoke(main, ["ingest", str(path), "--name", "baseline run", "--again", "--data-dir", str(data)])
     twice = runner.invoke(main, ["ops", "baseline run", "--data-dir", str(data)])
     assert twice.exit_code == 2 and "2 runs are named 'baseline run'" in twice.stderr and first in twice.stderr
 
@@ -258,3 +258,20 @@ def test_check_help_shows_the_default_threshold() -> None:
     assert CHECK_DEFAULT_MAX_REGRESSION == DEFAULT_MAX_REGRESSION
     text = " ".join(CliRunner().invoke(main, ["check", "--help"]).output.split())
     assert f"[default: {DEFAULT_MAX_REGRESSION}]" in text and "explorer.analysis" not in text
+
+
+def test_an_identical_reingest_reuses_the_run_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps(GOOD))
+    data = str(tmp_path / "data")
+    runner = CliRunner()
+    first = runner.invoke(main, ["ingest", str(path), "--data-dir", data])
+    run_id = first.stdout.strip().splitlines()[-1]
+    again = runner.invoke(main, ["ingest", str(path), "--tag", "nightly", "--data-dir", data])
+    assert again.exit_code == 0 and again.stdout.strip().splitlines()[-1] == run_id
+    assert f"already ingested: run {run_id}" in again.stderr and "--again" in again.stderr
+    runs = json.loads(runner.invoke(main, ["runs", "--json", "--data-dir", data]).stdout)
+    assert [(r["id"], r["tags"]) for r in runs] == [(run_id, ["nightly"])]
+    forced = runner.invoke(main, ["ingest", str(path), "--again", "--data-dir", data])
+    assert forced.exit_code == 0 and forced.stdout.strip().splitlines()[-1] != run_id
+    assert len(json.loads(runner.invoke(main, ["runs", "--json", "--data-dir", data]).stdout)) == 2

@@ -383,6 +383,9 @@ class TraceBuilder:
                       "EXPLORER_MAX_DEPTH", where)
         if linked.flows.unbound:
             self.warn("flow_unbound", "flow steps whose end could not be bound to a slice", linked.flows.unbound)
+        if linked.flows.lone:
+            self.warn("flow_unpaired", "flow steps without a partner (a start without its end, or an end without its "
+                      "start): not drawn", linked.flows.lone)
         flows_from, flows_to, flows_kind, op_id = linked.flows.frm, linked.flows.to, linked.flows.kind, linked.op_id
         parent, by_track = linked.parent, linked.by_track
         del linked

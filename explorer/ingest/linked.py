@@ -70,7 +70,8 @@ def linked_tables(linked: Linked, cols: SliceColumns, coded: int) -> tuple[pa.Ta
                        "track": track.astype(np.int32)})
     f = linked.flows
     flows = pa.table({"from": f.frm, "to": f.to, "kind": f.kind, "cat": f.cat, "cls": cls, "code": code})
-    return slices, flows, {"displaced": linked.displaced, "unbound": f.unbound, "tracks": tracks.tolist()}
+    return slices, flows, {"displaced": linked.displaced, "unbound": f.unbound, "lone": f.lone,
+                            "tracks": tracks.tolist()}
 
 
 @dataclass
@@ -93,7 +94,7 @@ class LinkedParts:
 
     def add(self, row0: int, thread0: int, slices: pa.Table, flows: pa.Table, counts: dict[str, Any]) -> None:
         tracks = np.asarray(counts["tracks"], dtype=np.int64)
-        self.pieces.append(_Piece(row0, thread0, slices, flows, {k: int(counts[k]) for k in ("displaced", "unbound")},
+        self.pieces.append(_Piece(row0, thread0, slices, flows, {k: int(counts.get(k, 0)) for k in ("displaced", "unbound", "lone")},
                                   tracks))
 
     def tracks(self) -> tuple[np.ndarray, np.ndarray]:
@@ -145,7 +146,8 @@ class LinkedParts:
                             a["cat"]))
         return FlowLinks(a["from"][order].astype(np.int64), a["to"][order].astype(np.int64),
                          a["kind"][order].astype(np.int8), a["cat"][order].astype(np.int8),
-                         a["code"][order].astype(np.int64), sum(p.counts["unbound"] for p in self.pieces))
+                         a["code"][order].astype(np.int64), sum(p.counts["unbound"] for p in self.pieces),
+                         sum(p.counts["lone"] for p in self.pieces))
 
 
 def _shifted(values: np.ndarray, by: int) -> np.ndarray:

@@ -49,6 +49,7 @@ class FlowLinks:
     cat: np.ndarray  # int8
     code: np.ndarray  # int64
     unbound: int  # flow steps whose end could not be bound to a slice
+    lone: int = 0  # flow steps with no other step of their flow (an `s` without its `f`, or the reverse)
 
 
 def build_flows(cols: SliceColumns, parent: np.ndarray, thread_src: np.ndarray, explicit: Arrays3,
@@ -71,11 +72,12 @@ def build_flows(cols: SliceColumns, parent: np.ndarray, thread_src: np.ndarray, 
         kinds.append(np.full(int(ok.sum()), KINDS.index(FlowKind.EXECUTE.value), dtype=np.int8))
         codes.append(np.full(int(ok.sum()), NONE, dtype=np.int64))
     cats = [np.full(len(c), i, dtype=np.int8) for i, c in enumerate(codes)]
-    unbound = 0
+    unbound = lone = 0
     code, kind, p_thread, p_ts, p_enc = points
     if len(code):
         bound = bind_points(cols.thread, cols.ts, cols.dur, parent, p_thread, p_ts, p_enc)
         a, b = pair_steps(code, p_ts)
+        lone = len(code) - len(np.union1d(a, b))
         good = (bound[a] >= 0) & (bound[b] >= 0)
         unbound = int((~good).sum())
         froms.append(bound[a][good])
@@ -89,7 +91,7 @@ def build_flows(cols: SliceColumns, parent: np.ndarray, thread_src: np.ndarray, 
     f, t, k, c, cat = f[keep], t[keep], k[keep], c[keep], cat[keep]
     _, first = np.unique(f * max(1, len(cols.ts)) + t, return_index=True)
     first.sort()
-    return FlowLinks(f[first], t[first], k[first], cat[first], c[first], unbound)
+    return FlowLinks(f[first], t[first], k[first], cat[first], c[first], unbound, lone)
 
 
 def attribute_ops(cols: SliceColumns, parent: np.ndarray, thread_src: np.ndarray, f_from: np.ndarray,

@@ -126,3 +126,19 @@ def test_the_error_page_escapes_what_the_request_carried(client: TestClient) -> 
     page = client.get("/runs/<img src=x onerror=alert(1)>", headers=HTML)
     assert page.status_code == 404 and "<img src=x" not in page.text
     assert "&lt;img src=x onerror=alert(1)&gt;" in page.text
+
+
+def test_openapi_documents_errors_as_json_even_for_csv_downloads(client: TestClient) -> None:
+    """The CSV downloads answer errors as the one JSON error shape, and /openapi.json says so."""
+    paths = client.get("/openapi.json").json()["paths"]
+    csv_routes = [p for p, ops in paths.items() if "text/csv" in ops.get("get", {}).get("responses", {})
+                  .get("200", {}).get("content", {})]
+    assert "/api/runs/{run_id}/device/{profile}/instructions.csv" in csv_routes
+    for path, ops in paths.items():
+        for method, op in ops.items():
+            for status, response in op.get("responses", {}).items():
+                if status[:1] in "45" and response.get("content"):
+                    assert list(response["content"]) == ["application/json"], (method, path, status)
+    missing = client.get("/api/runs/r0000nothere/device/p1/instructions.csv")
+    assert missing.status_code == 404 and missing.headers["content-type"].startswith("application/json")
+    assert missing.json()["error"]["code"] == "run_not_found"
