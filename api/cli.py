@@ -152,6 +152,12 @@ def serve(paths: tuple[Path, ...], host: str | None, port: int | None, data_dir:
 
 
 main.add_command(serve)
+# `open PATH`: the same command under the name a new user looks for first (datasette and TensorBoard open what
+# they are pointed at); one callback and one set of options, so the two cannot drift apart
+main.add_command(click.Command("open", callback=serve.callback, params=serve.params,
+                               help="Open traces in the browser: the same as `serve PATH...` (ingest PATH, then serve "
+                               "it and print its address and the ssh line).",
+                               short_help="Ingest PATH... and serve it (= serve PATH...)"))
 main.add_command(client_commands.demo)  # profile RMSNorm variants, ingest, serve the comparison
 main.add_command(client_commands.upload)  # send files to a running explorer
 

@@ -109,3 +109,16 @@ def test_serve_on_a_busy_port_names_the_next_free_one(tmp_path: Path) -> None:
     assert "the next free port is" in result.output and "trace-explorer serve --port" in result.output
     assert "serving at" not in result.output and "ssh -L" not in result.output
     assert not (tmp_path / "d").exists()
+
+
+def test_open_is_serve_under_the_name_users_look_for(tmp_path: Path) -> None:
+    serve_cmd, open_cmd = main.commands["serve"], main.commands["open"]
+    assert open_cmd.callback is serve_cmd.callback and open_cmd.params == serve_cmd.params
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]}')
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(main, ["open", str(trace), "--port", str(port), "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 2 and f"port {port} on 127.0.0.1 is in use" in result.output
