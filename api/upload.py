@@ -27,7 +27,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
-from explorer.errors import BadRequest, RunNotFound, ServerBusy, TooLarge
+from explorer.errors import BadRequest, RunNotFound, ServerBusy, StorageUnavailable, TooLarge
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest_apart import IngestProcesses, killed_message
 from explorer.service import combined_sha256, disk_full, is_disk_full
@@ -253,6 +253,18 @@ def queue_full(room: int) -> ServerBusy:
                       f"try again in {QUEUE_RETRY_AFTER_S} s", {"retry_after_s": QUEUE_RETRY_AFTER_S})
 
 
+def _make_folder(folder: Path, tries: int = 3) -> None:
+    """mkdir -p that survives its parent being removed between the two mkdirs (a cleanup of the data folder's
+    tmp/ leftovers racing an upload): the parent is made again."""
+    for attempt in range(tries):
+        try:
+            folder.mkdir(parents=True)
+            return
+        except FileNotFoundError:
+            if attempt == tries - 1:
+                raise
+
+
 async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int, max_queued_bytes: int | None = None) -> Upload:
     """Stream a multipart/form-data body into a new folder under `tmp_dir`; raises TooLarge/BadRequest, ServerBusy
     (503, Retry-After) when the uploads held there would pass `max_queued_bytes`, DiskFull (507)."""
@@ -277,11 +289,11 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int, max_qu
         raise queue_full(room)
     upload = Upload(tmp_dir / f"upload-{secrets.token_hex(8)}")
     try:
-        upload.folder.mkdir(parents=True)
+        _make_folder(upload.folder)
     except OSError as exc:
         if is_disk_full(exc):
             raise disk_full(tmp_dir, declared, "this upload") from None
-        raise
+        raise StorageUnavailable(f"cannot make the upload's folder in {tmp_dir}: {exc.strerror or exc}") from None
     sink = _Sink(upload, max_bytes, room)
     parser = MultipartParser(boundary, sink.callbacks())  # type: ignore[arg-type]
     try:

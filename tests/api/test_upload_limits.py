@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -121,3 +122,24 @@ def test_a_full_upload_queue_is_503_with_retry_after(tmp_path: Path) -> None:
         assert client.get("/api/runs").json()["total"] == 0
         r = client.post("/api/runs", files={"files": (TINY.name, data)})  # one that fits is taken
         assert r.status_code == 202, r.text
+
+
+def test_the_upload_folder_survives_its_parent_removed_meanwhile(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cleanup of tmp/ leftovers that removes the folder between mkdir -p's two steps (the schemathesis run's
+    one 500): the upload's folder is made anyway."""
+    from api.upload import _make_folder
+
+    real_mkdir = Path.mkdir
+    calls: list[Path] = []
+
+    def racing_mkdir(self: Path, *args: Any, **kwargs: Any) -> None:
+        calls.append(self)
+        if len(calls) == 1:  # the parent vanished under the first attempt
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    target = tmp_path / "tmp" / "upload-x"
+    _make_folder(target)
+    assert target.is_dir() and len(calls) >= 2
