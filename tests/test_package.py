@@ -207,3 +207,60 @@ def test_a_wheel_built_without_a_c_compiler_reads_big_traces_with_duckdb(tmp_pat
                            capture_output=True, text=True, timeout=60,
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert probe.stdout.split() == ["False", "False", "False", "False"], probe.stderr
+
+
+BLOCKER = '''"""Installed by tests/test_package.py: with TE_BLOCK set, the packages it names cannot be imported."""
+import importlib.abc
+import os
+import sys
+
+BLOCKED = tuple(n for n in os.environ.get("TE_BLOCK", "").split(",") if n)
+
+
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Blocked())
+'''
+
+
+def test_the_wheel_serves_a_trace_without_torch_cuda_or_team_libraries(installed: Installed) -> None:
+    """The set-up path a user takes, from the built wheel: `trace-explorer serve trace.json` in the wheel's venv,
+    with torch, CUDA's libraries and (on the embedded catalog) the team libraries made unimportable: the trace is
+    ingested, the page answers, and the run's address and the ssh line are printed."""
+    site = next((installed.venv / "lib").glob("python3*/site-packages"))
+    (site / "_te_block.py").write_text(BLOCKER)
+    (site / "_te_block.pth").write_text('import os; os.environ.get("TE_BLOCK") and __import__("_te_block")\n')
+    blocked = ["torch", "triton", "nvidia"]
+    if not os.environ.get(catalog_hook.HOOK):  # the PostgreSQL half's catalog needs the team extra's driver
+        blocked += ["psycopg", "procrastinate", "s3fs", "botocore", "aiobotocore"]
+    port = free_port()
+    env = {**installed.env(), "TE_BLOCK": ",".join(blocked)}
+    proc = subprocess.Popen([str(installed.venv / "bin" / "trace-explorer"), "serve", str(TINY), "--port", str(port),
+                             "--data-dir", str(installed.work / "data-no-extras")], cwd=installed.work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base)
+        assert proc.stdout is not None
+        lines: list[str] = []
+        while not lines or not lines[-1].startswith("Run "):
+            line = proc.stdout.readline()
+            assert line, lines
+            lines.append(line.rstrip("\n"))
+        assert any("ssh -L" in line for line in lines), lines
+        url = lines[-1].split(": ", 1)[1]
+        assert url.startswith(base + "/runs/") and httpx.get(url).status_code == 200
+        probe = subprocess.run([str(installed.venv / "bin" / "python"), "-c", "import torch"], env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert probe.returncode != 0 and "blocked by the test" in probe.stderr  # the block was in force
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        (site / "_te_block.pth").unlink()
