@@ -264,6 +264,12 @@ def _run_id(store: RunStore, ref: str) -> str:
 RUN_HELP = "RUN: a run id, a run's name, or tag:NAME@latest"
 
 
+EMPTY_OPS_VIEW = {  # what an empty view means, and how to fill it
+    "python": "no Python frames in this run: profile with torch.profiler.profile(with_stack=True) to record them",
+    "operators": "no ops in this run: it holds no framework op (cpu_op, user annotation) and no launch site",
+}
+
+
 def _sort_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """`col`, `-col` (descending) or `+col` (ascending), as the API's `sort=` takes it."""
     if value is not None and value.lstrip("-+") not in OP_SORTS:
@@ -293,10 +299,11 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
     store = _store(data_dir)
     run_id = _run_id(store, run_id)
     try:
-        rows = load_ops(store, run_id, sort=sort, limit=limit, by_shape=by_shape, view=view, by_module=by_module)
+        every = load_ops(store, run_id, sort=sort, limit=None, by_shape=by_shape, view=view, by_module=by_module)
     except ExplorerError as exc:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
+    rows = every[:max(0, limit)]
     if as_json:  # without by_shape the per-name table's input_shapes is always "": not shown
         out.print_json(json.dumps(rows if by_shape else [{k: v for k, v in r.items() if k != "input_shapes"}
                                                           for r in rows]))
@@ -313,6 +320,10 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
                       fmt_ns(r["cpu_avg_ns"]), fmt_ns(r["device_total_ns"]), fmt_ns(r["self_device_ns"]),
                       f"{r['device_pct']:.1f}%")
     out.print(table)
+    if not every:
+        console.print(EMPTY_OPS_VIEW.get(view, "no ops in this run"), soft_wrap=True)
+    elif len(rows) < len(every):
+        console.print(f"showing {len(rows)} of {len(every)} rows (--limit N shows more)")
 
 
 @main.command(epilog=RUN_HELP)

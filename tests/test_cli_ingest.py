@@ -278,3 +278,20 @@ def test_an_identical_reingest_reuses_the_run_and_says_so(tmp_path: Path) -> Non
     forced = runner.invoke(main, ["ingest", str(path), "--again", "--data-dir", data])
     assert forced.exit_code == 0 and forced.stdout.strip().splitlines()[-1] != run_id
     assert len(json.loads(runner.invoke(main, ["runs", "--json", "--data-dir", data]).stdout)) == 2
+
+
+def test_an_empty_or_cut_ops_view_explains_itself(tmp_path: Path) -> None:
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{k}", "pid": 1, "tid": 1, "ts": 10.0 * k, "dur": 1.0}
+              for k in range(5)]
+    path = tmp_path / "t.json"
+    path.write_bytes(event_file(events))
+    data = str(tmp_path / "data")
+    runner = CliRunner()
+    run_id = runner.invoke(main, ["ingest", str(path), "--data-dir", data]).stdout.strip().splitlines()[-1]
+    python = runner.invoke(main, ["ops", run_id, "--view", "python", "--data-dir", data])
+    assert python.exit_code == 0 and "no Python frames in this run" in python.stderr and "with_stack=True" in python.stderr
+    cut = runner.invoke(main, ["ops", run_id, "--limit", "2", "--data-dir", data])
+    assert cut.exit_code == 0 and "showing 2 of 5 rows" in cut.stderr
+    whole = runner.invoke(main, ["ops", run_id, "--data-dir", data])
+    assert "showing" not in whole.stderr and json.loads(runner.invoke(
+        main, ["ops", run_id, "--limit", "2", "--json", "--data-dir", data]).stdout).__len__() == 2
