@@ -85,3 +85,26 @@ def serve_subprocess(data_dir: Path, *args: str, env: dict[str, str] | None = No
         proc.wait(timeout=10)
         if proc.stdout:
             proc.stdout.close()
+
+
+# Packages a runtime install must not need: torch, CUDA's libraries, the team extra's (tests/test_install_split.py,
+# tests/test_package.py).
+EXTRAS = ("torch", "triton", "nvidia", "psycopg", "procrastinate", "s3fs", "botocore", "aiobotocore")
+# Python source that makes the packages named in $TE_BLOCK (comma-separated) unimportable in the process running it.
+IMPORT_BLOCKER = '''"""With TE_BLOCK set, the packages it names cannot be imported (a test of what an install needs)."""
+import importlib.abc
+import os
+import sys
+
+BLOCKED = tuple(n for n in os.environ.get("TE_BLOCK", "").split(",") if n)
+
+
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, Blocked())
+'''

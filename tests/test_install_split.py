@@ -10,24 +10,17 @@ import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-ABSENT = ("torch", "psycopg", "procrastinate", "s3fs", "botocore", "aiobotocore", "triton", "nvidia")
+from tests.support import EXTRAS as ABSENT
+from tests.support import IMPORT_BLOCKER
 
-BLOCKER = f"""
-import importlib.abc, sys
-ABSENT = {ABSENT!r}
-class Absent(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ABSENT:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-sys.meta_path.insert(0, Absent())
-"""
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_without_extras(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", BLOCKER + code], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
+    return subprocess.run([sys.executable, "-c", IMPORT_BLOCKER + f"ABSENT = {ABSENT!r}\n" + code],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path),
+                               "TE_BLOCK": ",".join(ABSENT)})
 
 
 def test_runtime_dependencies_hold_no_torch_cuda_or_team_libraries() -> None:

@@ -25,7 +25,7 @@ import pytest
 
 from explorer import __version__
 from tests import catalog_hook
-from tests.support import free_port, wait_healthy
+from tests.support import EXTRAS, IMPORT_BLOCKER, free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "api" / "fixtures" / "tiny_kineto.json"  # a GPU trace: ops, kernels, gaps
@@ -209,23 +209,6 @@ def test_a_wheel_built_without_a_c_compiler_reads_big_traces_with_duckdb(tmp_pat
     assert probe.stdout.split() == ["False", "False", "False", "False"], probe.stderr
 
 
-BLOCKER = '''"""Installed by tests/test_package.py: with TE_BLOCK set, the packages it names cannot be imported."""
-import importlib.abc
-import os
-import sys
-
-BLOCKED = tuple(n for n in os.environ.get("TE_BLOCK", "").split(",") if n)
-
-
-class Blocked(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)", name=name)
-        return None
-
-
-sys.meta_path.insert(0, Blocked())
-'''
 
 
 def test_the_wheel_serves_a_trace_without_torch_cuda_or_team_libraries(installed: Installed) -> None:
@@ -233,11 +216,11 @@ def test_the_wheel_serves_a_trace_without_torch_cuda_or_team_libraries(installed
     with torch, CUDA's libraries and (on the embedded catalog) the team libraries made unimportable: the trace is
     ingested, the page answers, and the run's address and the ssh line are printed."""
     site = next((installed.venv / "lib").glob("python3*/site-packages"))
-    (site / "_te_block.py").write_text(BLOCKER)
+    (site / "_te_block.py").write_text(IMPORT_BLOCKER)
     (site / "_te_block.pth").write_text('import os; os.environ.get("TE_BLOCK") and __import__("_te_block")\n')
-    blocked = ["torch", "triton", "nvidia"]
-    if not os.environ.get(catalog_hook.HOOK):  # the PostgreSQL half's catalog needs the team extra's driver
-        blocked += ["psycopg", "procrastinate", "s3fs", "botocore", "aiobotocore"]
+    blocked = list(EXTRAS)
+    if os.environ.get(catalog_hook.HOOK):  # the PostgreSQL half's catalog needs the team extra's driver
+        blocked = ["torch", "triton", "nvidia"]
     port = free_port()
     env = {**installed.env(), "TE_BLOCK": ",".join(blocked)}
     proc = subprocess.Popen([str(installed.venv / "bin" / "trace-explorer"), "serve", str(TINY), "--port", str(port),
