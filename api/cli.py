@@ -66,12 +66,12 @@ def check_port(host: str, port: int) -> None:
 
 def open_paths(store: RunStore, paths: list[Path]) -> RunRecord:
     """The run holding `paths` (one run, as `ingest` makes it): an identical earlier run is reused and said so."""
-    from explorer.service import ingest_or_find, paths_sha256
+    from explorer.service import find_identical, ingest_paths
 
-    existing = store.catalog.find_by_sha(paths_sha256(paths))
-    rec = ingest_or_find(store, paths)
+    existing = find_identical(store, paths)  # hashed only when a run's files have the same sizes
+    rec = existing or ingest_paths(store, paths)
     names = ", ".join(str(p) for p in paths)
-    if existing is not None and existing.id == rec.id:
+    if existing is not None:
         click.echo(f"{names}: already ingested as run {rec.id} ({rec.name}); opening it")
     else:
         click.echo(f"{names}: ingested as run {rec.id} ({rec.name})")

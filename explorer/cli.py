@@ -145,14 +145,13 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], aga
 
     as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
     from explorer.ingest.limits import IngestLimits
-    from explorer.service import ingest_paths, paths_sha256
+    from explorer.service import find_identical, ingest_paths
 
     # an ingest bug's traceback goes to bugs/<run>.txt (its error line says so), not to the terminal
     logging.getLogger("explorer.service").addHandler(logging.NullHandler())
     store = _store(data_dir, create=True)
-    existing = None if again or not all(p.exists() for p in paths) else store.catalog.find_by_sha(
-        paths_sha256(list(paths)))
-    if existing is not None and existing.status == "ready":
+    existing = None if again or not all(p.exists() for p in paths) else find_identical(store, list(paths))
+    if existing is not None:
         console.print(f"already ingested: run {existing.id} ({existing.name}) holds these files; "
                       "--again makes a new run")
         if tags:

@@ -36,23 +36,35 @@ def combined_sha256(shas: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(shas)).encode()).hexdigest()
 
 
-def paths_sha256(paths: list[Path]) -> str:
-    """The sha256 an ingest of `paths` stores (combined over every file, folders walked as collect_inputs
-    walks them): equal content finds the existing run (catalog.find_by_sha) without parsing anything."""
-    shas = []
+def _input_files(paths: list[Path]) -> list[Path]:
+    """Every file an ingest of `paths` reads, folders walked as collect_inputs walks them."""
+    out: list[Path] = []
     for path in paths:
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.is_dir() else [path]
-        shas += [sha256_file(f) for f in files]
-    return combined_sha256(shas)
+        out += sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.is_dir() else [path]
+    return out
+
+
+def paths_sha256(paths: list[Path]) -> str:
+    """The sha256 an ingest of `paths` stores (combined over every file): equal content finds the existing run
+    (catalog.find_by_sha) without parsing anything."""
+    return combined_sha256([sha256_file(f) for f in _input_files(paths)])
+
+
+def find_identical(store: RunStore, paths: list[Path]) -> RunRecord | None:
+    """The ready run holding exactly these files, or None. The files are hashed only when a ready run's files
+    have the same sizes: a new trace (the common case) is not read twice, once here and once by its ingest."""
+    sizes = sorted(f.stat().st_size for f in _input_files(paths))
+    records, _ = store.catalog.list(status="ready", limit=100_000)
+    if not any(sorted(a.size for a in r.summary.artifacts) == sizes for r in records):
+        return None
+    existing = store.catalog.find_by_sha(paths_sha256(paths))
+    return existing if existing is not None and existing.status == "ready" else None
 
 
 def ingest_or_find(store: RunStore, paths: list[Path], name: str | None = None, *,
                    progress: Progress | None = None) -> RunRecord:
     """The ready run holding exactly these files, ingesting them only when no run does."""
-    existing = store.catalog.find_by_sha(paths_sha256(paths))
-    if existing is not None and existing.status == "ready":
-        return existing
-    return ingest_paths(store, paths, name, progress=progress)
+    return find_identical(store, paths) or ingest_paths(store, paths, name, progress=progress)
 
 
 def run_ingest(store: RunStore, run_id: str, paths: list[Path], *, keep_failed: bool,
