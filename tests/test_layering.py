@@ -30,7 +30,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("charts", ("explorer.charts",)),
     Layer("render", ("explorer.render",)),
     Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot", "explorer.gate",
-                    "explorer.export", "explorer.rank_pages", "explorer.fleet")),
+                    "explorer.export", "explorer.rank_pages", "explorer.fleet", "explorer.views")),
     Layer("cli", ("explorer.service", "explorer.ingest_apart", "explorer.demo", "explorer.upload_client",
                   "explorer.watch", "explorer.cli", "explorer.notebook", "explorer.jobs")),
     Layer("api", ("api",)),
