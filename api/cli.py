@@ -64,18 +64,27 @@ def check_port(host: str, port: int) -> None:
     raise click.UsageError(f"port {port} on {host} is in use (another explorer or server?){hint}")
 
 
-def open_paths(store: RunStore, paths: list[Path]) -> RunRecord:
-    """The run holding `paths` (one run, as `ingest` makes it): an identical earlier run is reused and said so."""
+def open_paths(store: RunStore, paths: list[Path]) -> list[RunRecord]:
+    """The runs holding `paths`, as `ingest` makes them (a folder of unrelated traces is one run per step and
+    folder): an identical earlier run is reused and said so."""
     from explorer.service import find_identical, ingest_paths
+    from explorer.watch import plan_runs
 
-    existing = find_identical(store, paths)  # hashed only when a run's files have the same sizes
-    rec = existing or ingest_paths(store, paths)
-    names = ", ".join(str(p) for p in paths)
-    if existing is not None:
-        click.echo(f"{names}: already ingested as run {rec.id} ({rec.name}); opening it")
-    else:
-        click.echo(f"{names}: ingested as run {rec.id} ({rec.name})")
-    return rec
+    plan = plan_runs(paths)
+    groups = [(list(p.paths), p.name) for p in plan] if plan else [(paths, None)]
+    if plan:
+        click.echo(f"{paths[0]} holds {len(plan)} unrelated captures: one run each")
+    opened = []
+    for files, name in groups:
+        existing = find_identical(store, files)  # hashed only when a run's files have the same sizes
+        rec = existing or ingest_paths(store, files, name)
+        names = ", ".join(str(p) for p in files)
+        if existing is not None:
+            click.echo(f"{names}: already ingested as run {rec.id} ({rec.name}); opening it")
+        else:
+            click.echo(f"{names}: ingested as run {rec.id} ({rec.name})")
+        opened.append(rec)
+    return opened
 
 
 @click.command()
@@ -130,16 +139,15 @@ def serve(paths: tuple[Path, ...], host: str | None, port: int | None, data_dir:
     try:
         app = create_app(settings)
         store = app.state.explorer.store
-        opened = open_paths(store, list(paths)) if paths else None
+        opened = open_paths(store, list(paths)) if paths else []
     except ExplorerError as exc:  # the catalog does not answer or needs `db upgrade`: one line, no traceback
         raise click.ClickException(exc.message) from None
     count = store.catalog.list(limit=1)[1]
     click.echo(f"Data folder {Path(settings.data_dir).resolve()}: {count} run{'' if count == 1 else 's'}")
     for line in tunnel_hint(settings.port, settings.root_path):
         click.echo(line)
-    if opened is not None:
-        click.echo(f"Run {opened.name}: {tunnel_hint(settings.port, settings.root_path)[0].split()[-1]}"
-                   f"runs/{opened.id}")
+    for rec in opened:
+        click.echo(f"Run {rec.name}: {tunnel_hint(settings.port, settings.root_path)[0].split()[-1]}runs/{rec.id}")
     for folder in settings.watch_dirs:
         click.echo(f"Watching {folder} for new traces")
     if settings.token:

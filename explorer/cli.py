@@ -136,28 +136,56 @@ def main() -> None:
 @click.option("--name", default=None, help="Run name (default: from the first file)")
 @click.option("--tag", "tags", multiple=True, help="Tag the run (repeatable)")
 @click.option("--again", is_flag=True, help="Make a new run even when a ready run holds exactly these files")
+@click.option("--one-run", is_flag=True,
+              help="Make one run of a folder of unrelated traces (default: one run per step and folder, as --watch)")
 @store_options
-def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], again: bool,
+def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], again: bool, one_run: bool,
            data_dir: Path | None) -> None:
-    """Ingest trace files, folders or archives as one run; prints the run id. Files already ingested (the same
-    bytes) are not ingested again: their run's id is printed (--again makes a new run)."""
+    """Ingest trace files, folders or archives as one run; prints the run id. A folder of unrelated traces
+    becomes one run per step and folder (ranks of one step together), as `serve --watch` groups them; each id
+    is printed. Files already ingested (the same bytes) are not ingested again: their run's id is printed
+    (--again makes a new run)."""
     from explorer.ingest.memory import as_ingest_process
 
     as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
-    from explorer.ingest.limits import IngestLimits
-    from explorer.service import find_identical, ingest_paths
+    from explorer.watch import plan_runs
 
     # an ingest bug's traceback goes to bugs/<run>.txt (its error line says so), not to the terminal
     logging.getLogger("explorer.service").addHandler(logging.NullHandler())
     store = _store(data_dir, create=True)
-    existing = None if again or not all(p.exists() for p in paths) else find_identical(store, list(paths))
+    plan = None if one_run or not all(p.exists() for p in paths) else plan_runs(list(paths))
+    if plan is None:
+        if not _ingest_run(store, list(paths), name, tags, again):
+            sys.exit(2)
+        return
+    console.print(f"{paths[0]} holds {len(plan)} unrelated captures: ingesting them as {len(plan)} runs "
+                  "(the traces of one step in one folder together; --one-run makes one run)",
+                  highlight=False, markup=False)
+    failed = 0
+    for planned in plan:
+        console.print(f"- {planned.name}: {', '.join(p.name for p in planned.paths)}", highlight=False, markup=False)
+        failed += not _ingest_run(store, list(planned.paths), f"{name} ({planned.name})" if name else planned.name,
+                                  tags, again)
+    if failed:
+        console.print(f"error: {failed} of {len(plan)} runs failed (each said why above)", markup=False,
+                      highlight=False)
+        sys.exit(2)
+
+
+def _ingest_run(store: RunStore, paths: list[Path], name: str | None, tags: tuple[str, ...], again: bool) -> bool:
+    """Ingest `paths` as one run with a progress bar, or reuse the identical ready run; prints its id, or the
+    error (and returns False)."""
+    from explorer.ingest.limits import IngestLimits
+    from explorer.service import find_identical, ingest_paths
+
+    existing = None if again or not all(p.exists() for p in paths) else find_identical(store, paths)
     if existing is not None:
         console.print(f"already ingested: run {existing.id} ({existing.name}) holds these files; "
-                      "--again makes a new run")
+                      "--again makes a new run", highlight=False, markup=False)
         if tags:
             store.catalog.set_tags(existing.id, sorted({*existing.tags, *tags}))
         out.print(existing.id)
-        return
+        return True
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task("ingesting", total=1.0)
@@ -167,12 +195,12 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], aga
 
         try:
             with terminate_as_interrupt():
-                rec = ingest_paths(store, list(paths), name, progress=progress,
+                rec = ingest_paths(store, paths, name, progress=progress,
                                    limits=IngestLimits.from_settings(_settings(None)))
         except ExplorerError as exc:
             bar.stop()
             console.print(Text("error:", style="red"), exc.message, highlight=False)
-            sys.exit(2)
+            return False
         except KeyboardInterrupt:
             bar.stop()
             console.print("error: interrupted; the run is marked failed", markup=False, highlight=False)
@@ -185,6 +213,7 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], aga
     for w in s.warnings[:10]:
         console.print(f"  warning: {w.count} x {w.message}", highlight=False, markup=False)
     out.print(rec.id, highlight=False)
+    return True
 
 
 @contextmanager

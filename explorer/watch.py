@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from explorer.ingest.capture import is_process_folder_name
+from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.sources import DEFAULT_MAX_BYTES
 from explorer.service import paths_sha256, run_ingest
@@ -74,8 +75,10 @@ def trace_label(path: Path) -> tuple[str, int | None, int | None]:
     """The worker label, step and rank a trace's file name carries: `host_12.1700000000000.pt.trace.json`
     -> ("host_12", None, None); `rank1.step5.pt.trace.json` -> ("rank1", 5, 1)."""
     stem = path.name
-    for suffix in TRACE_SUFFIXES:
-        stem = stem.removesuffix(suffix)
+    for suffix in (*TRACE_SUFFIXES, ".json.gz", ".json"):
+        if stem.endswith(suffix):
+            stem = stem.removesuffix(suffix)
+            break
     handler = _HANDLER_NAME.match(stem)
     step = _STEP_IN_NAME.search(stem)
     rank = _RANK_IN_NAME.search(stem)
@@ -319,6 +322,17 @@ class Watcher:
         return rec.id
 
 
+def _is_chrome_trace(path: Path) -> bool:
+    """Whether a file's first bytes are a Chrome / Kineto trace (not a Neuron JSON export or an execution trace,
+    which belong with the trace beside them)."""
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            return detect_format(f.read(65536)) is Format.CHROME
+    except (OSError, EOFError, zlib.error):
+        return False
+
+
 def group_of(item: Sighting) -> tuple[tuple[str, ...], str, int]:
     """The group key, run name and rank (-1: unknown) of a complete item. A capture folder is its own run,
     named by its path under the watched folder. A trace file joins the files of the same folder with the
@@ -359,3 +373,47 @@ def _folder_signature(folder: Path) -> tuple[int, ...]:
                 continue
             count, size, newest = count + 1, size + st.st_size, max(newest, st.st_mtime_ns)
     return count, size, newest
+
+
+PLAIN_TRACE_SUFFIXES = (".json", ".json.gz")  # what a folder of Kineto / Chrome traces holds, and nothing else
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """The files `ingest DIR` makes one run of, and the name the watcher would give them."""
+
+    paths: tuple[Path, ...]
+    name: str
+
+
+def plan_runs(paths: list[Path]) -> list[PlannedRun] | None:
+    """How `ingest DIR` splits one folder of traces into runs, as `serve --watch` does: the files of one step
+    in one folder together (ranks of one step, or rank files without steps), every other trace a run of its
+    own. None when the paths are one run as given: several paths, a file, a capture folder, or a folder that
+    holds anything but trace JSON (a Neuron bundle's Parquet, NEFF and NTFF files belong together)."""
+    if len(paths) != 1 or not paths[0].is_dir():
+        return None
+    root = paths[0]
+    files = sorted(f for f in root.rglob("*") if f.is_file() and not f.name.startswith("."))
+    if (not files or any(d.is_dir() and is_process_folder_name(d.name) for d in root.rglob("*"))
+            or not all(f.name.endswith(PLAIN_TRACE_SUFFIXES) and _is_chrome_trace(f) for f in files)):
+        return None
+    groups: dict[tuple[str, ...], list[tuple[int, Path]]] = {}
+    names: dict[tuple[str, ...], str] = {}
+    for file in files:
+        key, name, rank = group_of(Sighting(file, root, False, (0, 0), 0.0))
+        if key[0] == "file" and rank >= 0:  # rank files without steps: the ranks of one run
+            key = ("ranks", str(file.parent))
+        groups.setdefault(key, []).append((rank, file))
+        names.setdefault(key, name)
+    if len(groups) < 2:
+        return None
+    plan = []
+    for key, members in groups.items():
+        ordered = tuple(p for _rank, p in sorted(members, key=lambda m: (m[0], m[1].name)))
+        if len(ordered) > 1:
+            where = folder_label(root, ordered[0].parent)
+            names[key] = f"{where} step {key[-1]}" if key[0] == "step" else where
+            names[key] += f" ({len(ordered)} ranks)"
+        plan.append(PlannedRun(ordered, names[key]))
+    return plan
