@@ -11,6 +11,10 @@ PG_TEST_URL ?= postgresql://postgres@127.0.0.1:5432/test
 # pytest-xdist workers (a test file stays on one worker, so its module fixtures are made once); 0: one process.
 # Measured on the 2-core box: the main half 15:00 -> 11:05, the PostgreSQL half 8:13 -> 4:36 with 2.
 TEST_WORKERS ?= 2
+# a test skipped for want of node or of ../shared/traces fails instead (tests/conftest.py, REQUIRED_SKIPS), like
+# REQUIRE_BROWSER; the shared traces are required where they are (beside the checkout, as on the project's machines)
+REQUIRE_NODE ?= 1
+REQUIRE_SHARED ?= $(if $(wildcard ../shared/traces),1,)
 XDIST = -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: install install-run run test test-postgres lint browser bench clean
@@ -40,9 +44,11 @@ install-run: $(RUN_VENV)/.installed
 run: install-run
 	$(RUN_VENV)/bin/trace-explorer serve $(TRACE)
 
-# Debian's chromium for the browser tests (Playwright's own browser download cannot work offline).
+# Debian's chromium for the browser tests (Playwright's own browser download cannot work offline), and node for
+# the JavaScript tests.
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	@command -v node >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null)
 
 lint: install
 	$(VENV)/bin/ruff check explorer api tests bench hatch_build.py
@@ -50,7 +56,9 @@ lint: install
 
 test: install browser lint
 	mkdir -p $(ARTIFACTS)
-	REQUIRE_BROWSER=1 SCREENSHOT_DIR=$(ARTIFACTS)/screenshots $(VENV)/bin/pytest -q $(XDIST) --durations=25
+	@test -n "$(REQUIRE_SHARED)" || echo "note: ../shared/traces is absent: the tests on the shared real traces skip"
+	REQUIRE_BROWSER=1 REQUIRE_NODE=$(REQUIRE_NODE) REQUIRE_SHARED=$(REQUIRE_SHARED) \
+		SCREENSHOT_DIR=$(ARTIFACTS)/screenshots $(VENV)/bin/pytest -q $(XDIST) --durations=25
 	$(MAKE) --no-print-directory test-postgres
 
 # The suite again with every catalog on PostgreSQL (each data folder its own schema, tests/catalog_hook.py),
@@ -59,7 +67,8 @@ test: install browser lint
 test-postgres: install
 	@$(PY) -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=5).close()" '$(PG_TEST_URL)' \
 		|| (echo "PostgreSQL at $(PG_TEST_URL) is not answering: the PostgreSQL half of the tests needs it (PG_TEST_URL=... to point elsewhere)"; exit 1)
-	EXPLORER_TEST_CATALOG_URL=$(PG_TEST_URL) $(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) --durations=25 \
+	EXPLORER_TEST_CATALOG_URL=$(PG_TEST_URL) REQUIRE_NODE=$(REQUIRE_NODE) REQUIRE_SHARED=$(REQUIRE_SHARED) \
+		$(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) --durations=25 \
 		--ignore=tests/e2e --ignore=tests/fuzz --ignore=tests/ingest --ignore=tests/team --ignore=tests/jobs \
 		--ignore=tests/truth tests
 

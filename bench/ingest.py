@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -168,6 +169,29 @@ def explorer_loader(workdir: Path) -> peers.Loader:
     return load
 
 
+def process_loader(workdir: Path) -> peers.Loader:
+    """The whole `trace-explorer ingest` process as a user runs it, timed from outside: interpreter start-up,
+    imports, the ingest, writing the run and exiting; a fresh data folder per round."""
+    script = Path(sys.executable).parent / "trace-explorer"
+    command = [str(script)] if script.exists() else [sys.executable, "-c", "from api.launch import main; main()"]
+
+    def load(trace: Path, round_: int) -> float:
+        data = workdir / f"process_{trace.stem}_{round_}"
+        t = time.perf_counter()
+        try:
+            out = subprocess.run([*command, "ingest", str(trace), "--data-dir", str(data)], capture_output=True,
+                                 text=True)
+            seconds = time.perf_counter() - t
+            if out.returncode:
+                raise SystemExit(f"trace-explorer ingest {trace.name} failed (exit {out.returncode}):\n"
+                                 f"{out.stderr[-4000:]}")
+            return seconds
+        finally:
+            shutil.rmtree(data, ignore_errors=True)
+
+    return load
+
+
 def print_split(data_dir: Path) -> None:
     """The ingest's own time split (explorer.model.split, in each run's meta), slowest step first, with the
     cores each step kept busy (its CPU time over its wall time)."""
@@ -220,7 +244,7 @@ def main() -> None:
                 print(f"\nthe process before the ingest ({rows[0].trace}'s first round), by mapping:")
                 print("\n".join(mapping_lines(rows[0])))
         if peers.chosen_peers(args):
-            peers.side_by_side(args, synthetic, Path(tmp), explorer_loader(Path(tmp)))
+            peers.side_by_side(args, synthetic, Path(tmp), explorer_loader(Path(tmp)), process_loader(Path(tmp)))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 PEERS = ("hta", "perfetto")
+# the explorer's two sides: its ingest timed inside a fresh interpreter (imports done), and the whole
+# `trace-explorer ingest` process timed from outside (start-up, imports, ingest, exit), as a user waits for it
+BASES = ("explorer", "process")
 # Beside the checkout, as ../shared is: the peers' virtualenvs in ../peers (bench/PEERS.md makes them).
 BESIDE_CHECKOUT = Path(__file__).resolve().parents[1].parent
 DEFAULT_HTA_PYTHON = BESIDE_CHECKOUT / "peers" / "hta" / "bin" / "python"
@@ -81,14 +84,15 @@ class Comparison:
     size_bytes: int
     seconds: dict[str, list[float]] = field(default_factory=dict)
 
-    def ratios(self, peer: str) -> list[float]:
-        """Per round, how many times the explorer's time the peer took (> 1: the explorer is faster)."""
-        return [p / e for p, e in zip(self.seconds[peer], self.seconds["explorer"], strict=True)]
+    def ratios(self, peer: str, base: str = "explorer") -> list[float]:
+        """Per round, how many times the explorer's time (`base`: in-process or the whole process) the peer took
+        (> 1: the explorer is faster)."""
+        return [p / e for p, e in zip(self.seconds[peer], self.seconds[base], strict=True)]
 
-    def median_ratio(self, peer: str) -> float:
+    def median_ratio(self, peer: str, base: str = "explorer") -> float:
         """The median of the per-round ratios: each ratio pairs two runs made seconds apart on this noisy
         shared box, so a slow moment hits both sides of it rather than one side of a ratio of medians."""
-        return statistics.median(self.ratios(peer))
+        return statistics.median(self.ratios(peer, base))
 
 
 def run_hta(python: Path, trace: Path, workdir: Path) -> float:
@@ -213,36 +217,39 @@ def real_traces(root: Path = SHARED_TRACES) -> list[Path]:
 
 
 def compare(traces: Sequence[Path], explorer: Loader, peers: dict[str, Loader], rounds: int,
-            report: Callable[[Comparison], None]) -> list[Comparison]:
-    """Each file, `rounds` times: the explorer, then each peer, so every round's pair is measured together."""
+            report: Callable[[Comparison], None], process: Loader | None = None) -> list[Comparison]:
+    """Each file, `rounds` times: the explorer (in-process, then as a whole process when `process` is given), then
+    each peer, so every round's pairs are measured together."""
     results = []
+    sides = {"explorer": explorer, **({"process": process} if process is not None else {}), **peers}
     for trace in traces:
-        seconds: dict[str, list[float]] = {side: [] for side in ("explorer", *peers)}
+        seconds: dict[str, list[float]] = {side: [] for side in sides}
         comp = Comparison(trace.name, trace.stat().st_size, seconds)
         for r in range(rounds):
-            comp.seconds["explorer"].append(explorer(trace, r))
-            for name, load in peers.items():
+            for name, load in sides.items():
                 comp.seconds[name].append(load(trace, r))
         report(comp)
         results.append(comp)
     return results
 
 
-def header(peers: Sequence[str]) -> str:
-    cols = "".join(f" {p + ' s':>10} {p + ' ×':<20}" for p in peers)
-    return f"{'trace':<44} {'MB':>6} {'explorer s':>10}{cols}"
+def header(peers: Sequence[str], process: bool = False) -> str:
+    cols = "".join(f" {p + ' s':>10} {p + ' ×':<20}" + (f" {p + ' × process':<20}" if process else "") for p in peers)
+    return f"{'trace':<44} {'MB':>6} {'explorer s':>10}" + (f" {'process s':>10}" if process else "") + cols
 
 
 def row(comp: Comparison) -> str:
-    """Median seconds per side and the median of the per-round ratios, with their min-max range."""
-    peers = [p for p in comp.seconds if p != "explorer"]
+    """Median seconds per side and the median of the per-round ratios, with their min-max range: against the
+    in-process ingest, and against the whole process when it was timed."""
+    bases = [b for b in BASES if b in comp.seconds]
     cols = ""
-    for p in peers:
-        ratios = comp.ratios(p)
-        spread = f"{comp.median_ratio(p):.1f}x ({min(ratios):.1f}-{max(ratios):.1f})"
-        cols += f" {statistics.median(comp.seconds[p]):>10.2f} {spread:<20}"
-    return (f"{comp.trace[:44]:<44} {comp.size_bytes / 1e6:>6.1f} "
-            f"{statistics.median(comp.seconds['explorer']):>10.2f}{cols}")
+    for p in (p for p in comp.seconds if p not in BASES):
+        cols += f" {statistics.median(comp.seconds[p]):>10.2f}"
+        for base in bases:
+            ratios = comp.ratios(p, base)
+            cols += f" {f'{comp.median_ratio(p, base):.1f}x ({min(ratios):.1f}-{max(ratios):.1f})':<20}"
+    times = "".join(f" {statistics.median(comp.seconds[b]):>10.2f}" for b in bases)
+    return f"{comp.trace[:44]:<44} {comp.size_bytes / 1e6:>6.1f}{times}{cols}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -280,7 +287,7 @@ def _progress(side: str, load: Loader) -> Loader:
 
 
 def side_by_side(args: argparse.Namespace, synthetic: Sequence[Path], workdir: Path,
-                 explorer: Loader) -> list[Comparison]:
+                 explorer: Loader, process: Loader | None = None) -> list[Comparison]:
     """Every file (the synthetic ones, then the real ones decompressed into workdir) by the explorer and
     each chosen peer, args.rounds rounds; one row per file, then the range of the real traces' ratios."""
     names = chosen_peers(args)
@@ -296,10 +303,12 @@ def side_by_side(args: argparse.Namespace, synthetic: Sequence[Path], workdir: P
             ui = stack.enter_context(PerfettoUI(find_perfetto_ui(args.viz_venv), args.chromium))
             loaders["perfetto"] = _progress("perfetto", lambda t, r: ui.load(t))
         print(f"\nside by side, {args.rounds} rounds; × = peer seconds / explorer seconds, "
-              "median of the rounds (min-max)")
-        print(header(names), flush=True)
+              "median of the rounds (min-max)" + ("; × process: against the whole `trace-explorer ingest` process "
+                                                 "(start-up, imports, ingest, exit)" if process else ""))
+        print(header(names, process is not None), flush=True)
         results = compare([*synthetic, *real], _progress("explorer", explorer), loaders, args.rounds,
-                          lambda c: print(row(c), flush=True))
+                          lambda c: print(row(c), flush=True),
+                          _progress("process", process) if process is not None else None)
     for line in summary(results[len(synthetic):], names):
         print(line)
     return results
@@ -312,7 +321,9 @@ def summary(real: Sequence[Comparison], peers: Sequence[str]) -> list[str]:
         return []
     lines = []
     for p in peers:
-        medians = [c.median_ratio(p) for c in real]
-        lines.append(f"{p} on {len(real)} real traces: {min(medians):.1f}x-{max(medians):.1f}x "
-                     f"(median {statistics.median(medians):.1f}x)")
+        for base in (b for b in BASES if b in real[0].seconds):
+            medians = [c.median_ratio(p, base) for c in real]
+            against = "" if base == "explorer" else " against the whole process"
+            lines.append(f"{p} on {len(real)} real traces{against}: {min(medians):.1f}x-{max(medians):.1f}x "
+                         f"(median {statistics.median(medians):.1f}x)")
     return lines

@@ -42,6 +42,30 @@ os.environ.setdefault("EXPLORER_ALLOWED_HOSTS", '["testserver"]')
 TEST_CATALOG_URL = os.environ.get("EXPLORER_TEST_CATALOG_URL", "")  # the PostgreSQL switch (docstring)
 
 
+# What CI requires (`make test` sets these like REQUIRE_BROWSER): a test skipped for want of it fails instead, so
+# the JavaScript tests and the tests on the shared real traces cannot skip silently. Matched on the skip's reason.
+REQUIRED_SKIPS = {"REQUIRE_NODE": ("node is not installed",),
+                  "REQUIRE_SHARED": ("../shared/traces", "shared real traces")}
+
+
+def required_skip(reason: str, environ: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
+    """The REQUIRE_* variable set in `environ` that forbids a skip with this reason, or None."""
+    return next((var for var, marks in REQUIRED_SKIPS.items()
+                 if environ.get(var) and any(mark in reason for mark in marks)), None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        var = required_skip(reason)
+        if var is not None:
+            report.outcome = "failed"
+            report.longrepr = f"{var}=1 forbids this skip: {reason}"
+
+
 class CatalogSwitch:
     """The RunStores this process opened on folder schemas, by scope (a test's catalog URL or the
     session's), to close them."""

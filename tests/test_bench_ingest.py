@@ -103,3 +103,18 @@ def test_mapping_lines_show_the_largest_then_the_rest_together(bench: ModuleType
     assert bench.mapping_lines(row, top=3) == ["    30.0 MiB  libarrow.so.2600", "    28.0 MiB  [anonymous]",
                                                "    17.0 MiB  [heap]", "     1.5 MiB  2 others"]
     assert len(bench.mapping_lines(row)) == 5
+
+
+def test_the_whole_process_side_runs_the_console_command(bench: ModuleType, tmp_path: Path) -> None:
+    """The side a user waits for: `trace-explorer ingest` as a process, its data folder removed after the round,
+    and never faster than the in-process ingest it contains."""
+    trace = tmp_path / "small.json"
+    bench_module("synth").write_kineto_trace(trace, 2000)
+    whole = bench.process_loader(tmp_path)(trace, 0)
+    inside = bench.ingest_child(trace, tmp_path / "inside")["seconds"]
+    assert inside < whole < 120
+    assert not (tmp_path / "process_small_0").exists()
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"traceEvents": [')
+    with pytest.raises(SystemExit, match="trace-explorer ingest broken.json failed"):
+        bench.process_loader(tmp_path)(broken, 0)

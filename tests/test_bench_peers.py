@@ -124,3 +124,28 @@ def test_the_ui_server_serves_the_folder_over_http_with_the_wasm_type(peers: Mod
         assert url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(url + "v52/trace_processor.wasm", timeout=10) as resp:
             assert (resp.headers["Content-Type"], resp.read()) == ("application/wasm", body)
+
+
+def test_the_whole_process_is_a_second_explorer_side(peers: ModuleType, tmp_path: Path) -> None:
+    """With a process loader, each round times the in-process ingest, then the whole process, then the peers;
+    every peer gets a ratio against each, and the summary states both (issue 36: 5.2x in-process was 3.5x whole)."""
+    trace = tmp_path / "a.json"
+    trace.write_text("{}")
+    calls: list[str] = []
+
+    def side(name: str, seconds: float) -> Callable[[Path, int], float]:
+        def load(path: Path, round_: int) -> float:
+            calls.append(name)
+            return seconds
+        return load
+
+    [comp] = peers.compare([trace], side("explorer", 2.0), {"perfetto": side("perfetto", 10.0)}, 2,
+                           lambda c: None, side("process", 4.0))
+    assert calls == ["explorer", "process", "perfetto"] * 2
+    assert (comp.median_ratio("perfetto"), comp.median_ratio("perfetto", "process")) == (5.0, 2.5)
+    line = peers.row(comp)
+    assert "5.0x (5.0-5.0)" in line and "2.5x (2.5-2.5)" in line and " 4.00" in line
+    assert "process s" in peers.header(["perfetto"], process=True)
+    assert peers.summary([comp], ["perfetto"]) == [
+        "perfetto on 1 real traces: 5.0x-5.0x (median 5.0x)",
+        "perfetto on 1 real traces against the whole process: 2.5x-2.5x (median 2.5x)"]
