@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Query, Request
 
 from api.state import AppState
-from explorer.errors import RunNotReady, ShareNotFound
+from explorer.errors import BadRequest, RunNotReady, ShareNotFound
 from explorer.store.catalog import RunRecord
 
 
@@ -62,3 +62,14 @@ RankFilter = Annotated[str | None, Query(max_length=20000, description="comma-se
 TIME_BOUND_NS = 2**62
 RelNs = Annotated[int | None, Query(ge=-TIME_BOUND_NS, le=TIME_BOUND_NS,
                                     description="ns relative to the run's origin")]
+
+
+def parse_csv(value: str | None, what: str) -> list[str] | None:
+    """A comma-separated query parameter as its items (None when absent or blank); bounded, so a huge list is a
+    clear 400."""
+    if value is None or not value.strip():
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if len(items) > 10000:
+        raise BadRequest(f"too many {what}")
+    return items

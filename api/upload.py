@@ -68,14 +68,6 @@ def safe_relpath(name: str) -> Path:
     return Path(*[safe_filename(p) for p in parts]) if parts else Path("upload")
 
 
-def upload_name(paths: list[Path]) -> str:
-    """A default run name: the first file's name without its trace/archive suffixes."""
-    first = paths[0].name if paths else "upload"
-    for suffix in (".gz", ".json", ".zip", ".tar", ".tgz"):
-        first = first.removesuffix(suffix)
-    return first + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")
-
-
 @dataclass
 class Upload:
     folder: Path

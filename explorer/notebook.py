@@ -18,6 +18,7 @@ import jinja2
 import numpy as np
 import pyarrow as pa
 
+from explorer.analysis.kernels import DEFAULT_KERNEL_SORT
 from explorer.analysis.lod import TimelineIndex
 from explorer.analysis.lod_pyramid import gather, window_ranges
 from explorer.config import Settings
@@ -119,7 +120,7 @@ class Run:
         data = compute_run_ops(self.store, self.record, sort, q, by_shape, limit, view, by_module, start_ns, end_ns)
         return rows_table(data["rows"])
 
-    def kernels(self, sort: str = "-total_ns", q: str = "", category: str = "",
+    def kernels(self, sort: str = DEFAULT_KERNEL_SORT, q: str = "", category: str = "",
                 limit: int | None = None) -> pa.Table:
         """Device executions by name: the rows of GET /api/runs/{id}/kernels."""
         table = self._cached("kernels", lambda: compute_run_kernels(self.store, self.id))

@@ -32,6 +32,7 @@ from explorer.analysis.collectives import (
 from explorer.analysis.compare import RunOps, compute_compare, kernel_table, median_step_ns
 from explorer.analysis.kernels import (
     CATEGORY_RULES,
+    DEFAULT_KERNEL_SORT,
     KernelTable,
     compute_kernel_table,
     sort_descending,
@@ -507,7 +508,7 @@ def compute_run_kernels(store: RunStore, run_id: str, ranks: tuple[int, ...] | N
     return compute_kernel_table(sub.slices, args.column("args").filter(pa.array(mine)))
 
 
-def kernels_json(kernels: KernelTable, sort: str = "-total_ns", q: str = "", category: str = "",
+def kernels_json(kernels: KernelTable, sort: str = DEFAULT_KERNEL_SORT, q: str = "", category: str = "",
                  limit: int | None = None) -> KernelsResult:
     """The `/api/runs/{id}/kernels` object; the kernels page holds the same rows."""
     if category and category not in KERNEL_CATEGORIES:
@@ -516,7 +517,7 @@ def kernels_json(kernels: KernelTable, sort: str = "-total_ns", q: str = "", cat
             "device_total_ns": kernels.device_total_ns, "categories": kernels.categories}
 
 
-def build_kernels_page(store: RunStore, run_id: str, sort: str = "-total_ns", q: str = "", category: str = "",
+def build_kernels_page(store: RunStore, run_id: str, sort: str = DEFAULT_KERNEL_SORT, q: str = "", category: str = "",
                        limit: int | None = None, kernels: KernelTable | None = None, page: int = 1,
                        rank: str = "") -> KernelsPage:
     """A server passes its cached `kernels` (of the `rank=` filter's ranks); without them they are computed here."""

@@ -233,14 +233,15 @@ def ingest_bug(store: RunStore, run_id: str, paths: list[Path], exc: Exception) 
 def ingest_paths(store: RunStore, paths: list[Path], name: str | None = None, *, keep_failed: bool = False,
                  max_bytes: int = DEFAULT_MAX_BYTES, progress: Progress | None = None,
                  limits: IngestLimits | None = None) -> RunRecord:
-    rec = store.catalog.create(name or _default_name(paths), source=", ".join(p.name for p in paths))
+    rec = store.catalog.create(name or default_run_name(paths), source=", ".join(p.name for p in paths))
     return run_ingest(store, rec.id, paths, keep_failed=keep_failed, max_bytes=max_bytes, progress=progress,
                       limits=limits)
 
 
-def _default_name(paths: list[Path]) -> str:
-    first = paths[0].name if paths else "run"
+def default_run_name(paths: list[Path], fallback: str = "run") -> str:
+    """A run's name when none is given (CLI, notebook, upload): the first file's name without its trace and
+    archive suffixes, and how many files more."""
+    first = paths[0].name if paths else fallback
     for suffix in (".gz", ".json", ".zip", ".tar", ".tgz"):
-        if first.endswith(suffix):
-            first = first[: -len(suffix)]
+        first = first.removesuffix(suffix)
     return first + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")

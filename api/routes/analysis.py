@@ -6,9 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import RankFilter, RelNs, RunDep, StateDep
+from api.deps import RankFilter, RelNs, RunDep, StateDep, parse_csv
 from api.responses import FastJSONResponse, fast_json
-from api.routes.runs import parse_csv
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, MAX_ANNOTATION_CHARS
 from explorer.model.rank_slices import parse_ranks
 from explorer.model.shapes import Breakdown, CompareResult, OpsResult, StepsResult

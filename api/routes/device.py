@@ -11,9 +11,8 @@ from typing import Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
-from api.deps import RelNs, RunDep, StateDep
+from api.deps import RelNs, RunDep, StateDep, parse_csv
 from api.routes.pages import _render
-from api.routes.runs import parse_csv
 from api.state import AppState
 from explorer.device_pages import (
     build_device_compare_page,

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import RankFilter, RunDep, StateDep
+from explorer.analysis.kernels import DEFAULT_KERNEL_SORT
 from explorer.model.rank_slices import parse_ranks
 from explorer.model.shapes import KernelsResult
 from explorer.pages import kernels_json
@@ -15,7 +16,7 @@ router = APIRouter(tags=["analysis"])
 
 
 @router.get("/api/runs/{run_id}/kernels")
-def kernels(run: RunDep, state: StateDep, sort: str = "-total_ns",
+def kernels(run: RunDep, state: StateDep, sort: str = DEFAULT_KERNEL_SORT,
             limit: Annotated[int | None, Query(ge=0, le=100000)] = None, q: str = "",
             category: str = "", rank: RankFilter = None) -> KernelsResult:
     """Kernels (and memcpy / memset / other device executions) by name: calls, total/avg/min/max and

@@ -12,9 +12,9 @@ from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from api.deps import AnyRunDep, RankFilter, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns
-from api.routes.runs import parse_csv
+from api.deps import AnyRunDep, RankFilter, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns, parse_csv
 from api.state import AppState
+from explorer.analysis.kernels import DEFAULT_KERNEL_SORT
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION
 from explorer.device_pages import device_nav
 from explorer.model.rank_slices import parse_ranks
@@ -133,7 +133,7 @@ def steps_page(request: Request, run: AnyRunDep, state: StateDep, annotation: st
 
 
 @router.get("/runs/{run_id}/kernels", response_class=HTMLResponse)
-def kernels_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-total_ns", q: str = "",
+def kernels_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = DEFAULT_KERNEL_SORT, q: str = "",
                  category: str = "", limit: int | None = Query(None, ge=1, le=100000),
                  page: int = Query(1, ge=1), rank: RankFilter = None) -> HTMLResponse:
     if run.status != "ready":

@@ -9,12 +9,13 @@ from pydantic import BaseModel, Field
 
 from api.deps import AnyRunDep, RunDep, StateDep
 from api.schemas import UploadAccepted
-from api.upload import receive_upload, upload_name
+from api.upload import receive_upload
 from api.views import run_json
 from explorer.analysis.device_tracks import device_track_rows
-from explorer.errors import BadRequest, RunNotReady
+from explorer.errors import RunNotReady
 from explorer.model.shapes import RunJson, RunList, Tracks
 from explorer.pages import build_tracks, compute_run_list
+from explorer.service import default_run_name
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 
@@ -41,7 +42,7 @@ async def upload_run(request: Request, state: StateDep, response: Response) -> U
         response.status_code = 200
         return {"id": existing.id, "status": existing.status, "status_url": f"/api/runs/{existing.id}",
                 "duplicate_of": existing.id}
-    name = upload.fields.get("name", "").strip() or upload_name(upload.paths)
+    name = upload.fields.get("name", "").strip() or default_run_name(upload.paths, "upload")
     rec = state.store.catalog.create(name[:200], source=", ".join(p.name for p in upload.paths), sha256=upload.sha256)
     tags = [t.strip() for t in upload.fields.get("tags", "").split(",") if t.strip()]
     if tags:
@@ -94,12 +95,3 @@ def tracks(run: RunDep, state: StateDep, offset: Annotated[int, Query(ge=0, le=2
         result["total"] += len(rows)
         result["tracks"] = result["tracks"] + (rows if offset == 0 else [])
     return result
-
-
-def parse_csv(value: str | None, what: str) -> list[str] | None:
-    if value is None or not value.strip():
-        return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    if len(items) > 10000:
-        raise BadRequest(f"too many {what}")
-    return items

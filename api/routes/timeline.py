@@ -7,9 +7,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
 
-from api.deps import TIME_BOUND_NS, RelNs, RunDep, StateDep, origin_ns
+from api.deps import TIME_BOUND_NS, RelNs, RunDep, StateDep, origin_ns, parse_csv
 from api.responses import FastJSONResponse, fast_json
-from api.routes.runs import parse_csv
 from explorer.analysis.chain import build_event_detail
 from explorer.analysis.device_events import (
     build_device_event,

@@ -95,6 +95,8 @@ class KernelTable:
     categories: list[KernelCategory]
 
 
+DEFAULT_KERNEL_SORT = "-total_ns"  # the kernels table, page, JSON twin, notebook and CLI: most device time first
+
 def categorize(names: pa.Array, cats: pa.Array) -> pa.Array:
     """The CATEGORY_RULES category of each (name, event category) pair, vectorised per rule."""
     lower_cats = pc.utf8_lower(cats)
@@ -260,7 +262,7 @@ def _categories(table: pa.Table, device_total: int) -> list[KernelCategory]:
     return sorted(rows, key=lambda r: (-r["total_ns"], r["category"]))
 
 
-def sort_kernel_rows(table: pa.Table, sort: str = "-total_ns", limit: int | None = None, q: str = "",
+def sort_kernel_rows(table: pa.Table, sort: str = DEFAULT_KERNEL_SORT, limit: int | None = None, q: str = "",
                      category: str = "") -> list[KernelRow]:
     """Filter (name substring, any case; exact category), sort (`-col` descending, `+col` ascending,
     a bare column descending unless it is text) and cut the kernel table into rows."""

@@ -121,3 +121,28 @@ def test_dropped_folder_keeps_its_layout_so_a_capture_joins(client: TestClient, 
 ])
 def test_safe_relpath(given: str, safe: str) -> None:
     assert safe_relpath(given).as_posix() == safe
+
+
+def test_an_upload_and_an_ingest_of_the_same_files_agree_on_hash_and_name(client: TestClient, upload: Uploader,
+                                                                          tmp_path: Path) -> None:
+    """The upload's hash, streamed as it arrives, is the one `ingest` computes from the files on disk (so either
+    finds the other's run), and both name an unnamed run the same way (service.default_run_name)."""
+    import hashlib
+
+    from explorer.service import default_run_name, paths_sha256
+    from explorer.store.runs import RunStore
+
+    parts = [("rank1.pt.trace.json.gz", gzip.compress(TINY.read_bytes())), ("rank0.json", TINY.read_bytes())]
+    run = upload(files=parts)
+    folder = tmp_path / "same"
+    folder.mkdir()
+    paths = []
+    for name, data in parts:
+        (folder / name).write_bytes(data)
+        paths.append(folder / name)
+    expected = hashlib.sha256("\n".join(sorted(hashlib.sha256(d).hexdigest() for _, d in parts)).encode()).hexdigest()
+    assert paths_sha256(paths) == expected
+    record = RunStore(Path(client.app.state.explorer.settings.data_dir)).catalog.get(run["id"])  # type: ignore[attr-defined]
+    assert record is not None and record.sha256 == expected
+    assert run["name"] == default_run_name(paths) == "rank1.pt.trace (+1)"
+    assert default_run_name([], "upload") == "upload"
