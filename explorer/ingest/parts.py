@@ -279,6 +279,13 @@ class Part:
     meta: dict[str, Any] | None
     error: BadTrace | None
 
+    def relocate(self, old_root: str, new_root: str) -> None:
+        """Point the spilled args' files under `old_root` (where the part was written) to `new_root` (where its
+        folder is now): the spill format stays here, not in whoever moved the folder."""
+        for segment in self.state.books.get("spilled") or []:
+            if len(segment) > 1 and str(segment[1]).startswith(old_root):
+                segment[1] = new_root + str(segment[1])[len(old_root):]
+
 
 def write_part(builder: TraceBuilder, folder: Path, meta: dict[str, Any] | None, error: BadTrace | None,
                link: bool = False) -> None:

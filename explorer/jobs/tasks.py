@@ -157,10 +157,7 @@ class IngestJobs:
         the tree stays until the run is saved, so a merge killed midway can run again)."""
         tree = self.shared.get(f"{run_id}/parts/{index}")
         part = read_part(tree / "part")
-        origin = (tree / ORIGIN).read_text()
-        for segment in part.state.books.get("spilled") or []:
-            if len(segment) > 1 and str(segment[1]).startswith(origin):
-                segment[1] = str(tree) + str(segment[1])[len(origin):]
+        part.relocate((tree / ORIGIN).read_text(), str(tree))
         return part
 
     # ---- status and failure ------------------------------------------------------------------------

@@ -361,6 +361,27 @@ def test_spilled_args_travel_in_a_part_and_stay_on_disk(tmp_path: Path, monkeypa
                for n, t, a in zip(names, ts, args, strict=True))
 
 
+def test_a_moved_part_is_relocated_and_still_reads_its_spilled_args(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A part whose folder (with its spill files) moved, as a queue worker's part does between machines:
+    Part.relocate points its spilled args at the new place, and the merge reads the same args back."""
+    monkeypatch.setattr(chrome_fast, "SPILL_MIN_BYTES", 0)
+    path, scratch = big_trace(tmp_path / "t"), tmp_path / "old" / "scratch"
+    scratch.mkdir(parents=True)
+    direct, alone, merged = TraceBuilder(), TraceBuilder(), TraceBuilder()
+    meta = chrome_fast.parse_chrome_file(path, path.name, direct, "inst", None)
+    chrome_fast.parse_chrome_file(path, path.name, alone, "inst", scratch)
+    write_part(alone, tmp_path / "old" / "part", meta, None)
+    (tmp_path / "old").rename(tmp_path / "new")
+    part = read_part(tmp_path / "new" / "part")
+    part.relocate(str(tmp_path / "old"), str(tmp_path / "new"))
+    spilled = [seg for seg in part.state.books["spilled"] if len(seg) > 1]
+    assert spilled and all(Path(seg[1]).parent == tmp_path / "new" / "scratch" and Path(seg[1]).exists()
+                           for seg in spilled)
+    merge(merged, part)
+    assert ordered_args(merged.finish()) == ordered_args(direct.finish())
+
+
 @pytest.mark.slow
 def test_a_parallel_run_with_spilled_args_equals_the_one_process_ingest(tmp_path: Path, parse_in: str,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
