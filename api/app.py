@@ -34,15 +34,15 @@ from api.routes import (
 from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
 from api.static import mount_assets
-from api.upload import Ingester, IngestWorker, QueuedIngest
 from explorer import __version__
 from explorer.config import Settings
 from explorer.errors import require_extra
 from explorer.ingest.limits import IngestLimits
-from explorer.ingest_apart import IngestProcesses
 from explorer.render import assets_for
+from explorer.runs.apart import IngestProcesses
+from explorer.runs.ingesters import Ingester, InlineIngester, QueuedIngester
+from explorer.runs.watch import Watcher
 from explorer.store.runs import RunStore
-from explorer.watch import Watcher
 
 log = logging.getLogger(__name__)
 WARM_AT_START = 2  # latest ready runs whose timeline index is built when the server starts
@@ -56,12 +56,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     except BaseException:  # no queue: no app, and no catalog connection left open
         store.catalog.close()
         raise
-    interrupted = store.recover(worker.queue.held_runs if isinstance(worker, QueuedIngest) else None)
+    interrupted = store.recover(worker.held_runs)
     if interrupted:
         log.warning("%d ingests were interrupted by the last shutdown; marked failed", interrupted)
     state = AppState(settings, store, worker, RunMemo(settings.derived_cache_entries, store.budget),
                      RunMemo(settings.device_cache_entries, store.budget))
-    state.worker.on_ready = state.warm
+    state.ingester.on_ready = state.warm
     watcher = make_watcher(state)
 
     @asynccontextmanager
@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         if watcher is not None:
             watcher.stop()
-        state.worker.shutdown()
+        state.ingester.shutdown()
 
     app = FastAPI(title="Trace Explorer", version=__version__, lifespan=lifespan,
                   docs_url=None, openapi_url="/openapi.json", responses=ERROR_RESPONSES)
@@ -98,10 +98,12 @@ def make_ingester(settings: Settings, store: RunStore) -> Ingester:
     """Who ingests uploads: this process's threads, or (ingest_queue=postgres) the workers of the job queue in
     the catalog's database, whose schema must be there (`trace-explorer db upgrade`)."""
     if settings.ingest_queue == "inline":
-        return IngestWorker(store, settings.ingest_workers, settings.max_uncompressed_bytes,
+        return InlineIngester(store, settings.ingest_workers, settings.max_uncompressed_bytes,
                             IngestLimits.from_settings(settings), IngestProcesses(settings))
     require_extra("procrastinate", "--ingest-queue postgres")
-    from explorer.jobs.queue import IngestQueue  # the team extra's libraries, loaded only by a queued server
+    from explorer.runs.jobs.queue import (
+        IngestQueue,  # the team extra's libraries, loaded only by a queued server
+    )
 
     queue = IngestQueue(settings, store)
     queue.app.open()
@@ -110,16 +112,14 @@ def make_ingester(settings: Settings, store: RunStore) -> Ingester:
     except BaseException:
         queue.app.close()
         raise
-    return QueuedIngest(store, queue)
+    return QueuedIngester(store, queue)
 
 
 def make_watcher(state: AppState) -> Watcher | None:
-    """The log-folder watcher of `serve --watch DIR` (explorer/watch.py), None when nothing is watched."""
+    """The log-folder watcher of `serve --watch DIR` (explorer/runs/watch.py), None when nothing is watched."""
     s = state.settings
     if not s.watch_dirs:
         return None
-    queued = state.worker.submit_paths if isinstance(state.worker, QueuedIngest) else None
-    apart = state.worker.ingest_apart if isinstance(state.worker, IngestWorker) else None
     return Watcher(state.store, s.watch_dirs, poll_s=s.watch_poll_s, settle_s=s.watch_settle_s,
                    stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.warm,
-                   limits=IngestLimits.from_settings(s), enqueue=queued, apart=apart)
+                   limits=IngestLimits.from_settings(s), ingester=state.ingester)

@@ -67,8 +67,9 @@ def check_port(host: str, port: int) -> None:
 def open_paths(store: RunStore, paths: list[Path]) -> list[RunRecord]:
     """The runs holding `paths`, as `ingest` makes them (a folder of unrelated traces is one run per step and
     folder): an identical earlier run is reused and said so."""
-    from explorer.service import find_identical, ingest_paths
-    from explorer.watch import plan_runs
+    from explorer.runs.ingest import ingest_paths
+    from explorer.runs.records import find_identical
+    from explorer.runs.watch import plan_runs
 
     plan = plan_runs(paths)
     groups = [(list(p.paths), p.name) for p in plan] if plan else [(paths, None)]

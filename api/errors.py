@@ -67,7 +67,7 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     StorageUnavailable: 503,  # --storage names no usable storage, or a run's files cannot be fetched from it
     MissingExtra: 503,  # a team-server setting (PostgreSQL, the job queue, S3) without the `team` extra installed
     CatalogUnavailable: 503,  # the catalog database does not answer or needs `trace-explorer db upgrade`
-    IngestBug: 500,  # a parser bug (explorer.service's guard); stored on the failed run, logged with its traceback
+    IngestBug: 500,  # a parser bug (explorer.runs.ingest's guard); stored on the failed run, logged with its traceback
     UploadFailed: 502,  # raised by the upload client about the server it talks to, never by the server
 }
 # Errors the framework raises (routing, validation) carry a status; this names their code.

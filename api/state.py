@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from api.upload import Ingester
 from explorer.analysis.collectives import has_executions
 from explorer.analysis.device_tracks import DeviceTimeline, build_device_index
 from explorer.analysis.kernels import KernelTable
@@ -29,6 +28,7 @@ from explorer.pages import (
     timeline_index,
 )
 from explorer.rank_pages import compute_run_ranks
+from explorer.runs.ingesters import Ingester
 from explorer.store.catalog import RunRecord
 from explorer.store.memo import RunMemo
 from explorer.store.runs import RunStore
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 class AppState:
     settings: Settings
     store: RunStore
-    worker: Ingester  # IngestWorker (inline) or QueuedIngest (ingest_queue=postgres)
+    ingester: Ingester  # inline (this server's processes) or queued (ingest_queue=postgres)
     memo: RunMemo
     device_memo: RunMemo = field(default_factory=RunMemo)  # sized by Settings.device_cache_entries
 

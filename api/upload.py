@@ -1,4 +1,4 @@
-"""Uploads: a multipart body streamed straight to files in the data folder, and the ingest worker.
+"""Uploads: a multipart body streamed straight to files in the data folder (who ingests them: explorer.runs.ingesters).
 
 The body is parsed chunk by chunk (never held whole in memory); the size limit is enforced while
 streaming (413 as soon as it is passed); sha256 is computed on the way, so duplicates are found
@@ -14,27 +14,18 @@ import logging
 import re
 import secrets
 import shutil
-import tempfile
 import unicodedata
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 from urllib.parse import unquote
 
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
-from explorer.errors import BadRequest, RunNotFound, ServerBusy, StorageUnavailable, TooLarge
-from explorer.ingest.limits import IngestLimits
-from explorer.ingest_apart import IngestProcesses, killed_message
-from explorer.service import combined_sha256, disk_full, is_disk_full
-from explorer.store.runs import UNFINISHED, RunStore
-
-if TYPE_CHECKING:  # the team extra's job queue: imported only by a queued server (api.app.make_ingester)
-    from explorer.jobs.queue import IngestQueue
+from explorer.errors import BadRequest, ServerBusy, StorageUnavailable, TooLarge
+from explorer.runs.ingest import disk_full, is_disk_full
+from explorer.runs.ingesters import Upload
 
 log = logging.getLogger(__name__)
 
@@ -66,45 +57,6 @@ def safe_relpath(name: str) -> Path:
     part reduced like safe_filename; empty, '.' and '..' parts are dropped, so it cannot escape."""
     parts = [p for p in re.split(r"[\\/]", name) if p not in ("", ".", "..")][-MAX_PATH_PARTS:]
     return Path(*[safe_filename(p) for p in parts]) if parts else Path("upload")
-
-
-@dataclass
-class Upload:
-    folder: Path
-    paths: list[Path] = field(default_factory=list)
-    shas: list[str] = field(default_factory=list)
-    fields: dict[str, str] = field(default_factory=dict)
-    total_bytes: int = 0
-    relpaths: list[Path] = field(default_factory=list)
-
-    def ingest_paths(self) -> list[Path]:
-        """What to ingest: parts sent with a folder path are gathered back into that folder (one
-        tree per top-level name, so member names keep the layout); plain files go as they are."""
-        out: list[Path] = []
-        trees: dict[str, Path] = {}
-        for path, rel in zip(self.paths, self.relpaths, strict=True):
-            if len(rel.parts) == 1:
-                out.append(path)
-                continue
-            top = rel.parts[0]
-            tree = trees.get(top)
-            if tree is None:
-                tree = trees[top] = self.folder / "trees" / top
-                out.append(tree)
-            target = tree.parent / rel
-            if target.exists():  # the same path sent twice: keep the second copy as a loose file
-                out.append(path)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            path.rename(target)
-        return out
-
-    @property
-    def sha256(self) -> str:
-        return combined_sha256(self.shas)
-
-    def discard(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class _Sink:
@@ -319,102 +271,3 @@ async def receive_upload(request: Request, tmp_dir: Path, max_bytes: int, max_qu
         upload.discard()
         raise BadRequest("the upload holds no files: send them as multipart parts named `files`")
     return upload
-
-
-class IngestWorker:
-    """Background ingests: a thread pool whose threads each wait for one upload's ingest in a process of its
-    own (explorer.ingest_apart)."""
-
-    def __init__(self, store: RunStore, workers: int, max_uncompressed_bytes: int,
-                 limits: IngestLimits | None, processes: IngestProcesses) -> None:
-        self.store = store
-        self.max_bytes = max_uncompressed_bytes
-        self.limits = limits
-        self.processes = processes
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="ingest")
-        # called with the run id once a run is ready, still on the worker thread (e.g. to warm caches
-        # so the first timeline view does not pay for building the run's index)
-        self.on_ready: Callable[[str], None] | None = None
-
-    def submit(self, run_id: str, upload: Upload) -> Future[None]:
-        return self._pool.submit(self._ingest, run_id, upload)
-
-    def _ingest(self, run_id: str, upload: Upload) -> None:
-        try:
-            if not self.ingest_apart(run_id, upload.ingest_paths(), upload.folder):
-                return
-            log.info("run %s ingested", run_id)
-            if self.on_ready is not None:
-                self.on_ready(run_id)
-        except Exception as exc:  # the run is marked failed with the message; the server keeps serving
-            log.warning("ingest of run %s failed: %s", run_id, exc)
-        finally:
-            upload.discard()
-
-    def ingest_apart(self, run_id: str, paths: list[Path], folder: Path | None = None) -> bool:
-        """The ingest in its own process, waited for (on the caller's thread); whether the run is ready. A child
-        that died without a word (killed: out of memory) left its run unfinished: it is failed here, with a
-        message saying so. `folder`: the upload's, removed by the child (none: files that stay, a watched
-        folder's)."""
-        opened = self.store.catalog.opened_on  # the child opens this very catalog (SQLite: the data folder's own)
-        exitcode = self.processes.run(run_id, paths, self.max_bytes, self.limits, opened if isinstance(opened, str) else "",
-                                      discard=folder)
-        try:
-            status = self.store.catalog.get(run_id).status
-        except RunNotFound:  # deleted meanwhile
-            return False
-        if status in UNFINISHED:
-            self.store.catalog.update(run_id, status="failed", message=killed_message(exitcode))
-            self.store.discard_scratch(run_id)
-            log.warning("ingest process of run %s ended with %s", run_id, exitcode)
-        return status == "ready"
-
-    def shutdown(self) -> None:
-        self.processes.stop()
-        self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-class QueuedIngest:
-    """IngestWorker's place with ingest_queue=postgres: an upload becomes one job on the queue (explorer.jobs)
-    and `trace-explorer worker` processes ingest it; this process parses nothing. `on_ready` is never called
-    here (the run gets ready in a worker)."""
-
-    def __init__(self, store: RunStore, queue: IngestQueue) -> None:
-        self.store = store
-        self.queue = queue
-        self.on_ready: Callable[[str], None] | None = None
-
-    def submit(self, run_id: str, upload: Upload) -> None:
-        try:
-            self.queue.enqueue(run_id, upload.folder, upload.ingest_paths())
-        except Exception as exc:  # the run must not stay queued with no job: it fails, the upload goes
-            log.warning("could not queue the ingest of run %s: %s", run_id, exc)
-            self.store.catalog.update(run_id, status="failed", message=f"could not queue its ingest: {exc}")
-            upload.discard()
-            self.queue.shared.delete(run_id)
-            raise
-
-    def submit_paths(self, run_id: str, paths: list[Path]) -> None:
-        """Queue the ingest of files that stay where they are (a watched log folder): copies of them (a capture
-        folder whole), named as they are, go to the shared files as an upload would."""
-        upload = Upload(Path(tempfile.mkdtemp(prefix=f"watch-{run_id}-", dir=self.store.tmp_dir)))
-        try:
-            for path in paths:
-                target = upload.folder / path.name
-                if path.is_dir():
-                    shutil.copytree(path, target, symlinks=True)
-                else:
-                    shutil.copyfile(path, target)
-                upload.paths.append(target)
-                upload.relpaths.append(Path(path.name))
-        except OSError as exc:
-            self.store.catalog.update(run_id, status="failed", message=f"could not copy the watched files: {exc}")
-            upload.discard()
-            raise
-        self.submit(run_id, upload)
-
-    def shutdown(self) -> None:
-        self.queue.app.close()
-
-
-Ingester = IngestWorker | QueuedIngest

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from explorer.service import ingest_paths  # noqa: E402
+from explorer.runs.ingest import ingest_paths  # noqa: E402
 from explorer.store.runs import RunStore  # noqa: E402
 
 BASE_NS = 1_748_779_200_000_000_000

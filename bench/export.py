@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synth import write_kineto_trace  # noqa: E402
 
-from explorer.service import ingest_paths  # noqa: E402
+from explorer.runs.ingest import ingest_paths  # noqa: E402
 from explorer.store.runs import RunStore  # noqa: E402
 
 EXPORT = """

@@ -39,7 +39,7 @@ ingest_environment()  # as the console script does for `ingest` (api/launch.py),
 as_ingest_process()  # as `trace-explorer ingest` does (before the ingest's imports), and with its settings
 from explorer.config import Settings
 from explorer.ingest.limits import IngestLimits
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 def status_kib(field):  # a line of /proc/self/status (Linux), in KiB; 0 elsewhere
     try:

@@ -88,7 +88,7 @@ def main() -> None:
     as_ingest_process()  # as `trace-explorer ingest` does, before the ingest's imports
     from explorer.ingest.limits import IngestLimits
     from explorer.model import split as split_module
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
     from explorer.store import runs as runs_module
     from explorer.store.runs import RunStore
 

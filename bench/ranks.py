@@ -29,7 +29,7 @@ from pathlib import Path
 from explorer.ingest.memory import as_ingest_process, ingest_environment
 ingest_environment()  # as the console script does for `ingest` (api/launch.py), before pyarrow loads
 as_ingest_process()  # as `trace-explorer ingest` does, before the ingest's imports
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 paths = sorted(Path(sys.argv[1]).glob("rank-*.pt.trace.json"))
 t = time.perf_counter()

@@ -61,7 +61,7 @@ from explorer.ingest.memory import as_ingest_process, ingest_environment
 ingest_environment()  # as the console script does for `ingest` (api/launch.py), before pyarrow loads
 as_ingest_process()  # as `trace-explorer ingest` does, before the ingest's imports
 import explorer.ingest.builder as builder
-import explorer.service as service
+import explorer.runs.ingest as service
 from explorer.ingest.limits import IngestLimits
 from explorer.store.runs import RunStore
 spent = {"ingest_inputs": 0.0, "finish": 0.0, "finish_cpu": 0.0}

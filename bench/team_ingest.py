@@ -1,7 +1,7 @@
 """Team-server fan-out benchmark (issue 17): one run of N rank files of about M MB each (bench/synth_ranks.py)
 ingested through the PostgreSQL job queue by 1, 2 and 4 `trace-explorer worker` processes, each count on a fresh
 database and data folder (folder storage, as a shared mount would be). The run is enqueued as an upload would
-be (explorer.jobs.queue.IngestQueue.enqueue, the web process's own call) and timed until it is ready.
+be (explorer.runs.jobs.queue.IngestQueue.enqueue, the web process's own call) and timed until it is ready.
 
 It prints, per worker count: the wall time, the parse phase (first job start to last parse job end), the merge
 (one job: the same finish as an inline ingest, in one process), how many jobs each worker took, and the CPU
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from synth_ranks import RankPlan, write_rank_traces  # noqa: E402
 
 from explorer.config import Settings  # noqa: E402
-from explorer.jobs.queue import IngestQueue  # noqa: E402
+from explorer.runs.jobs.queue import IngestQueue  # noqa: E402
 from explorer.store.runs import RunStore  # noqa: E402
 
 BYTES_PER_UNIT = 5_135  # bench/ranks_ingest.py: one unit of a synth_ranks file of 10 steps

@@ -74,7 +74,7 @@ def free_port() -> int:
 
 
 def prepare(data_dir: Path, events: int, distinct: int = 0) -> str:
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
     from explorer.store.runs import RunStore
 
     store = RunStore(data_dir)
@@ -160,7 +160,7 @@ def page_paths(url: str, run_id: str, other_id: str) -> dict[str, str]:
 
 def prepare_device(data_dir: Path, export: Path) -> None:
     """A Neuron device profile run (the test fixture's export), for the device page's figures."""
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
     from explorer.store.runs import RunStore
 
     store = RunStore(data_dir)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from api.app import create_app  # noqa: E402
 from explorer.config import Settings  # noqa: E402
 from explorer.ingest.limits import IngestLimits  # noqa: E402
-from explorer.service import ingest_paths  # noqa: E402
+from explorer.runs.ingest import ingest_paths  # noqa: E402
 from explorer.store.runs import RunStore  # noqa: E402
 
 WINDOWS = (("full span", 1.0), ("10 %", 0.1), ("0.1 %", 0.001))

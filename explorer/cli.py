@@ -148,10 +148,10 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], aga
     from explorer.ingest.memory import as_ingest_process
 
     as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
-    from explorer.watch import plan_runs
+    from explorer.runs.watch import plan_runs
 
     # an ingest bug's traceback goes to bugs/<run>.txt (its error line says so), not to the terminal
-    logging.getLogger("explorer.service").addHandler(logging.NullHandler())
+    logging.getLogger("explorer.runs.ingest").addHandler(logging.NullHandler())
     store = _store(data_dir, create=True)
     plan = None if one_run or not all(p.exists() for p in paths) else plan_runs(list(paths))
     if plan is None:
@@ -176,7 +176,8 @@ def _ingest_run(store: RunStore, paths: list[Path], name: str | None, tags: tupl
     """Ingest `paths` as one run with a progress bar, or reuse the identical ready run; prints its id, or the
     error (and returns False)."""
     from explorer.ingest.limits import IngestLimits
-    from explorer.service import find_identical, ingest_paths
+    from explorer.runs.ingest import ingest_paths
+    from explorer.runs.records import find_identical
 
     existing = None if again or not all(p.exists() for p in paths) else find_identical(store, paths)
     if existing is not None:
@@ -428,7 +429,7 @@ def _check_ref(store: RunStore, ref: str) -> str:
     path = Path(ref)
     if ref.startswith("tag:") or not path.exists():
         return _run_id(store, ref)
-    from explorer.service import ingest_or_find
+    from explorer.runs.ingest import ingest_or_find
 
     rec = ingest_or_find(store, [path])
     console.print(f"{ref}: run {rec.id}", markup=False, emoji=False, highlight=False)
@@ -558,7 +559,7 @@ def db_upgrade(data_dir: Path | None) -> None:
         out.print(f"catalog {where} upgraded from revision {before or '(none)'} to {after}", highlight=False,
                   markup=False)
     if postgres:  # the ingest queue (ingest_queue=postgres) lives in the catalog's database
-        from explorer.jobs.queue import apply_queue_schema
+        from explorer.runs.jobs.queue import apply_queue_schema
 
         applied = apply_queue_schema(settings.model_copy(update={"catalog_url": url}))
         out.print(f"job queue schema {'applied' if applied else 'present: nothing to do'}", highlight=False,
@@ -581,7 +582,7 @@ def worker(concurrency: int | None, data_dir: Path | None) -> None:
         console.print(f"error: {exc.message}")
         sys.exit(2)
     as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
-    from explorer.jobs.worker import run_worker
+    from explorer.runs.jobs.worker import run_worker
 
     settings = _settings(data_dir)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -230,7 +230,7 @@ def run_demo(store: RunStore, *, device: str | None = None, shape: tuple[int, ..
              use_compile: bool = True, compile_timeout_s: float = COMPILE_TIMEOUT_S,
              notify: Notify | None = None, progress: Progress | None = None) -> DemoResult:
     """Profile the RMSNorm variants, ingest each trace as a run tagged `demo`; naive run first."""
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     torch = import_torch()
     say = notify or (lambda _msg: None)

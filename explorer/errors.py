@@ -36,7 +36,7 @@ class UnsafeArchive(BadTrace, code="unsafe_archive"):
 
 
 class IngestBug(ExplorerError, code="ingest_bug"):
-    """An ingest hit an unexpected exception: a bug in a parser, not in the input. explorer.service turns it
+    """An ingest hit an unexpected exception: a bug in a parser, not in the input. explorer.runs.ingest turns it
     into this one-line error (stored on the failed run) and logs the traceback as a bug report."""
 
 

@@ -23,7 +23,6 @@ from explorer.analysis.lod import TimelineIndex
 from explorer.analysis.lod_pyramid import gather, window_ranges
 from explorer.config import Settings
 from explorer.errors import BadRequest, RunNotFound
-from explorer.ingest.sources import iter_input_files, sha256_file
 from explorer.model.lanes import Lane
 from explorer.model.shapes import Breakdown, CompareResult, DiffRow
 from explorer.pages import (
@@ -37,7 +36,8 @@ from explorer.pages import (
     timeline_index,
 )
 from explorer.render import make_environment
-from explorer.service import combined_sha256, ingest_paths
+from explorer.runs.ingest import ingest_paths
+from explorer.runs.records import content_sha256
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
 from explorer.store.runs import RunStore
@@ -61,16 +61,11 @@ def open_run(path_or_id: str | os.PathLike[str], data_dir: str | os.PathLike[str
     store = RunStore.from_settings(settings)
     path = Path(path_or_id)
     if path.exists():
-        rec = store.catalog.find_by_sha(input_sha256([path])) or ingest_paths(store, [path], name)
+        rec = store.catalog.find_by_sha(content_sha256([path])) or ingest_paths(store, [path], name)
     else:
         rec = _find_run(store, str(path_or_id))
     store.require_ready(rec.id)
     return Run(store, settings, store.get(rec.id))
-
-
-def input_sha256(paths: list[Path]) -> str:
-    """The content hash an ingest of `paths` records (explorer.service.run_ingest), without ingesting."""
-    return combined_sha256([sha256_file(f) for f, _, is_link in iter_input_files(paths) if not is_link])
 
 
 def _find_run(store: RunStore, key: str) -> RunRecord:

@@ -300,7 +300,8 @@ def test_an_empty_or_cut_ops_view_explains_itself(tmp_path: Path) -> None:
 def test_a_new_trace_is_not_hashed_before_its_ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """find_identical reads a file's bytes only when a ready run has files of the same sizes (the ingest hashes
     them anyway): a new trace is read once, an identical one is found."""
-    from explorer import service
+    from explorer.runs import ingest as service
+    from explorer.runs import records
 
     store = RunStore(tmp_path / "data")
     first, other = tmp_path / "a.json", tmp_path / "b.json"
@@ -308,8 +309,8 @@ def test_a_new_trace_is_not_hashed_before_its_ingest(tmp_path: Path, monkeypatch
     other.write_text(json.dumps({"traceEvents": GOOD["traceEvents"][:1]}))
     run = service.ingest_paths(store, [first])
     hashed: list[Path] = []
-    real = service.sha256_file
-    monkeypatch.setattr(service, "sha256_file", lambda p: hashed.append(p) or real(p))
-    assert service.find_identical(store, [other]) is None and hashed == []
-    found = service.find_identical(store, [first])
+    real = records.sha256_file
+    monkeypatch.setattr(records, "sha256_file", lambda p: hashed.append(p) or real(p))
+    assert records.find_identical(store, [other]) is None and hashed == []
+    found = records.find_identical(store, [first])
     assert found is not None and found.id == run.id and hashed == [first]

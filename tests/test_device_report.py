@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from explorer.report import REPORT_TABLE_ROWS, write_report
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.snapshot import SNAPSHOT_PART_BYTES, json_size
 from explorer.store.runs import RunStore
 

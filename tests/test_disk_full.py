@@ -65,7 +65,7 @@ def test_cli_ingest_that_fills_the_disk_is_a_clear_error_and_leaves_nothing(smal
 def test_ingest_that_fills_the_disk_marks_its_run_failed(small_disk: Path, tmp_path: Path) -> None:
     """The server's way (keep_failed): the run stays, failed, with the message; not 'this is a bug'."""
     from explorer.errors import DiskFull
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     trace = big_gzip_trace(tmp_path / "big.json.gz", 400_000)
     store = RunStore(small_disk / "data")

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from explorer.config import Settings
 from explorer.export import export_origin, load_device_timeline, us_text, write_perfetto_json
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.conftest import FIXTURES
 from tests.support import cli

@@ -9,8 +9,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from api.cli import main, open_paths
+from explorer.runs.watch import plan_runs
 from explorer.store.runs import RunStore
-from explorer.watch import plan_runs
 from tests.test_watch import kineto
 
 

@@ -149,7 +149,7 @@ def test_progress_reaches_the_catalog_once_per_interval(tmp_path: Path, monkeypa
                                                         every_s: float) -> None:
     """The caller hears every progress report; the catalog, where each is a committed transaction, hears the
     first (the run is `ingesting`) and then one per PROGRESS_EVERY_S; the run ends ready either way."""
-    from explorer import service
+    from explorer.runs import ingest as service
 
     monkeypatch.setattr(service, "PROGRESS_EVERY_S", every_s)
     store = RunStore(tmp_path / "data")

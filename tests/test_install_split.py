@@ -44,7 +44,7 @@ def test_ingest_and_every_page_without_the_extras(tmp_path: Path) -> None:
 from fastapi.testclient import TestClient
 from api.app import create_app
 from explorer.config import Settings
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from pathlib import Path
 app = create_app(Settings(data_dir=Path({str(tmp_path / 'data')!r})))
 rid = ingest_paths(app.state.explorer.store, [Path({str(trace)!r})], "t").id

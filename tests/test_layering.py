@@ -22,17 +22,17 @@ class Layer:
     independent: bool = False  # its units may not import one another
 
 
-# Lowest first: model <- ingest, store, analysis <- charts <- render <- pages <- cli <- api.
+# Lowest first: model <- ingest, store, analysis <- runs <- charts <- render <- pages <- cli <- api.
 LAYERS: tuple[Layer, ...] = (
     Layer("base", ("explorer", "explorer.errors", "explorer.config", "explorer.theme")),
     Layer("model", ("explorer.model",)),
     Layer("core", ("explorer.ingest", "explorer.store", "explorer.analysis"), independent=True),
+    Layer("runs", ("explorer.runs",)),
     Layer("charts", ("explorer.charts",)),
     Layer("render", ("explorer.render",)),
     Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot", "explorer.gate",
                     "explorer.export", "explorer.rank_pages", "explorer.fleet", "explorer.views")),
-    Layer("cli", ("explorer.service", "explorer.ingest_apart", "explorer.demo", "explorer.upload_client",
-                  "explorer.watch", "explorer.cli", "explorer.notebook", "explorer.jobs")),
+    Layer("cli", ("explorer.demo", "explorer.upload_client", "explorer.cli", "explorer.notebook")),
     Layer("api", ("api",)),
 )
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer.units}
@@ -159,3 +159,50 @@ def test_imports_point_one_way(package: str) -> None:
             if any(module == f or module.startswith(f + ".") for f in FORBIDDEN[package]):
                 offenders.append(f"{path.relative_to(ROOT)} imports {module}")
     assert offenders == []
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative): each an import circle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+    return cycles
+
+
+def test_no_two_modules_import_each_other() -> None:
+    """No import circle anywhere in explorer/ and api/ (the jobs' queue and tasks were one: runs/jobs/fanout.py)."""
+    modules = {module_name(p): p for p in source_files()}
+    graph = {m: {i for i in imported_modules(p) if i in modules and i != m} for m, p in modules.items()}
+    assert import_cycles(graph) == []
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []

@@ -31,7 +31,7 @@ from explorer.pages import (
     StepsPage,
     TimelinePage,
 )
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.kernel_trace import write_kernel_trace
 
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"

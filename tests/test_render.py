@@ -17,7 +17,7 @@ from explorer.config import PROJECT_ROOT, Settings
 from explorer.pages import ComparePage, NotReadyPage, OpsPage, OverviewPage, RunsPage, TimelinePage
 from explorer.render import fmt_dur, fmt_ns, inline_plotly, json_for_script, make_environment
 from explorer.report import build_report, render_report
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.support import bench_module
 
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')

@@ -15,7 +15,7 @@ import pytest
 
 from bench.window import write_many_threads_trace
 from explorer.report import SNAPSHOT_HEIGHT_PX, build_snapshot, write_report
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 THREADS = 5000

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from api.app import create_app
 from explorer.config import Settings
 from explorer.model.source_links import SourceLinker, SourceRef, parse_call_stack, parse_frame
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests import stack_helper
 from tests.support import cli
 

@@ -1,4 +1,4 @@
-"""The log-folder watcher (explorer/watch.py) on real files written the ways profilers write them: slowly,
+"""The log-folder watcher (explorer/runs/watch.py) on real files written the ways profilers write them: slowly,
 by rename, by torch.profiler's tensorboard_trace_handler, by several ranks, as a Neuron capture folder,
 broken; and across a restart. Every run is checked against counts taken from the files themselves."""
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from explorer.runs.watch import LEDGER, WATCH_TAG, Watcher, is_closed, trace_label
 from explorer.store.catalog import RunRecord
 from explorer.store.runs import RunStore
-from explorer.watch import LEDGER, WATCH_TAG, Watcher, is_closed, trace_label
 from tests.conftest import FIXTURES
 from tests.support import serve_subprocess
 
@@ -322,19 +322,19 @@ def test_serve_watch_ingests_into_the_running_server(tmp_path: Path, logdir: Pat
 def test_a_servers_watcher_ingests_in_a_process_of_its_own(tmp_path: Path, logdir: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """`serve --watch` parses nothing in the server's process: each run is ingested in an ingest process, as an
-    upload is (explorer.ingest_apart), so the server's RSS does not grow by an ingest's. An ingest in this
+    upload is (explorer.runs.apart), so the server's RSS does not grow by an ingest's. An ingest in this
     process fails the test; the child, started from a fresh forkserver, does not see that patch. A bad file
     still fails its run, with the child's message, and the watching goes on."""
     from fastapi.testclient import TestClient
 
-    import explorer.watch
+    import explorer.runs.watch
     from api.app import create_app
     from explorer.config import Settings
 
     def in_the_server(*args: object, **kwargs: object) -> None:
         raise AssertionError("a watched trace was ingested in the server's process")
 
-    monkeypatch.setattr(explorer.watch, "run_ingest", in_the_server)
+    monkeypatch.setattr(explorer.runs.watch, "run_ingest", in_the_server)
     settings = Settings(data_dir=tmp_path / "data", watch_dirs=[logdir], watch_poll_s=POLL_S,
                         watch_settle_s=SETTLE_S)
     with TestClient(create_app(settings)) as client:

@@ -15,7 +15,7 @@ from explorer.analysis.device_tracks import device_track_rows
 from explorer.errors import RunNotReady
 from explorer.model.shapes import RunJson, RunList, Tracks
 from explorer.pages import build_tracks, compute_run_list
-from explorer.service import default_run_name
+from explorer.runs.records import default_run_name
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 
@@ -47,7 +47,7 @@ async def upload_run(request: Request, state: StateDep, response: Response) -> U
     tags = [t.strip() for t in upload.fields.get("tags", "").split(",") if t.strip()]
     if tags:
         state.store.catalog.set_tags(rec.id, tags)
-    state.worker.submit(rec.id, upload)
+    state.ingester.submit(rec.id, upload)
     return {"id": rec.id, "status": "queued", "status_url": f"/api/runs/{rec.id}", "duplicate_of": None}
 
 

@@ -37,7 +37,7 @@ run in, which inherit it. The 1M-event file's peak: 304-308 MiB with mimalloc th
 pool, in the same time (bench/ingest_memory.py, alternating).
 
 This is process-wide state, set once, by the processes that exist to ingest: `trace-explorer ingest` and
-`worker`, a server's ingest process (explorer.ingest_apart), parse workers (explorer.ingest.parts). Not by a
+`worker`, a server's ingest process (explorer.runs.apart), parse workers (explorer.ingest.parts). Not by a
 process that goes on to other work: the demo profiles with torch between its ingests, and with torch's
 tensors of 128 KiB and more each its own mapping (the threshold then), its later profiled steps came out slower
 than its first.

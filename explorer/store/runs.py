@@ -94,23 +94,24 @@ class RunStore:
         store.index_files = settings.index_files
         return store
 
-    def recover(self, held: Callable[[], Collection[str]] | None = None) -> int:
+    def recover(self, held: Callable[[], Collection[str] | None] | None = None) -> int:
         """After a crash: runs left queued/ingesting by a process that is gone become failed, and temp
         folders are removed — unless some ingest is alive (a CLI ingest while a server starts on the same
-        data folder): its run and its scratch files are left alone. `held`: with a job queue (explorer.jobs),
-        the runs it holds; those, and runs queued less than LEASE_S ago (their job on its way), are alive too:
+        data folder): its run and its scratch files are left alone. `held`: with a job queue (explorer.runs.jobs),
+        the runs it holds (None: no queue); those, and runs queued less than LEASE_S ago (their job on its way), are alive too:
         a queued run holds no lease, and another process starting must not fail it. Then the storage of runs
         that are gone or failed is swept (`sweep`)."""
         n = 0
         live: set[str] = set()
         unfinished = self.catalog.unfinished()
-        queued = set(held()) if held is not None and unfinished else set()
+        holding = held() if held is not None and unfinished else None
+        queued = set(holding) if holding is not None else None
         for rec in unfinished:
             lease = self.catalog.lease(rec.id)
             if lease is not None and lease.alive():
                 live.add(rec.id)
                 continue
-            if held is not None and (rec.id in queued or (rec.status == "queued"
+            if queued is not None and (rec.id in queued or (rec.status == "queued"
                                                           and time.time() - rec.updated_at < LEASE_S)):
                 live.add(rec.id)
                 continue
@@ -273,7 +274,7 @@ class RunStore:
         transaction. Returns the summary stored in the catalog. On any failure nothing of it stays
         published (and what a killed process left is unreferenced, for the sweep). `beside`: (step name, writer)
         of more files into the run's folder, made on a thread once the slices' Parquet is written (the timeline
-        index: explorer.service, Settings.index_files)."""
+        index: explorer.runs.ingest, Settings.index_files)."""
         work = self.staging_dir / run_id
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)

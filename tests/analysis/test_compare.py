@@ -26,7 +26,7 @@ from explorer.analysis.compare import (
 from explorer.errors import BadRequest
 from explorer.model.tables import OP_STATS
 from explorer.pages import compute_run_compare
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 # ---- the baseline rule ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from explorer.analysis.gap_evidence import timeline_window
 from explorer.analysis.intervals import covered_between, overlapping, union_segments
 from explorer.model.shapes import Gap
 from explorer.pages import compute_run_breakdown
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"

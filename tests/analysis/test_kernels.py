@@ -20,7 +20,7 @@ from explorer.analysis.breakdown import compute_breakdown
 from explorer.analysis.kernels import CATEGORY_RULES, categorize, compute_kernel_table, sort_kernel_rows
 from explorer.errors import BadRequest
 from explorer.model.tables import SLICES
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 HTA = "HolisticTraceAnalysis/tests/data/"

@@ -26,7 +26,7 @@ from explorer.analysis.lod_files import INDEX_DIR, load_timeline_index, save_tim
 from explorer.errors import DiskFull
 from explorer.model.split import SPLIT_KEY
 from explorer.pages import timeline_index
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store import runs as runs_module
 from explorer.store.budget import nbytes_of
 from explorer.store.runs import RunStore

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from explorer.cli import main
 from explorer.pages import build_ops_page, compute_run_ops, overview_top_ops
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.queries import default_op_sort, load_ops
 from explorer.store.runs import RunStore
 

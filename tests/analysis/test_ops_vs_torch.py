@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function, schedule  # noqa: E402
 
-from explorer.service import ingest_paths  # noqa: E402
+from explorer.runs.ingest import ingest_paths  # noqa: E402
 from explorer.store.queries import has_module_frames, load_ops  # noqa: E402
 from explorer.store.runs import RunStore  # noqa: E402
 

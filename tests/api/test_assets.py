@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.pages import TABLE_PAGE_ROWS
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.api.conftest import TINY, assert_error
 from tests.wide_trace import WIDE_OPS, write_wide_trace
 

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from explorer.model.summary import load_summary
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.api.conftest import Uploader
 from tests.colls.symm_mem import DEVICE, write_run

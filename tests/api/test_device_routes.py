@@ -22,7 +22,7 @@ from pydantic import TypeAdapter
 from api.app import create_app
 from explorer.config import Settings
 from explorer.model.device_shapes import DeviceView
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.device_tables import ENGINE_OF, overlaps, reference_summary, share, union_length
 
 EXPORT = Path(__file__).resolve().parent.parent / "fixtures" / "neuron" / "device_export"

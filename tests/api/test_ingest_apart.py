@@ -1,4 +1,4 @@
-"""`serve` ingests each upload in a process of its own (explorer/ingest_apart.py): the real server's RSS does
+"""`serve` ingests each upload in a process of its own (explorer/runs/apart.py): the real server's RSS does
 not rise by the ingest's memory (a trace bigger than the memory setting, which in the server's own process
 raised it by more than the setting), and a child killed outright fails its run with a message saying so."""
 
@@ -72,7 +72,7 @@ def test_an_ingest_process_killed_outright_fails_its_run_and_the_server_goes_on(
     write_kineto_trace(trace, 400_000)
     app = create_app(Settings(data_dir=tmp_path / "data"))
     with TestClient(app) as client:
-        worker = app.state.explorer.worker
+        worker = app.state.explorer.ingester
         with trace.open("rb") as f:
             run_id = client.post("/api/runs", files={"files": ("big.json", f)}).json()["id"]
         deadline = time.monotonic() + 60

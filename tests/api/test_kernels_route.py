@@ -18,7 +18,7 @@ from api.app import create_app
 from explorer.config import Settings
 from explorer.pages import KernelsPage
 from explorer.report import build_report
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.api.conftest import assert_error
 from tests.kernel_trace import (
     DTOH,

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.api.conftest import assert_error
 
 EXPORT = Path(__file__).resolve().parents[1] / "fixtures" / "neuron" / "device_export"

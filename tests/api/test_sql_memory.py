@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from explorer.store.sql_worker import KILL_GRACE_S, WORKER_HEADROOM_MB
 from tests.api.conftest import TINY

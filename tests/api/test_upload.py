@@ -126,10 +126,10 @@ def test_safe_relpath(given: str, safe: str) -> None:
 def test_an_upload_and_an_ingest_of_the_same_files_agree_on_hash_and_name(client: TestClient, upload: Uploader,
                                                                           tmp_path: Path) -> None:
     """The upload's hash, streamed as it arrives, is the one `ingest` computes from the files on disk (so either
-    finds the other's run), and both name an unnamed run the same way (service.default_run_name)."""
+    finds the other's run), and both name an unnamed run the same way (explorer.runs.records)."""
     import hashlib
 
-    from explorer.service import default_run_name, paths_sha256
+    from explorer.runs.records import content_sha256, default_run_name
     from explorer.store.runs import RunStore
 
     parts = [("rank1.pt.trace.json.gz", gzip.compress(TINY.read_bytes())), ("rank0.json", TINY.read_bytes())]
@@ -141,7 +141,7 @@ def test_an_upload_and_an_ingest_of_the_same_files_agree_on_hash_and_name(client
         (folder / name).write_bytes(data)
         paths.append(folder / name)
     expected = hashlib.sha256("\n".join(sorted(hashlib.sha256(d).hexdigest() for _, d in parts)).encode()).hexdigest()
-    assert paths_sha256(paths) == expected
+    assert content_sha256(paths) == expected
     record = RunStore(Path(client.app.state.explorer.settings.data_dir)).catalog.get(run["id"])  # type: ignore[attr-defined]
     assert record is not None and record.sha256 == expected
     assert run["name"] == default_run_name(paths) == "rank1.pt.trace (+1)"

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from bench.window import write_many_threads_trace
 from explorer.config import Settings
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 
 THREADS = 100_000
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.colls.synthetic import straggler_calls, write_run
 from tests.support import free_port

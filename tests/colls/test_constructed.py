@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.pages import collectives_json, compute_run_collectives
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.colls.synthetic import BASE_NS, KERNEL, straggler_calls, write_run
 

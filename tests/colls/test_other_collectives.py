@@ -17,7 +17,7 @@ import pytest
 from explorer.analysis.collectives import EXECUTIONS, OTHER_KERNELS
 from explorer.analysis.kernels import categorize
 from explorer.pages import collectives_json, compute_run_collectives, compute_run_kernels
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.colls.symm_mem import BASE_NS, NCCL_KERNEL, SYMM_KERNEL, SYMM_OP, write_run
 

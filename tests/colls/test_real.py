@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from explorer.pages import collectives_json, compute_run_collectives
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.colls.conftest import GLOO_LATE_RANK, GLOO_SLEEP_S, GLOO_STEPS
 

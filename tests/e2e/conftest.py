@@ -131,7 +131,7 @@ class Server:
 def server(tmp_path_factory: pytest.TempPathFactory, traces: Traces) -> Iterator[Server]:
     from api.app import create_app
     from explorer.config import Settings
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("data"))
     app = create_app(settings)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.colls.synthetic import straggler_calls, write_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

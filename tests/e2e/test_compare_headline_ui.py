@@ -33,7 +33,7 @@ def test_compare_headline_reads_the_step_and_names_the_devices(page: Any, server
     shot(page, "compare-06-step-headline-devices", full_page=True)
 
     files = write_run(tmp_path / "tp8", world=8, calls=3)
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
     tp8 = ingest_paths(server.state.store, files, "tp8 decode").id
     page.goto(server.url + "/")
     row = page.locator("#runs-table tr", has_text="tp8 decode")

@@ -22,7 +22,7 @@ FASTER = (TINY.read_bytes().replace(b'"dur": 150.0', b'"dur": 50.0').replace(b'"
 
 
 def ingest(server: Any, tmp_path: Path, name: str, data: bytes) -> str:
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     path = tmp_path / f"{name.replace(' ', '_')}.json"
     path.write_bytes(data)

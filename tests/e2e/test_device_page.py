@@ -17,7 +17,7 @@ EXPORT = Path(__file__).resolve().parent.parent / "fixtures" / "neuron" / "devic
 
 @pytest.fixture(scope="module")
 def neuron_run(server: Any) -> str:
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     return str(ingest_paths(server.state.store, [EXPORT], "neuron device export").id)
 

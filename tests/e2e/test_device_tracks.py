@@ -29,7 +29,7 @@ def api(server: Any, path: str, **query: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def device_run(server: Any) -> str:
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     return ingest_paths(server.state.store, [EXPORT], "device export").id
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from explorer.render import fmt_dur
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.queries import load_ops
 from tests.e2e.conftest import HOSTILE_NAMES
 

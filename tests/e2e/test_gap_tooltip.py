@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.analysis.test_gap_evidence import LOADER, cause_events, coverage, independent_gaps, ns
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -106,7 +106,7 @@ class DeepRun:
 
 @pytest.fixture(scope="module")
 def deep_run(server: Any, tmp_path_factory: pytest.TempPathFactory) -> DeepRun:
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     d = tmp_path_factory.mktemp("deep")
     (d / "profile_deep.py").write_text(DEEP_SCRIPT)
@@ -311,7 +311,7 @@ def test_a_stale_window_answer_never_replaces_a_newer_one(tall_page: Any, server
 def test_chain_panel_gaps_follow_their_link_never_negative(tall_page: Any, server: Any, tmp_path: Path) -> None:
     """An op launching twice while the device runs behind: the details panel's gaps are each from the link
     the step follows (no "-80 µs" from the first kernel to the second launch)."""
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
     from tests.api.test_chain_gaps import EVENTS, start_ns, trace_text
 
     path = tmp_path / "queued.json"

@@ -21,7 +21,7 @@ VIEW_W, VIEW_H = 1400, 900
 
 @pytest.fixture(scope="module")
 def many_run(server: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[int, Decimal]]:
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     path = tmp_path_factory.mktemp("many") / "many_threads.json"
     write_many_threads_trace(path, THREADS)

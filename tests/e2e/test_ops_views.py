@@ -39,7 +39,7 @@ def names_by_kind() -> tuple[set[str], set[str], set[str]]:
 
 
 def test_switch_op_views(page: Any, server: Any, shot: Any) -> None:
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     run_id = ingest_paths(server.state.store, [FRAMES], "with_stack frames").id
     operators, python, launch_frames = names_by_kind()
@@ -81,7 +81,7 @@ def test_switch_op_views(page: Any, server: Any, shot: Any) -> None:
 
 
 def test_overview_charts_show_operators_and_launch_frames_only(page: Any, server: Any, shot: Any) -> None:
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     run_id = ingest_paths(server.state.store, [FRAMES], "with_stack overview").id
     operators, python, launch_frames = names_by_kind()
@@ -97,7 +97,7 @@ def test_overview_charts_show_operators_and_launch_frames_only(page: Any, server
 def test_launch_sites_marked_on_ops_and_overview(page: Any, server: Any, shot: Any, tmp_path: Path) -> None:
     """A flashinfer-like capture (tests/analysis/test_op_attribution.py): the launching frame and the bare
     runtime call are rows of the operators view, marked, and the overview's top op is the launching frame."""
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
     from tests.analysis.test_op_attribution import LAUNCH_FRAME, flashinfer_like
 
     path = flashinfer_like().write(tmp_path / "flashinfer_like.json")

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from explorer.export import write_perfetto_json
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.kernel_trace import kernel_events
 

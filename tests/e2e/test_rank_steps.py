@@ -12,7 +12,7 @@ import pytest
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.colls.synthetic import EXTRA, StepPlan, write_step_run
 from tests.e2e.conftest import serving
 

@@ -11,7 +11,7 @@ import pytest
 from api.app import create_app
 from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.config import Settings
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.e2e.conftest import serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

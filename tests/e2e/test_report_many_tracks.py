@@ -13,7 +13,7 @@ import pytest
 
 from bench.window import write_many_threads_trace
 from explorer.report import SNAPSHOT_HEIGHT_PX, write_report
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -74,7 +74,7 @@ def serve_in_thread(app: Any, port: int, **config: Any) -> Any:
 def behind_proxy(tmp_path_factory: pytest.TempPathFactory, stack_trace: Path) -> Iterator[tuple[Proxy, str]]:
     from api.app import create_app
     from explorer.config import Settings
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     app = create_app(Settings(data_dir=tmp_path_factory.mktemp("data"), root_path=PREFIX,
                               source_root=str(HELPER.parent.parent)))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from explorer.errors import ExplorerError
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 WIDTH = 1600

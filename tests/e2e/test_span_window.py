@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.span_traces import (
     GRAPH_LAUNCHES,
     all_bounds,

@@ -14,7 +14,7 @@ from urllib.request import Request, urlopen
 
 import pytest
 
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.sql import SQL_EXAMPLES
 from tests.kernel_trace import HOSTILE_KERNEL, write_kernel_trace
 

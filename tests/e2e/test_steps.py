@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from explorer.pages import compute_run_breakdown, compute_run_steps
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.kernel_trace import STEPS, write_kernel_trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -14,7 +14,7 @@ from urllib.request import urlopen
 import pytest
 
 from explorer.pages import TABLE_PAGE_ROWS
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from tests.wide_trace import (
     HOSTILE_OP,
     WIDE_OPS,

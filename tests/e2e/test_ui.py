@@ -186,7 +186,7 @@ def wait_for_refetch(page: Any) -> None:
 
 
 def test_runs_rename_tag_delete(page: Any, server: Any, traces: Any, tmp_path: Path) -> None:
-    from explorer.service import ingest_paths
+    from explorer.runs.ingest import ingest_paths
 
     trace = tmp_path / "extra.json"
     trace.write_text(traces.hostile.read_text().replace("aten::mul", "aten::extra"))

@@ -1,4 +1,4 @@
-"""Run a fuzz corpus through the real ingest (explorer.service.run_ingest, as the CLI and the API do) in a
+"""Run a fuzz corpus through the real ingest (explorer.runs.ingest.run_ingest, as the CLI and the API do) in a
 pool of worker processes, and classify every outcome.
 
 Each input is ingested into a RunStore in the worker's own data folder, JSON documents three times: on the
@@ -62,7 +62,7 @@ class _Timeout(Exception):
 
 
 class _BugLog(logging.Handler):
-    """Counts the guard's bug reports (ERROR records of explorer.service)."""
+    """Counts the guard's bug reports (ERROR records of explorer.runs.ingest)."""
 
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
@@ -90,8 +90,8 @@ def _time_bound(seconds: float) -> Iterator[None]:
 
 
 def _init_worker() -> None:
-    logging.getLogger("explorer.service").addHandler(_BUGS)
-    logging.getLogger("explorer.service").setLevel(logging.ERROR)
+    logging.getLogger("explorer.runs.ingest").addHandler(_BUGS)
+    logging.getLogger("explorer.runs.ingest").setLevel(logging.ERROR)
     logging.getLogger().setLevel(logging.CRITICAL)  # parsers' info/warning logs are not findings
 
 
@@ -106,7 +106,7 @@ def _leftovers(store: Any, run_id: str, ok: bool) -> list[str]:
 def _ingest_one(store: Any, item: FuzzInput, target: Path, path_mode: str) -> tuple[str, str]:
     from explorer.errors import ExplorerError, IngestBug
     from explorer.ingest import chrome_fast, kscan
-    from explorer.service import run_ingest
+    from explorer.runs.ingest import run_ingest
 
     global _NATIVE
     chrome_fast.FAST_MIN_BYTES = 0 if path_mode in FAST_PATHS else (_FAST_DEFAULT or chrome_fast.FAST_MIN_BYTES)

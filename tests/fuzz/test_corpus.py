@@ -109,7 +109,7 @@ def test_a_guard_hit_is_a_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(kscan, "_LIB", kscan._LIB)  # _ingest_one sets it: undone after the test too
     item = FuzzInput("guard/probe/0", "probe", {"trace.json": b'{"traceEvents": []}'}, True)
     target = item.write(tmp_path / "in")
-    service_log = logging.getLogger("explorer.service")
+    service_log = logging.getLogger("explorer.runs.ingest")
     service_log.addHandler(runner._BUGS)
     try:
         outcome, message = runner._ingest_one(RunStore(tmp_path / "data"), item, target, "msgspec")

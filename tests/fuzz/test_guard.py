@@ -1,4 +1,4 @@
-"""The ingest guard (explorer.service.ingest_bug): an exception that is not an ExplorerError leaves the
+"""The ingest guard (explorer.runs.ingest.ingest_bug): an exception that is not an ExplorerError leaves the
 ingest as a one-line IngestBug naming the file, stored on the failed run, with the traceback logged at
 ERROR (the bug report); the CLI prints the line, never a traceback."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from explorer.errors import IngestBug
 from explorer.ingest import pipeline
-from explorer.service import run_ingest
+from explorer.runs.ingest import run_ingest
 from explorer.store.runs import RunStore
 
 
@@ -28,7 +28,7 @@ def _ingest_a_bug(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> tuple[Run
     trace.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}')
     store = RunStore(tmp_path / "data")
     rec = store.catalog.create("t", source=trace.name)
-    with caplog.at_level(logging.ERROR, logger="explorer.service"), pytest.raises(IngestBug) as info:
+    with caplog.at_level(logging.ERROR, logger="explorer.runs.ingest"), pytest.raises(IngestBug) as info:
         run_ingest(store, rec.id, [trace], keep_failed=True)
     return store, rec.id, info.value
 
@@ -44,7 +44,7 @@ def test_unexpected_exception_becomes_a_clear_error_and_a_bug_report(
     failed = store.get(run_id)
     assert (failed.status, failed.message) == ("failed", message)
     assert not store.run_dir(run_id).exists() and list(store.tmp_dir.iterdir()) == []
-    [record] = [r for r in caplog.records if r.name == "explorer.service"]
+    [record] = [r for r in caplog.records if r.name == "explorer.runs.ingest"]
     assert record.levelno == logging.ERROR and record.exc_info is not None
     assert record.exc_info[0] is KeyError
     assert message.endswith(f"its report is bugs/{run_id}.txt in the data folder")

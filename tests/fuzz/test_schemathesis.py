@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import response_schema_conformance, statu
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 TESTS = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 

@@ -18,7 +18,7 @@ import pytest
 from explorer.config import Settings
 from explorer.ingest import chrome_fast, kscan
 from explorer.ingest.memory import ARROW_POOL_VARIABLE
-from explorer.ingest_apart import IngestProcesses
+from explorer.runs.apart import IngestProcesses
 from explorer.store.runs import RunStore
 
 ROOT = Path(__file__).parents[2]
@@ -65,7 +65,7 @@ def test_the_cli_ingest_loads_only_what_it_uses(tmp_path: Path) -> None:
     assert int(frozen_line) > 10_000, proc.stderr[-3000:]
     # Parquet's writers allocate from Arrow's C++ default pool, chosen as pyarrow loads: the system allocator
     assert json.loads(pool_line) == ["system"], proc.stderr[-3000:]
-    assert {"explorer.ingest.kscan", "explorer.service"} <= modules, proc.stderr[-3000:]  # it did ingest
+    assert {"explorer.ingest.kscan", "explorer.runs.ingest"} <= modules, proc.stderr[-3000:]  # it did ingest
     assert not {m for m in modules if m.split(".")[0] in ("pandas", "duckdb", "alembic", "fsspec")}
     assert "pyarrow._parquet" in modules and not modules & {"pyarrow._s3fs", "pyarrow._gcsfs", "pyarrow._azurefs"}
     assert "sqlalchemy.dialects.sqlite" in modules and "sqlalchemy.dialects.postgresql" not in modules
@@ -124,11 +124,11 @@ with ProcessPoolExecutor(1, mp_context=context) as pool:
 
 @pytest.mark.parametrize("which", ["ingest_apart", "parallel"])
 def test_the_forkservers_children_start_as_ingest_processes(which: str) -> None:
-    """explorer.ingest_apart's and explorer.ingest.parallel's forkservers (a server's ingests, parse workers)
+    """explorer.runs.apart's and explorer.ingest.parallel's forkservers (a server's ingests, parse workers)
     import explorer.ingest.forkserver first: their children start with the parsers loaded, without pandas or
     pyarrow's remote filesystems."""
-    from explorer import ingest_apart
     from explorer.ingest import parallel
+    from explorer.runs import apart as ingest_apart
 
     preload = {"ingest_apart": ingest_apart.PRELOAD, "parallel": parallel.PRELOAD}[which]
     assert preload[0] == "explorer.ingest.forkserver"
@@ -141,8 +141,8 @@ def test_the_ingest_modules_make_no_arrow_array_at_import() -> None:
     """The modules the forkservers preload after explorer.ingest.forkserver load no pandas by themselves (no
     module of the ingest makes an Arrow array of a Python list at import): a process that imports them before
     it is made an ingest process (a test, a notebook) does not pay for pandas either."""
-    from explorer import ingest_apart
     from explorer.ingest import parallel
+    from explorer.runs import apart as ingest_apart
 
     for preload in (ingest_apart.PRELOAD[1:], parallel.PRELOAD[1:]):
         code = "import sys\n" + "".join(f"import {m}\n" for m in preload) + "print('pandas' in sys.modules)"
@@ -152,7 +152,7 @@ def test_the_ingest_modules_make_no_arrow_array_at_import() -> None:
 
 def test_a_server_starts_its_ingest_processes_with_the_system_pool(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
-    """A server's ingests run in processes of a forkserver it starts (explorer.ingest_apart): they inherit the
+    """A server's ingests run in processes of a forkserver it starts (explorer.runs.apart): they inherit the
     variable from the server, set before the first of them starts; a value the user set is kept."""
     monkeypatch.delenv(ARROW_POOL_VARIABLE, raising=False)
     IngestProcesses(Settings(data_dir=tmp_path))

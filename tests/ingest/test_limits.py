@@ -18,7 +18,7 @@ from explorer.config import Settings
 from explorer.errors import BadTrace
 from explorer.ingest import chrome_fast
 from explorer.ingest.limits import IngestLimits
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.api.conftest import wait_until_done
 

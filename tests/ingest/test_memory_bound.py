@@ -39,7 +39,7 @@ import duckdb, pyarrow.parquet  # noqa: F401 - the baseline is the interpreter w
 import explorer.model.op_stats  # noqa: F401
 from explorer.ingest import chrome_fast
 from explorer.ingest.limits import IngestLimits
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 def status_kb(field):  # VmHWM, not getrusage's ru_maxrss: that one keeps the forking parent's (pytest's) peak

@@ -15,7 +15,7 @@ from explorer.errors import BadTrace
 from explorer.ingest.neuron import NAME_RULES, Source, source_of
 from explorer.ingest.neuron_parquet import table_kind
 from explorer.model.neuron_schema import RECOGNIZERS
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.queries import load_ops
 from explorer.store.runs import RunStore
 

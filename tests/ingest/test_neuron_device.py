@@ -20,7 +20,7 @@ import pytest
 
 from explorer.errors import DeviceProfileNotFound
 from explorer.ingest.neuron_parquet import table_kind
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 EXPORT = Path(__file__).resolve().parent.parent / "fixtures" / "neuron" / "device_export"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.queries import load_ops
 from explorer.store.runs import RunStore
 

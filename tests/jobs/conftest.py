@@ -106,7 +106,7 @@ class Deployment:
         return "\n".join(f"--- {p.log}\n" + p.log.read_text()[-3000:] for p in self.started)  # type: ignore[attr-defined]
 
     def scratch(self) -> list[str]:
-        """What is left in the data folder's tmp/ and in its shared queue files (explorer.jobs.shared; the
+        """What is left in the data folder's tmp/ and in its shared queue files (explorer.runs.jobs.shared; the
         folders themselves are allowed to stay)."""
         keep = {self.data / "tmp" / "queue-copies", self.data / "queue"}
         return sorted(str(p.relative_to(self.data)) for folder in ("tmp", "queue") if (self.data / folder).is_dir()

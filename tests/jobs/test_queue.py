@@ -22,7 +22,7 @@ from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.config import Settings
 from explorer.errors import CatalogUnavailable
 from explorer.model.tables import TABLE_SCHEMAS
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.jobs.conftest import ROOT, Deployment, queue_settings
 from tests.support import serve_subprocess
@@ -195,7 +195,7 @@ def test_a_queued_run_survives_another_process_starting(deployment: Deployment, 
     with pytest.MonkeyPatch.context() as mp:  # the run is not young any more: only the queue's word keeps it
         mp.setattr("explorer.store.runs.LEASE_S", 0.0)
         state = create_app(queue_settings(deployment.url, deployment.data)).state.explorer
-        state.worker.shutdown()
+        state.ingester.shutdown()
         state.store.catalog.close()
     assert deployment.run(run_id)["status"] == "queued"
     with deployment.workers(1):
@@ -236,18 +236,18 @@ def test_a_watched_folder_in_queue_mode_queues_its_runs(deployment: Deployment, 
                                                         tmp_path: Path) -> None:
     """`serve --watch` on a team server: the web process's watcher queues each ready group (a copy of its files,
     as an upload) and a worker ingests it; the watched files stay where they are."""
-    from api.upload import QueuedIngest
-    from explorer.watch import Watcher
+    from explorer.runs.ingesters import QueuedIngester
+    from explorer.runs.watch import Watcher
 
     state = deployment.client.app.state.explorer  # type: ignore[attr-defined]
-    assert isinstance(state.worker, QueuedIngest)
+    assert isinstance(state.ingester, QueuedIngester)
     logdir = tmp_path / "logs"
     logdir.mkdir()
     source = ranks[0].read_bytes().replace(b'"rank": 0', b'"rank": 0, "watched": 1')  # not an earlier upload
     staged = tmp_path / "w.tmp"
     staged.write_bytes(source)
     staged.rename(logdir / "host_1.1700000000000.pt.trace.json")  # appears by rename: complete at once
-    watcher = Watcher(state.store, [logdir], poll_s=0.1, settle_s=0, enqueue=state.worker.submit_paths)
+    watcher = Watcher(state.store, [logdir], poll_s=0.1, settle_s=0, ingester=state.ingester)
     deadline = 50
     queued: list[str] = []
     while not queued and deadline:

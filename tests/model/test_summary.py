@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy
 
 from explorer.model.summary import RunSummary, load_summary
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 TINY = Path(__file__).resolve().parent.parent / "api" / "fixtures" / "tiny_kineto.json"

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.config import Settings
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.support import free_port
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.synth_ranks import NCCL_KERNEL, RankPlan, write_rank_traces
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 PLAN = RankPlan(world=4, steps=2, units=2)

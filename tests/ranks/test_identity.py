@@ -15,7 +15,7 @@ from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.ingest.ranks import host_of_name, rank_of_name
 from explorer.model.ranks import NO_RANK, track_ranks
 from explorer.pages import build_tracks
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 
 HTA = Path("HolisticTraceAnalysis/tests/data")

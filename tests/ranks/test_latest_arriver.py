@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.colls.synthetic import EXTRA, StepPlan, write_step_run
 from tests.ranks.truth import union

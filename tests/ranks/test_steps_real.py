@@ -17,7 +17,7 @@ import pytest
 from explorer.analysis.steps import STEP_PARTS
 from explorer.pages import compute_run_collectives, compute_run_steps
 from explorer.rank_pages import compute_run_ranks
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.analysis.test_steps import expected_steps
 

@@ -12,7 +12,7 @@ import pytest
 
 from bench.synth_ranks import KERNELS, NCCL_KERNEL
 from explorer.rank_pages import compute_run_rank_compare, compute_run_ranks
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.ranks.conftest import GLOO_LATE_RANK, STRAGGLER
 from tests.ranks.truth import lateness, rank_truth

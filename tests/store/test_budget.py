@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.budget import nbytes_of
 from explorer.store.memo import RunMemo
 from explorer.store.runs import RunStore

@@ -13,7 +13,7 @@ import pytest
 
 from explorer.ingest import chrome_fast
 from explorer.model.tables import SLICES
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.parquet import ahead
 from explorer.store.runs import RunStore
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from explorer.store.sql import SQL_EXAMPLES, run_sql
 

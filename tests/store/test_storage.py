@@ -24,7 +24,7 @@ from explorer.analysis.lod_files import INDEX_DIR
 from explorer.config import Settings
 from explorer.errors import RunNotFound, StorageUnavailable
 from explorer.pages import timeline_index
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.catalog_db import sqlite_url
 from explorer.store.fleet_queries import load_fleet_series
 from explorer.store.runs import RunStore

@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 
 from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.pages import compute_run_ops
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.jobs.conftest import stop
 from tests.store.catalog_backends import admin

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer import pages, rank_pages
-from explorer.service import ingest_paths
+from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.truth import reader as R
 

@@ -2,7 +2,7 @@
 
 When a file is complete, how files are named and grouped into runs, and what was ingested already (a
 ledger in the data folder, so a restart ingests nothing twice) are here. Parsing and saving are
-explorer.service's; the server starts and stops the thread (api/app.py).
+explorer.runs.ingest's; the server starts and stops the thread (api/app.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from explorer.ingest.capture import is_process_folder_name
 from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.sources import DEFAULT_MAX_BYTES
-from explorer.service import paths_sha256, run_ingest
+from explorer.runs.ingest import run_ingest
+from explorer.runs.ingesters import Ingester
+from explorer.runs.records import content_sha256
 from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)
@@ -161,16 +163,12 @@ class Watcher:
     def __init__(self, store: RunStore, roots: list[Path], *, poll_s: float = 1.0, settle_s: float = 3.0,
                  stale_s: float = 60.0, max_bytes: int = DEFAULT_MAX_BYTES,
                  on_ready: Callable[[str], None] | None = None, limits: IngestLimits | None = None,
-                 enqueue: Callable[[str, list[Path]], None] | None = None,
-                 apart: Callable[[str, list[Path]], bool] | None = None) -> None:
-        """`enqueue(run_id, paths)`: hand a ready group to a job queue instead of ingesting it here (a team
-        server's web process parses nothing; api.upload.QueuedIngest.submit_paths). `apart(run_id, paths)`:
-        ingest it in a process of its own and wait, True when the run is ready (a server's: its own process
-        parses nothing, and its RSS does not grow by an ingest's; api.upload.IngestWorker.ingest_apart).
-        Neither: the ingest runs in this process (the watcher's thread)."""
+                 ingester: Ingester | None = None) -> None:
+        """`ingester`: the server's (explorer.runs.ingesters): a ready group is ingested in a process of its own
+        and waited for, or handed to the job queue's workers, so the server's own process parses nothing. None:
+        the ingest runs in this process (the watcher's thread)."""
         self.store = store
-        self.enqueue = enqueue
-        self.apart = apart
+        self.ingester = ingester
         self.limits = limits
         self.roots = [r.resolve() for r in roots]
         self.poll_s, self.settle_s, self.stale_s = poll_s, settle_s, stale_s
@@ -284,7 +282,7 @@ class Watcher:
         items = sorted(group.items, key=lambda i: (i.group[2] if i.group else -1, i.path.name))
         paths = [i.path for i in items]
         try:
-            sha = paths_sha256(paths)
+            sha = content_sha256(paths)
         except OSError as exc:  # vanished between the scan and now: the next scan decides
             log.warning("watch: %s: %s", paths[0], exc)
             return None
@@ -297,13 +295,13 @@ class Watcher:
         rec = self.store.catalog.create(name[:200], source=", ".join(str(p) for p in paths), sha256=sha)
         self.store.catalog.set_tags(rec.id, [WATCH_TAG])
         try:
-            if self.enqueue is not None:
-                self.enqueue(rec.id, paths)
-                self.ledger.record(items, rec.id)
-                log.info("watch: run %s (%s) queued for the workers", rec.id, name)
-                return rec.id
-            if self.apart is not None:
-                ready = self.apart(rec.id, paths)
+            if self.ingester is not None:
+                done = self.ingester.ingest_paths(rec.id, paths)
+                if done is None:  # handed to the queue's workers: the run gets ready there
+                    self.ledger.record(items, rec.id)
+                    log.info("watch: run %s (%s) queued for the workers", rec.id, name)
+                    return rec.id
+                ready = done
                 if not ready:
                     log.warning("watch: ingest of %s failed (run %s says why)", name, rec.id)
             else:

@@ -13,7 +13,7 @@ from procrastinate import exceptions as queue_errors
 from procrastinate.jobs import Job, Status
 
 from explorer.config import Settings
-from explorer.jobs.queue import QUEUE, IngestQueue
+from explorer.runs.jobs.queue import QUEUE, IngestQueue
 from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)

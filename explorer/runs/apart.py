@@ -1,7 +1,7 @@
 """A server's ingest in a process of its own: the upload's memory, CPU and crashes are that process's.
 
 `serve` ingests uploads (and watched files) here instead of on its own threads. The child runs the very
-ingest the CLI runs (explorer.service.run_ingest: the same streaming path, lease, progress and failure
+ingest the CLI runs (explorer.runs.ingest.run_ingest: the same streaming path, lease, progress and failure
 messages in the catalog); the server only waits for it. Why a process:
 
 - memory: an ingest holds ~2 GB at its peak for a 2 GB trace (docs/benchmarks.md); in the server's
@@ -33,7 +33,7 @@ from explorer.ingest.memory import as_ingest_process, ingest_environment
 
 log = logging.getLogger(__name__)
 
-PRELOAD = ["explorer.ingest.forkserver", "explorer.service"]  # the first: see its docstring
+PRELOAD = ["explorer.ingest.forkserver", "explorer.runs.ingest"]  # the first: see its docstring
 JOIN_S = 1.0  # how often a waiting thread looks whether it was asked to stop
 
 
@@ -42,7 +42,7 @@ def _child(settings: Settings, run_id: str, paths: list[Path], max_bytes: int, l
     """The ingest, in the child, with the server's environment as it was when the child was asked for (a
     forkserver's children get the forkserver's own, from when it started: storage credentials set since
     would be missing). SIGTERM unwinds like Ctrl-C, so run_ingest marks the run failed as interrupted."""
-    from explorer.service import run_ingest
+    from explorer.runs.ingest import run_ingest
     from explorer.store.runs import RunStore
 
     os.environ.clear()

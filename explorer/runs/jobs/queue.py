@@ -1,6 +1,6 @@
 """The ingest queue: a procrastinate App on the catalog's PostgreSQL database, its three tasks (the job bodies
-are explorer.jobs.tasks), the fan-out counter that starts a run's merge once, enqueueing a run, and which runs
-the queue still holds. Running the jobs is explorer.jobs.worker; the inline ingest is explorer.service.
+are explorer.runs.jobs.tasks), the fan-out counter that starts a run's merge once, enqueueing a run, and which runs
+the queue still holds. Running the jobs is explorer.runs.jobs.worker; the inline ingest is explorer.runs.ingest.
 
 A run's jobs: `explorer.ingest` (first: reads the upload; a run of several Chrome/Kineto files fans out, any
 other run is ingested whole right there), `explorer.parse` (one per such file: a part folder),
@@ -22,8 +22,8 @@ from procrastinate.retry import RetryStrategy
 from explorer.config import Settings
 from explorer.errors import CatalogUnavailable
 from explorer.ingest.limits import IngestLimits
-from explorer.jobs.shared import SharedFiles
-from explorer.jobs.tasks import TRANSIENT, IngestJobs
+from explorer.runs.jobs.shared import SharedFiles
+from explorer.runs.jobs.tasks import TRANSIENT, IngestJobs
 from explorer.store.catalog_db import parse_catalog_url
 from explorer.store.runs import RunStore
 
@@ -182,7 +182,7 @@ class IngestQueue:
 
     def defer_merge(self, run_id: str) -> None:
         """The merge, at most one waiting (queueing lock) and never two running (lock) for a run; a merge of a
-        run already finished does nothing (explorer.jobs.tasks), so a duplicate costs nothing."""
+        run already finished does nothing (explorer.runs.jobs.tasks), so a duplicate costs nothing."""
         self._defer(self.merge_task, f"merge:{run_id}", {"run_id": run_id}, lock=f"merge:{run_id}")
 
     def _defer(self, task: Any, queueing_lock: str, kwargs: dict[str, Any], lock: str | None = None) -> None:

@@ -1,9 +1,9 @@
-"""The bodies of the ingest jobs (explorer.jobs.queue registers them): the first job of a run, one parse job per
+"""The bodies of the ingest jobs (explorer.runs.jobs.queue registers them): the first job of a run, one parse job per
 Chrome/Kineto file of a multi-file run, and the merge; each guarded the same way: bad input fails the run once,
 a transient error is retried (the last attempt fails the run), anything else is an ingest bug.
 
-The finish is explorer.service.ingest_into, the inline ingest's own, so a queued run's tables are the inline
-ingest's. Files move between machines only through explorer.jobs.shared.
+The finish is explorer.runs.ingest.ingest_into, the inline ingest's own, so a queued run's tables are the inline
+ingest's. Files move between machines only through explorer.runs.jobs.shared.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from procrastinate import exceptions as queue_errors
@@ -26,10 +26,8 @@ from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.parts import Part, PartJob, parse_part, read_part
 from explorer.ingest.sources import Inputs, collect_inputs
-from explorer.service import ingest_bug, ingest_into
-
-if TYPE_CHECKING:
-    from explorer.jobs.queue import IngestQueue
+from explorer.runs.ingest import ingest_bug, ingest_into
+from explorer.runs.jobs.fanout import Fanout
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +52,7 @@ def describe(exc: BaseException) -> str:
 
 
 class IngestJobs:
-    def __init__(self, queue: IngestQueue, limits: IngestLimits) -> None:
+    def __init__(self, queue: Fanout, limits: IngestLimits) -> None:
         self.queue = queue
         self.store = queue.store
         self.shared = queue.shared

@@ -6,7 +6,6 @@ Shared by the CLI and the server's background worker, so both fail and report th
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 import shutil
 import threading
@@ -21,8 +20,9 @@ from explorer.errors import DiskFull, ExplorerError, IngestBug
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.parts import Part
 from explorer.ingest.pipeline import ingest_inputs
-from explorer.ingest.sources import DEFAULT_MAX_BYTES, Inputs, collect_inputs, sha256_file
+from explorer.ingest.sources import DEFAULT_MAX_BYTES, Inputs, collect_inputs
 from explorer.model.split import SPLIT_KEY
+from explorer.runs.records import combined_sha256, default_run_name, find_identical
 from explorer.store.catalog import HEARTBEAT_S, RunRecord
 from explorer.store.runs import RunStore
 
@@ -30,35 +30,6 @@ log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 0.5  # how often an ingest's progress reaches the catalog (the caller's callback hears every report)
 
 Progress = Callable[[float, str], None]
-
-
-def combined_sha256(shas: list[str]) -> str:
-    return hashlib.sha256("\n".join(sorted(shas)).encode()).hexdigest()
-
-
-def _input_files(paths: list[Path]) -> list[Path]:
-    """Every file an ingest of `paths` reads, folders walked as collect_inputs walks them."""
-    out: list[Path] = []
-    for path in paths:
-        out += sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.is_dir() else [path]
-    return out
-
-
-def paths_sha256(paths: list[Path]) -> str:
-    """The sha256 an ingest of `paths` stores (combined over every file): equal content finds the existing run
-    (catalog.find_by_sha) without parsing anything."""
-    return combined_sha256([sha256_file(f) for f in _input_files(paths)])
-
-
-def find_identical(store: RunStore, paths: list[Path]) -> RunRecord | None:
-    """The ready run holding exactly these files, or None. The files are hashed only when a ready run's files
-    have the same sizes: a new trace (the common case) is not read twice, once here and once by its ingest."""
-    sizes = sorted(f.stat().st_size for f in _input_files(paths))
-    records, _ = store.catalog.list(status="ready", limit=100_000)
-    if not any(sorted(a.size for a in r.summary.artifacts) == sizes for r in records):
-        return None
-    existing = store.catalog.find_by_sha(paths_sha256(paths))
-    return existing if existing is not None and existing.status == "ready" else None
 
 
 def ingest_or_find(store: RunStore, paths: list[Path], name: str | None = None, *,
@@ -157,7 +128,7 @@ def ingest_into(store: RunStore, run_id: str, paths: list[Path], max_bytes: int,
     """Collect, parse and save `paths` as run `run_id`; the catalog hears the progress and, at the end, `ready`
     (failure is the caller's to record). The files are hashed beside the parse (Inputs.hashes); the split of
     the ingest's time goes to the run's meta (explorer.model.split): `inputs` (collecting, decompressing),
-    `hash` (waiting for it). A queue's jobs (explorer.jobs) pass `inputs` they collected already (removed
+    `hash` (waiting for it). A queue's jobs (explorer.runs.jobs) pass `inputs` they collected already (removed
     here, as ours are) and `parts`: the members their parse jobs parsed, given the inputs."""
     report(0.0, "reading files")
     started = time.perf_counter_ns()
@@ -238,10 +209,4 @@ def ingest_paths(store: RunStore, paths: list[Path], name: str | None = None, *,
                       limits=limits)
 
 
-def default_run_name(paths: list[Path], fallback: str = "run") -> str:
-    """A run's name when none is given (CLI, notebook, upload): the first file's name without its trace and
-    archive suffixes, and how many files more."""
-    first = paths[0].name if paths else fallback
-    for suffix in (".gz", ".json", ".zip", ".tar", ".tgz"):
-        first = first.removesuffix(suffix)
-    return first + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")
+#END
