@@ -94,3 +94,20 @@ def test_figure_pattern_catches_measurements(text: str) -> None:
 )
 def test_figure_pattern_allows_format_facts(text: str) -> None:
     assert not FIGURE.search(text), FIGURE.search(text)
+
+
+POINTER = re.compile(r'\b(docs/[\w.-]+\.md)(?:,\s+"([^"]+)")?')
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_docstring_pointers_resolve(path: Path) -> None:
+    """A pointer such as `docs/architecture.md, "ingest/memory.py"` names a page that exists and, when it names
+    a section, a heading or a bold item of that page (where the moved text now lives)."""
+    text = " ".join((docstring(path) or "").split())
+    for page, section in POINTER.findall(text):
+        target = ROOT / page
+        assert target.is_file(), f"{path.relative_to(ROOT)} points at {page}, which does not exist"
+        if section:
+            body = target.read_text(encoding="utf-8")
+            heading = re.search(rf"^#+ .*{re.escape(section)}", body, re.MULTILINE)
+            assert heading or f"**{section}" in body, f"{path.relative_to(ROOT)}: no {section!r} in {page}"
