@@ -1,10 +1,6 @@
-"""The server's connections: uvicorn's h11 protocol with what it lacks for clients met without a proxy.
-
-A deadline for a request's headers (uvicorn has none: a slow client held its connection forever), a read timeout
-for a body the server is reading, a cap on open connections under the file-descriptor limit (the connection longest
-idle or waiting for its headers goes first), and after a response sent before its request's body was read (413,
-400, 401) the connection is closed after a short linger instead of reading the rest. Nothing here reads a request.
-"""
+"""The server's connections: uvicorn's h11 protocol with the bounds it lacks for clients met without a proxy
+(a header deadline, a body read timeout, a cap on open connections, a short linger after an early
+response). Nothing here reads a request. The bounds and their settings: docs/security.md, "Connections"."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""Where requests may come from, as one pure-ASGI middleware in front of everything (outside the
-access check): the Host header, the origin of state-changing requests, and the security headers.
-
-- Host: a request must name this server — a loopback name, the bound address, or a name given with
-  `--allowed-hosts` — so a DNS-rebinding page cannot reach a loopback server under its own name.
-  Bound to a wildcard address with no names given, any Host is accepted (the server is exposed to the
-  network on purpose, and a token is required there).
-- Origin: a state-changing request (POST, PUT, PATCH, DELETE) from a browser on another origin is
-  refused unless it carries the bearer header (which a cross-site form cannot send): a page elsewhere
-  can neither upload nor share with the cookie alone. Clients that send no Origin (the CLI, curl,
-  scripts) are not browsers and pass.
-- Headers: `X-Content-Type-Options: nosniff`, `Referrer-Policy: same-origin`, and on HTML the page
-  CSP (explorer.render.PAGE_CSP) with `frame-ancestors`, unless the route set its own (the report).
-"""
+"""Where requests may come from, as one pure-ASGI middleware in front of everything (outside the access
+check): the Host header (against DNS rebinding), the origin of state-changing requests (no cross-site
+upload or share with the cookie alone), and the security headers (nosniff, same-origin referrer, the page
+CSP). The rules: docs/security.md, "Origins, headers and paths"."""
 
 from __future__ import annotations
 

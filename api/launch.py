@@ -1,10 +1,6 @@
-"""The console script's entry point: what must happen before the CLI's imports, then the CLI (api/cli.py).
-
-A command that exists to ingest (`ingest`, `worker`) or to serve (`serve`, `demo`) gets Arrow's C++ default memory
-pool chosen before pyarrow loads (explorer.ingest.memory.ingest_environment); one that ingests is made an ingest
-process (as_ingest_process: the modules it refuses must be refused before api/cli.py's own imports load
-pyarrow.parquet). This module imports nothing heavy, and nothing happens on import.
-"""
+"""The console script's entry point: what must happen before the CLI's imports (Arrow's memory pool for a
+command that ingests or serves, an ingest process's refused modules), then the CLI (api/cli.py). This
+module imports nothing heavy, and nothing happens on import."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Access control and server timing, as one pure-ASGI middleware in front of every request.
-
-With a token set, a request needs it as `Authorization: Bearer`, the `explorer_token` cookie or
-`?token=` (which also sets the cookie so pages work in a browser). `/-/health` and `/static/` are
-open. A share token (`/s/{token}`, `/api/s/{token}`, the `explorer_share` cookie or the
-`X-Share-Token` header) opens read-only access to its one run. Tokens are compared as bytes in constant
-time, whatever their characters; wrong ones are rate-limited per client address (FailedLogins). Every response
-carries `Server-Timing: app;dur=<ms>`.
-"""
+"""Access control and server timing, as one pure-ASGI middleware in front of every request: a token (bearer,
+cookie or `?token=`) or a share token for one run, compared in constant time and rate-limited when wrong;
+`/-/health` and `/static/` stay open, and every response carries `Server-Timing`. Who may do what:
+docs/security.md, "Who may do what"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Uploads: a multipart body streamed straight to files in the data folder (who ingests them: explorer.runs.ingesters).
-
-The body is parsed chunk by chunk (never held whole in memory); the size limit is enforced while
-streaming (413 as soon as it is passed); sha256 is computed on the way, so duplicates are found
-without reading the files again. Client file paths are reduced to safe parts (a dropped folder
-keeps its layout) under a numbered folder per file: no name can escape the upload folder.
-"""
+"""Uploads: a multipart body streamed straight to files in the data folder (never whole in memory, size limit
+and sha256 on the way, client paths reduced to safe parts) (who ingests them: explorer.runs.ingesters). Bounds:
+docs/security.md, "Uploads"."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
-"""Export a run as a Chrome JSON trace that Perfetto (ui.perfetto.dev, trace_processor) loads without dropping
-anything: every lane's slices, instants, counters and flows, and each Neuron device profile's tracks as its
-own process. Written as a stream of byte chunks, one Parquet row group at a time, never as one JSON document.
-
-Tracks become threads: one pid per (instance, process) of the run, one tid per track; and because Perfetto
-keeps only slices that nest strictly on a thread, a track's slices that overlap without nesting are moved to
-extra tids of the same process (the model's nesting rule, `compute_nesting`, applied per track: a slice
-that starts inside another but ends after it goes to the next sub-row, named `<label> (overlap k)`).
-Times are written as exact decimal microseconds from the integer nanoseconds (`ns // 1000 "." ns % 1000`),
-never through a float; Perfetto reads them as a double and rounds `µs * 1000` to ns, exact only below
-EXACT_NS, so a run with later times (epoch-based: Kineto's `baseTimeNanoseconds`) is written relative to
-a whole-second origin, given back as `baseTimeNanoseconds` (which the explorer and Kineto readers add back
-and Perfetto ignores). Flows are Chrome `s`/`f` steps bound to their slices' starts.
-"""
+"""Export a run as a Chrome JSON trace that Perfetto loads without dropping anything (every lane, each Neuron
+device profile as its own process), streamed one Parquet row group at a time. Times are exact decimal µs,
+never through a float. How tracks, overlaps and late times are written: docs/formats.md, "Perfetto export"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The fleet page's data: one op's (or kernel's) time across the last N ready runs matching a filter, each
-run against the one before it and against the median of the runs before it — computed once for
-`/fleet` and its JSON twin `/api/fleet/ops`.
-
-The runs come from the catalog (`Catalog.list`), the numbers from one DuckDB query over their Parquet
-(explorer/store/fleet_queries.py), the regression verdict from the gate's rule (explorer/analysis/check.py).
-No formatting here.
-"""
+"""The fleet page's data: one op's (or kernel's) time across the last N ready runs matching a filter, each run
+against the one before it and the median of those before it, computed once for `/fleet` and
+`/api/fleet/ops`. Runs from the catalog, numbers from explorer/store/fleet_queries.py, the verdict from
+analysis/check.py."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The offline report: one self-contained HTML file (styles, scripts, plotly.js and the run's data
-inlined, no network needed) with the overview and its device gaps, the op table, the kernels, the steps,
-the ranks, the collectives, a timeline snapshot and the Summary and roofline of each Neuron device profile.
-Its weight is bounded, not the trace's: the timeline is one LOD window at overview zoom, tables keep their
-first REPORT_TABLE_ROWS rows, and the snapshot's extras are embedded within byte budgets (explorer.snapshot).
-
-The report's pages come from explorer.pages (the same builders the server's pages use); what is here is
-only what a report adds: the timeline snapshot and the inlining. Nothing here knows about HTTP.
-"""
+"""The offline report: one self-contained HTML file (styles, scripts, plotly.js and the run's data inlined)
+with the run's pages, built by explorer.pages, plus a timeline snapshot; its weight is bounded
+(REPORT_TABLE_ROWS, byte budgets in explorer.snapshot), not the trace's. Nothing here knows about HTTP."""
 
 from __future__ import annotations
 

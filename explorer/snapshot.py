@@ -1,10 +1,7 @@
-"""What the offline report embeds so its timeline answers by the server's rules: the slices search
-runs over, the op events a range op table sums, and the linked chain of each drawn slice.
-
-Each is computed by the function the server's route uses (analysis.search's inputs, analysis.op_events,
-analysis.chain) and embedded whole or not at all (None: the offline panel says to open the run on the
-server), within SNAPSHOT_PART_BYTES of JSON each; static/js/sources.js SnapshotSource only reads them.
-"""
+"""What the offline report embeds so its timeline answers by the server's rules (the slices search runs over,
+the op events a range op table sums, each drawn slice's linked chain), computed by the server's own
+functions and embedded whole or not at all, within SNAPSHOT_PART_BYTES each; static/js/sources.js only
+reads them."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""HTTP client of a running explorer: upload files, folders and archives as one run, then wait for it.
-
-The multipart body is streamed from disk with an exact Content-Length, so multi-GB traces upload in
-constant memory with byte-accurate progress. Folders travel as a temporary .tar.gz that keeps their
-layout (ingest uses it to pair a framework trace with its process's system trace). Nothing prints here:
-the CLI passes callbacks.
-"""
+"""HTTP client of a running explorer: upload files, folders and archives as one run, then wait for it. The
+body is streamed from disk with an exact Content-Length (folders as a temporary .tar.gz that keeps their
+layout); nothing prints here: the CLI passes callbacks."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Lane breakdown: busy/idle time per lane and per device, and the gaps between device executions.
-
-Busy time is the union of a lane's (or device's: all its streams and overlap sub-rows) slice intervals,
-never a sum. On the hardware lane only executions (`device_time` slices) count; profiler markers
-(explorer.model.markers) count nowhere. The largest gaps of at least MIN_GAP_NS are explained by the host
-evidence over them (explorer.analysis.gap_evidence). Pure functions over a run's cached columns; no I/O.
-"""
+"""Lane breakdown: busy/idle time per lane and per device (the union of slice intervals, never a sum; only
+executions count on the hardware lane), and the gaps between device executions explained by host evidence.
+Pure functions over a run's cached columns; no I/O."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Event details: the parent chain, a children summary and the linked chain across lanes.
-
-The chain runs upstream to downstream: forward op (fwdbwd) -> framework op -> runtime calls it made
-(launch) -> the device executions they started (execute) -> backward op. Each link names the link it
-follows (`after`) and its gap is measured from that one, never from whatever happens to precede it in the
-list: an op's second launch follows the op, not the first launch's kernel, which may start later. Links
-come from the `flows` table, `op_id` (the op a runtime call or execution belongs to) and `parent_id`. Pure
-functions over a run's cached columns; no I/O.
-"""
+"""Event details: the parent chain, a children summary and the linked chain across lanes (forward op ->
+framework op -> launch -> execution -> backward op), each link timed from the link it follows. Pure
+functions over a run's cached columns; no I/O. The chain's rule: docs/architecture.md, "analysis/chain.py"."""
 
 from __future__ import annotations
 

@@ -1,33 +1,7 @@
-"""Collectives matched across ranks: each rank's collective executions (NCCL/RCCL kernels, the other
-collective kernels of OTHER_KERNELS (symmetric memory, custom all-reduce, DeepEP, NVSHMEM), gloo's
-`gloo:<op>` annotations, Neuron `cc_*` device slices, host marks (`nccl:<op>`, SYMM_MEM_OPS, C10D_OPS) where none ran, else
-`record_param_comms` ops), matched by process group and sequence number (or by order of the same name in
-a group), with arrival, wait, transfer time, size and bandwidth. Pure functions over a run's columns.
-
-Definitions (all times integer ns relative to the run origin):
-
-- execution (`start_ns`, `end_ns`): the kernel / gloo annotation / `cc_*` slice / host op /
-  `record_param_comms` op.
-- `arrival_ns`: when the rank's host reached the collective: for a kernel, the start of the
-  runtime call that launched it (its `execute` flow), else of the framework op it belongs to, else the
-  kernel start;
-  for gloo, the start of the k-th `c10d::<op>` call of the same collective on that rank (paired by
-  order with the k-th `gloo:<op>` execution; the execution start when the counts differ); else the start.
-- `wait_ns` of a rank: last arrival - own arrival (>= 0); the collective's `wait_ns` is their sum and
-  `last_arriver` the rank that arrived last (the lowest such rank on a tie).
-- `transfer_ns`: max(end_ns) - max(start_ns), >= 0: from the moment the last rank's execution started
-  (every rank is in) to the end of the last execution.
-- `size_bytes`: max(In msg nelems, Out msg nelems) x DTYPE_BYTES[dtype]; gloo (no msg args): the
-  product of the annotation's `Input Dims` x the size of its `Input type`, times the group size for an
-  all-gather (its input is one rank's share). None when the trace carries neither.
-- `algbw` = size_bytes / transfer_ns (bytes per ns = GB/s); `busbw` = algbw x BUS_FACTORS[name](n), n
-  the `Group size` arg, else the number of matched ranks (nccl-tests' convention).
-
-Matching: when every collective of a process group carries a sequence number (`Seq`, `Collective
-sequence number`, `seq`) they are matched by (group, seq); otherwise the k-th collective of one name in a
-group on each rank is matched with the k-th on the others. A sequence number that some ranks of the
-group lack, or by-order counts that differ between ranks, is reported as a mismatch and never paired.
-"""
+"""Collectives matched across ranks (by process group and sequence number, else by order of one name in a
+group), with each rank's arrival and wait, transfer time, size and bandwidth; unmatched ones are
+mismatches. Pure functions over a run's columns. Definitions: docs/architecture.md,
+"analysis/collectives.py"."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Breakdowns of a Neuron device profile for any window and core: the opcode summary (per engine and opcode),
-DMA by queue type and by transfer size (transfers under 4 KiB flagged small) and throttling (`1 - k/n`) per
-physical core and throttle type. Same counting rules as explorer.analysis.device (clip, merge, pro rata);
-plain results in ints and ns, no formatting.
-"""
+DMA by queue type and by transfer size (transfers under SMALL_DMA_BYTES flagged small) and throttling
+(`1-k/n`) per physical core and throttle type. Same counting rules as explorer.analysis.device (clip,
+merge, pro rata); plain results in ints and ns, no formatting."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Why a device was idle: the host activity that covers a gap between device executions, the cause rule
-that turns it into a label, and the timeline window a gap (or a step) link opens.
-
-Coverage is interval arithmetic in integer ns: each host slice is clipped to the gap and the clipped
-intervals are united per (name, process, thread), so nested same-name frames (recursive python frames)
-are not counted twice. Only the gaps a page shows are explained (a loop per gap), not every gap.
-"""
+"""Why a device was idle: the host activity that covers a gap between device executions (integer-ns interval
+unions per name, process and thread), the cause rule that labels it, and the timeline window a gap or step
+link opens. Only the gaps a page shows are explained, not every gap."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Level-of-detail timeline windows over a run's cached columns, bounded by the window's pixel width.
-
-`build_timeline_index` runs once per run: slices re-ordered by (track, depth, ts) with a running
-maximum of end times per (track, depth) group, so a window lookup is two binary searches per group
-and still finds long slices that start before the window. `compute_window` keeps slices at least a
-pixel wide and merges narrower ones per pixel column and depth; counters are reduced to min/max per
-pixel. Times in the index and the output are relative to the run's origin. No I/O here.
-"""
+"""Level-of-detail timeline windows over a run's cached columns, bounded by the window's pixel width: an index
+built once per run (two binary searches per track and depth find a window's slices) and the window itself,
+slices under a pixel merged per column. No I/O. How the index works: docs/architecture.md,
+"analysis/lod.py"."""
 
 from __future__ import annotations
 

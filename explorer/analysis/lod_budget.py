@@ -1,11 +1,6 @@
-"""The total budget of a timeline window: the tracks that fit the window's pixel height are sent in full,
-every other track in scope is summarised, one row per lane ("N more tracks") with its busy time per pixel
-column (the union of those tracks' top-level slices, exact integer ns).
-
-Everything here is vectorised over the run's tracks and top-level slices: a request costs numpy work in
-the slices of the window, and Python work only in the tracks sent in full, whatever the number of tracks.
-The per-track payload itself is explorer.analysis.lod's; no I/O here.
-"""
+"""The total budget of a timeline window: the tracks that fit its pixel height are sent in full, every other
+track in scope is one summary row per lane with its busy time per pixel column (exact integer ns).
+Vectorised over tracks, so a request's Python work does not grow with the run's track count; no I/O."""
 
 from __future__ import annotations
 

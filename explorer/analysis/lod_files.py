@@ -1,14 +1,7 @@
-"""A run's timeline index as files in its folder, read by a server by mapping them (no build after a restart, and
-the pages are the page cache's: a server holding many big runs' indexes holds no copy of them in its own memory).
-Written by the first build of a big run's index (explorer.pages.timeline_index: a server's warm-up after an upload,
-or the run's first view), or by the ingest itself beside the tables' Parquet (Settings.index_files).
-
-The folder `index/` holds one `.npy` per array of explorer.analysis.lod.TimelineIndex (its levels' and track
-order's too) and `index.json`, written last: the names, the per-track dictionaries, the levels' bin sizes, and
-the format's version. An index is read only whole, of this version and of the origin asked for; anything else
-(a run ingested before indexes were stored, a folder an interrupted write left) reads as none, and the caller
-builds the index from the tables as before. No I/O but the folder given.
-"""
+"""A run's timeline index as files in its folder (`index/`), mapped by a server instead of built or copied
+into its memory; written by the first build of a big run's index or by the ingest. Anything but a whole
+index of this version reads as none, and the caller builds it. The format: docs/formats.md, "The timeline
+index files"."""
 
 from __future__ import annotations
 

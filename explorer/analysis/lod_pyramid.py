@@ -1,11 +1,7 @@
-"""Pre-aggregated levels that keep wide timeline windows cheap on traces of millions of slices.
-
-Each level has a bin size B (4 µs, 16 µs, ... growing by 4x). Slices shorter than B are folded into
-per-(track, depth) bins (first start, last end, count, busy time, longest slice and its name);
-slices at least B long stay individual. A window with N ns per pixel reads the coarsest level with
-B <= N: at most a few bins per pixel plus the few long slices, however many slices the run has.
-The same run reduction merges bins and raw slices into per-pixel summaries. No I/O here.
-"""
+"""Pre-aggregated levels that keep wide timeline windows cheap on traces of millions of slices: per level,
+slices shorter than its bin size are folded into per-(track, depth) bins, longer ones stay, and a window
+reads the coarsest level that fits its ns per pixel. No I/O. Levels: docs/architecture.md,
+"analysis/lod_pyramid.py"."""
 
 from __future__ import annotations
 

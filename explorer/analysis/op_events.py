@@ -1,10 +1,6 @@
-"""The op table's rule per op event, for a reader without the server (the offline report).
-
-One row per event key_averages() counts, with what a range of them sums to: CPU time, self CPU, self
-device time, the device time its subtree launched, and its nearest enclosing event of the same row
-name (so a reader counts a launch once per row, as ops._device_totals does). Aggregating the events
-that start in a range gives load_ops_in_range's answer. No I/O.
-"""
+"""The op table's rule per op event, for a reader without the server (the offline report): one row per event
+key_averages() counts, with what a range of them sums to, so aggregating the events that start in a range
+gives load_ops_in_range's answer. No I/O."""
 
 from __future__ import annotations
 

@@ -1,32 +1,6 @@
-"""Per-rank summary of a multi-rank run, stragglers with their evidence, and one rank against another.
-
-Per rank (explorer.model.ranks says which tracks are whose), over its window: the union of its
-ProfilerStep#N steps (so its numbers are the sums of its rows on the steps view), else its whole span.
-Where its time went comes from its device executions (`mode` device; categories by
-explorer.analysis.kernels.CATEGORY_RULES, memcpy kinds as one part, as on the steps view), or, for a
-host-only rank (gloo on CPU), from its framework-lane ops (`mode` host: a collective by name is
-communication, any other op compute). Each part is an interval union in integer ns clipped to the window;
-communication overlapped by compute is hidden, the rest exposed; idle is the window minus everything.
-
-A straggler is a rank that arrives last (the constants below are the published rule), judged on the
-collectives view's matched collectives (explorer.analysis.collectives: its arrival times and last arriver):
-
-- arrival: a rank's lateness to one collective is its arrival minus the lower median arrival over its
-  ranks, and to a collective name the lower median of that over the name's matched occurrences; a rank
-  whose lateness to some name exceeds ARRIVAL_LATE_FRACTION of the median step time is a straggler;
-- step start: steps matched across ranks by name (each rank's `ProfilerStep#7`); a rank whose lower
-  median step-start lateness exceeds the same fraction is a straggler (it arrives late to the step);
-- step time, only on a run without matched collectives (with them, the rank that waits longest has the
-  longest step: the victim, not the cause): a step time over the median rank's by more than
-  max(STEP_OUTLIER_FRACTION of it, STEP_IQR_FACTOR x the interquartile range).
-
-The latest arriver is the rank the others waited longest for, over the matched collectives it was last to
-(then the most of them, then the lowest rank): the collectives view's `last_arriver` and `wait_ns`. Evidence: against the reference rank
-(the non-straggler arriving nearest the median), the op (self device time, host-only self CPU) or kernel
-(total time) whose time most exceeds the same one there: what the straggler did before arriving.
-Collectives and steps are not candidates (a collective's time is the waiting lateness causes on the
-others, a step's is everything).
-"""
+"""Per-rank summary of a multi-rank run (where each rank's step time went, as interval unions in integer ns),
+stragglers with their evidence, and one rank against another. The straggler rule's constants are below; the
+rule itself: docs/architecture.md, "analysis/ranks.py"."""
 
 from __future__ import annotations
 

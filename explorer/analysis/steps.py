@@ -1,11 +1,6 @@
-"""Step view: one row per training step (`ProfilerStep#N`, or any host annotation chosen by name prefix)
-and, on a multi-rank run, per rank: its step time and what that rank's devices did in it, like the
-TensorBoard profiler's overview.
-
-Device time is interval arithmetic in integer ns over the step's rank's device executions (all its device
-lanes together; every execution on a run without ranks) clipped to the step; no formatting here (percent
-and units are made by templates and charts).
-"""
+"""Step view: one row per training step (`ProfilerStep#N`, or a host annotation chosen by name prefix) and, on
+a multi-rank run, per rank: its step time and its devices' busy time in it (integer-ns interval
+arithmetic), like the TensorBoard profiler's overview. No formatting here."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Neuron capture folders: `<instance-id>_pid_<pid>/<timestamp>/...` inside a folder, .zip or .tar.gz.
-
-Groups the members of each process folder so that its framework trace (`trace.json` or
-`neuron_framework_trace_rank_<N>.json`) and its system events become one process of the run, lists
-the undocumented binaries with how to convert them, and names the process's tracks. Parsing itself
-stays in the format parsers; the pipeline drives the order.
-"""
+"""Neuron capture folders (`<instance-id>_pid_<pid>/<timestamp>/...` in a folder, .zip or .tar.gz): each
+process folder's framework trace and system events grouped into one process of the run, undocumented
+binaries listed with how to convert them, tracks named. Parsing stays in the format parsers."""
 
 from __future__ import annotations
 

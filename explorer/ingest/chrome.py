@@ -1,10 +1,6 @@
-"""Parser for the Chrome Trace Event Format and its Kineto dialect (`torch.profiler` trace.json).
-
-Decodes with typed msgspec structs (args kept as raw JSON text), then hands the events to the
-Feeder (explorer.ingest.chrome_feed), which routes them to a TraceBuilder. Files with wrongly typed
-events fall back to a tolerant per-event path that reports, not drops. Times are decoded as int or
-Decimal, never float, and become ns only through explorer.ingest.times.
-"""
+"""Parser for the Chrome Trace Event Format and its Kineto dialect: typed msgspec structs handed to the Feeder
+(explorer.ingest.chrome_feed), with a tolerant per-event path that reports, not drops, wrongly typed
+events. Times are int or Decimal, never float, and become ns only through explorer.ingest.times."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Fast path for big Chrome/Kineto files: DuckDB's parallel JSON reader, then columnar feeding.
-
-The event array is read by DuckDB into Arrow columns (args stay JSON text); complete events and
-flow steps go to the builder as whole columns, the rare rest (metadata, instants, counters, B/E)
-through the same per-event code as the small-file path. Anything DuckDB cannot read cleanly falls
-back to that path before the builder has been touched, so both paths give the same run. Times are
-read as DECIMAL(38,3) µs, whose unscaled integers are the ns counts (explorer.ingest.times).
-"""
+"""Fast path for big Chrome/Kineto files: DuckDB's parallel JSON reader into Arrow columns, fed to the builder
+column-wise, with anything DuckDB cannot read cleanly falling back to the per-event path before the builder
+is touched, so both paths give the same run. Times are read as exact decimals (explorer.ingest.times)."""
 
 from __future__ import annotations
 

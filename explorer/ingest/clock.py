@@ -1,14 +1,6 @@
-"""Clock alignment across hosts: ranks on one host share its clock; ranks on different hosts may not. When
-a run's ranks sit on two or more known hosts (explorer.ingest.ranks), each host is aligned on the first
-collective its ranks share with the reference host (the lowest rank's), if the clocks differ by more than
-the traces' own skew, with a warning that names the offset.
-
-The rule, kept small on purpose (the collectives view matches collectives properly): the collective is the
-reference rank's first slice whose name is a collective's (COLLECTIVE_NAME); each source's first slice of
-that name is matched to it; a collective ends at about the same moment on every rank, so a host's offset is
-the median end on the reference host minus the median end on it. The traces' own skew is the larger spread
-of those ends within one host (at least MIN_SKEW_NS): an offset within it is left alone.
-"""
+"""Clock alignment across hosts: when a run's ranks sit on two or more known hosts, each host is aligned on
+the first collective its ranks share with the reference host, if the clocks differ by more than the traces'
+own skew, with a warning. The rule: docs/architecture.md, "ingest/clock.py"."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""Whether msgspec takes a Chrome/Kineto file as it stands: the check beside DuckDB's reader (chrome_fast).
-
-DuckDB's reader takes what msgspec refuses (NaN, trailing commas, nesting past msgspec's depth, `true` as a
-time, a number as a name); such a file goes to the msgspec path, which decides what to make of it, so both paths give the same
-answer. The check is one msgspec decode of the whole file, which holds the GIL from start to end (~1 s per
-210 MB with every typed field checked, CheckedEvent): in the ingest's own process it stalled every other Python thread for that long, a server's
-request handling included (seconds on a 2 GB upload). So it runs in a process of its own
-(`python -m explorer.ingest.json_check FILE`, which imports msgspec and nothing of the explorer's), its
-memory (the file's mapped pages, one small struct per event) is not the ingest's, and it prints its answer
-as one line of JSON: {"refused": null} or {"refused": "why"}.
-"""
+"""Whether msgspec takes a Chrome/Kineto file as it stands, checked beside DuckDB's reader (chrome_fast) so
+both paths give the same answer. Run as its own process (`python -m explorer.ingest.json_check FILE`)
+because the decode holds the GIL; it prints {"refused": null | "why"}. Why: docs/architecture.md,
+"ingest/json_check.py"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""The compiled events-array reader (`_kscan.c`; explorer.model.native) as Arrow record batches.
-
-One call reads events from a byte range of the mapped file into the columns the DuckDB path's SELECT gives
-(explorer.ingest.chrome_fast), so everything after the read is shared. The reader is strict: what it does not
-read exactly as the msgspec path does, it refuses (`Refused`), and the file takes the other paths. Absent
-library (an install without a C compiler): `available()` is False and DuckDB's reader takes big files.
-"""
+"""The compiled events-array reader (`_kscan.c`; explorer.model.native) as Arrow record batches with the
+DuckDB path's columns, so everything after the read is shared. Strict: what it cannot read exactly as
+msgspec would, it refuses (`Refused`); without the library, `available()` is False and DuckDB's reader
+takes big files."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Per-run limits of an ingest, with generous defaults (Settings: EXPLORER_MAX_EVENTS, _MAX_TRACKS,
-_MAX_DEPTH, _MAX_NAME_CHARS, _INGEST_MEMORY_MB). Past a count limit the ingest fails with a clear error naming the limit
-and the setting that raises it; a longer name is cut to the limit, with a warning — a trace is not wrong
-for having one long name. They bound what one upload can cost the server (every timeline window is
-bounded per track, so bounding the tracks bounds the window) and keep the UI usable. The memory budget
-(EXPLORER_INGEST_MEMORY_MB) is not checked but kept to: DuckDB's limit, batch sizes, spilled args."""
+"""Per-run limits of an ingest (Settings: EXPLORER_MAX_EVENTS, _MAX_TRACKS, _MAX_DEPTH, _MAX_NAME_CHARS,
+_INGEST_MEMORY_MB): past a count limit a clear error naming the setting, a longer name cut with a warning.
+They bound what one upload can cost the server. The limits: docs/reliability.md."""
 
 from __future__ import annotations
 

@@ -1,47 +1,6 @@
-"""Freed memory goes back to the system: an ingest's peak RSS is what it holds, not what it once held.
-
-An ingest allocates and frees hundreds of MB in big blocks (DuckDB's batches, Arrow columns, numpy sorts).
-Left alone, both allocators keep that memory: Arrow's default pool (mimalloc) caches freed pages, and glibc
-raises its mmap threshold after each big free (up to 32 MB), so later big arrays come from a heap that is
-never trimmed. Measured on the 1M-event synthetic trace (bench/ingest_memory.py), the process held ~250 MiB
-more than its live arrays (~70 MiB) when the finish began. So an ingest process uses Arrow's system pool
-(malloc) and a fixed glibc mmap threshold, MMAP_THRESHOLD_BYTES: every block that size or more is its own
-mapping, returned to the system when freed; smaller ones come from the heap, whose free pages go back to the
-system at the end of every step of the ingest (`release`, glibc's malloc_trim: the parse, the build's steps,
-the op table) as well as from its top past 128 KiB.
-
-The threshold is 2 MiB, not glibc's starting 128 KiB: the blocks between them (a row group's column of 65,536
-values, Parquet's page buffers, a reader batch's columns) are made and freed thousands of times in an ingest,
-and as mappings each cost an mmap, a munmap and a page fault per 4 KiB touched (half the CPU time of the
-1M-event file's ingest was the kernel's, 445k page faults; the slices' Parquet encoding alone took 0.73 s that
-way and 0.48 s from the heap). From the heap, they reuse pages already there. Measured
-alternating in fresh processes (bench/ingest.py's child, 8 rounds each): the 1M-event file 3.81 -> 2.79 s,
-peak 274 -> 280 MiB (medians); `df_index_resolver` 0.74 -> 0.62 s, peak 198 -> 203 MiB. Without the trim at
-each step's end, the 1M peak was 320 MiB: freed blocks in the middle of the heap are not returned by the
-top's trim.
-
-Nor does such a process load what it never uses and pyarrow would load anyway (`REFUSED`): pandas, which
-pyarrow imports (~0.17 s, ~35 MB of RSS) the first time `pa.array` is given a Python list, only to ask whether
-the list is a pandas object; and pyarrow's remote filesystems (S3 with the AWS SDK, GCS, Azure, HDFS: 8.6 MiB of
-RSS), which `pyarrow.fs` loads when `pyarrow.parquet` imports it, though a write to a local path never uses them
-(the store's S3 goes through fsspec's s3fs, explorer/store/storage.py). Each import is refused; pyarrow takes
-that as the module being absent. A process that has already loaded one keeps it.
-
-Arrow's own C++ code does not follow `pa.set_memory_pool`: Parquet's column writers (page buffers, dictionary
-encoders, compression) allocate from the C++ default pool, mimalloc, which keeps the pages it once used (writing
-the 1M-event file's slices, its arena held 27-39 MiB at the end, with at most 4.5 MiB allocated at a time). That
-default is chosen once, when pyarrow loads, from the environment variable ARROW_DEFAULT_MEMORY_POOL; so the
-processes that will ingest get it before (`ingest_environment`): the console script sets it for `ingest` and
-`worker` before their imports (api/launch.py), and a server sets it before it starts the processes its ingests
-run in, which inherit it. The 1M-event file's peak: 304-308 MiB with mimalloc there, 285-286 with the system
-pool, in the same time (bench/ingest_memory.py, alternating).
-
-This is process-wide state, set once, by the processes that exist to ingest: `trace-explorer ingest` and
-`worker`, a server's ingest process (explorer.runs.apart), parse workers (explorer.ingest.parts). Not by a
-process that goes on to other work: the demo profiles with torch between its ingests, and with torch's
-tensors of 128 KiB and more each its own mapping (the threshold then), its later profiled steps came out slower
-than its first.
-"""
+"""Freed memory goes back to the system: an ingest's peak RSS is what it holds, not what it once held (Arrow's
+system pool, a fixed glibc mmap threshold, a heap trim after each step, pyarrow's unused imports refused).
+Process-wide, so only for processes that exist to ingest. Why: docs/architecture.md, "ingest/memory.py"."""
 
 from __future__ import annotations
 

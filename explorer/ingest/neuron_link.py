@@ -1,10 +1,7 @@
-"""Join Neuron system events with the framework trace of the same run, before the builder finishes.
-
-One absolute clock per scope (a capture process folder, or the loose files of an upload), then
-links framework op -> driver/runtime call -> nrta_execute_schedule -> nc_exec_running from explicit
-keys (`flow_id`, `parent_id`, `nrt_sequence_id`, `framework_stream_id`, External id) and, only where
-none exists, from time containment in the same process, counted in a warning.
-"""
+"""Join Neuron system events with the framework trace of the same run, before the builder finishes: one
+absolute clock per scope, and links framework op -> runtime call -> nrta_execute_schedule ->
+nc_exec_running from explicit keys, falling back to time containment in the same process only where none
+exists (counted)."""
 
 from __future__ import annotations
 

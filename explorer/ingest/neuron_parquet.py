@@ -1,10 +1,6 @@
-"""Parser for Neuron Explorer's Parquet export (`neuron-explorer view --output-format parquet`).
-
-One Parquet file holds one table, told by its file stem (`Instruction_3` is part 3 of Instruction), else by
-its columns (neuron_schema.py). System tables become slices and counters here; device-profile tables are
-handed to neuron_device.py. Time columns are int64 (or timestamps); a floating one is read through each
-value's shortest decimal text.
-"""
+"""Parser for Neuron Explorer's Parquet export (`neuron-explorer view --output-format parquet`): each file's
+table told by its stem or its columns, system tables made slices and counters here, device-profile tables
+handed to neuron_device.py. A floating time column is read through each value's shortest decimal text."""
 
 from __future__ import annotations
 

@@ -1,24 +1,6 @@
-"""The files (ranks) of one multi-file run parsed at the same time: the ingest's own thread and `processes - 1`
-other parsers share the jobs (explorer.ingest.parts), taking them from the two ends of the list; the parts come
-back in job order, for the merge.
-
-The other parsers are threads of the ingest's process by default (Settings.ingest_parse_in = "threads"): each
-runs parse_here, the part stays in memory, nothing starts. The compiled reader, Arrow and most of numpy run
-outside the GIL, so two files' parses overlap; what holds the GIL (the batch reductions' glue, the feed, a
-part's own linking) is what they share. Measured on the 2-core box (bench/ranks_ingest.py, 8 files of 50 MB,
-3 rounds alternating): threads 4.25 s, worker processes 4.61 s, one file at a time 4.84 s (medians); 4 files
-of 200 MB: threads 8.8-9.6 s, processes 10.0-11.0 s; the same peak RSS either way.
-
-With "processes", they are worker processes started from a forkserver that has imported the parsers, never
-by forking the ingest's process (DuckDB, a server's threads and their locks may be alive there), for boxes
-with many cores, where parses that share one GIL would wait on each other. Starting them costs more than a
-second of imports, so the ingest's process does not wait for them: it takes jobs from the end of the list,
-and each worker, once started, takes them from the start, one at a time; a small run is parsed before a
-worker is up. The pool lives for one ingest: `processes - 1` workers, never more than the files. Like every
-spawn/forkserver pool, a worker imports the program's main module: a script that ingests must keep its work
-under `if __name__ == "__main__":`; where a worker dies (that, or the kernel's OOM killer), the caller parses
-the files in its own process instead.
-"""
+"""The files (ranks) of one multi-file run parsed at the same time by the ingest's thread and `processes - 1`
+other parsers (threads by default, or forkserver worker processes), parts coming back in job order for the
+merge. Why threads, and the workers' rules: docs/architecture.md, "ingest/parallel.py"."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Parts: one file of a multi-file run parsed on its own, into its own TraceBuilder, and written to a folder
-(Arrow IPC files of the builder's raw columns, a JSON of its books: sources, threads, names, warnings, flow
-codes, time split, where spilled args lie, the parser's document metadata, the parse error if any); and the merge that appends parts to the run's
-builder in member order, renumbering sources, threads, raw slices and flow codes, before the one finish().
-
-A part is what a parse job hands to the merge: explorer.ingest.parallel runs the jobs in worker processes (a
-queue worker on another machine could run them as well). The state moves as columns, never per event in
-Python objects, except the small row-wise lists. Args a worker spilled (explorer.ingest.spill) stay where it
-wrote them, in the run's scratch folder on this machine: the part records the files, the merged builder points
-at them, and they go with the scratch folder after the final write. These functions reach into TraceBuilder's private lists on
-purpose: they are its serialization, kept out of builder.py so that the builder stays about building.
-"""
+"""Parts: one file of a multi-file run parsed into its own TraceBuilder and written to a folder, and the merge
+that appends parts to the run's builder in member order before the one finish(). It reaches into
+TraceBuilder's private lists on purpose: it is its serialization. The format: docs/formats.md, "Parts"."""
 
 from __future__ import annotations
 

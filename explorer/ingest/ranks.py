@@ -1,11 +1,7 @@
-"""Rank identity at ingest: which rank and host each source (trace file) of a run is, from what the
-trace says (`distributedInfo.rank`), its file name (`rank-3`, `rank_3`, `worker3`, tensorboard's
-`<host>_<pid>.<ts>.pt.trace.json`, the trace's `host_name`), its Neuron capture folder (`<instance>_pid_<pid>`,
-rank files) or, last, the one `worker_gid` its Neuron system events name.
-
-The rules are a table (RANK_NAME_RULES), most specific first. Clock alignment across hosts lives in
-explorer.ingest.clock; reading the rank back from a stored run is explorer.model.ranks.
-"""
+"""Rank identity at ingest: which rank and host each source of a run is, from what the trace says, its file
+name, its Neuron capture folder or its `worker_gid`, by a table of rules (RANK_NAME_RULES), most specific
+first. Clock alignment is explorer.ingest.clock; reading the rank back from a stored run is
+explorer.model.ranks."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Slice args kept out of memory for big files: raw-order segments on disk, read back in the run's order.
-
-Args are most of a trace's bytes and nothing in TraceBuilder.finish() reads them; only the store writes
-them. So the fast reader writes them to Arrow IPC files as it reads, and the final write gets them in
-slice order from OrderedArgs: an external distribution by destination (each raw batch split into bounded
-buckets of final positions, then each bucket sorted alone), so memory stays within the budget whatever
-the trace's size. Deciding *when* to spill is the reader's (chrome_fast); the tables do not depend on it.
-"""
+"""Slice args kept out of memory for big files: written to Arrow IPC segments as read, and given back in slice
+order (OrderedArgs, bounded buckets of final positions) so memory stays within the budget. When to spill is
+the reader's (chrome_fast); the tables do not depend on it."""
 
 from __future__ import annotations
 

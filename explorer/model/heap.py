@@ -1,12 +1,6 @@
-"""The C heap's free pages given back to the system now (glibc's malloc_trim), in any process.
-
-For a process that keeps big arrays for a long time beside short-lived ones: a server holds each cached run's
-columns and timeline index, and building them makes and drops several times as much. glibc gives back only the
-top of its heap by itself, so what was freed below a block still in use stays in the RSS: measured with a
-3M-event upload (bench/upload_memory.py), the server held 122 MiB more after the run's first views were built
-than after a trim. Ingest processes have their own policy, made for many steps in a row
-(explorer.ingest.memory). A no-op where the C library is not glibc.
-"""
+"""The C heap's free pages given back to the system now (glibc's malloc_trim), in any process that keeps big
+arrays beside short-lived ones (a server's cached runs): glibc gives back only its heap's top by itself.
+Ingest processes have their own policy (explorer.ingest.memory). A no-op where the C library is not glibc."""
 
 from __future__ import annotations
 

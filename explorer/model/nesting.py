@@ -1,10 +1,6 @@
-"""Slice nesting per thread: parents, sub-rows for partial overlaps, ancestor queries.
-
-Works on numpy columns. The sequential stack pass runs compiled (_nest.c) where it is built; without it,
-properly nested threads (the common case) are nested with array operations and only threads with partial
-overlaps take the stack pass in Python. It sits in model because
-ingest builds the tree and the store and analysis walk it; none of those layers may import another.
-"""
+"""Slice nesting per thread: parents, sub-rows for partial overlaps, ancestor queries, over numpy columns (the
+stack pass compiled, _nest.c, where built). In model because ingest builds the tree and the store and
+analysis walk it; none of those layers may import another."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
-"""The op table: `torch.profiler`'s `key_averages()` computed from a run's slices.
-
-Same tree rules as torch: ops and runtime calls of one thread nest by time containment; self CPU
-is an op's time minus its children's; device time is the device executions an op launched, self
-(directly) or total (with its descendants'). Where torch differs, on purpose: device total counts each
-execution once per row even under recursive frames (f -> g -> f), while CPU total stays key_averages()'
-sum over calls. Names torch hides are hidden here too. Device time launched under with_stack Python
-frames is a row's self device time at the nearest enclosing op (a cpu_op; not a record_function range such
-as ProfilerStep#N, which encloses every launch of a step), else at the innermost frame; a runtime call that
-launched device work outside any op or frame is a row of its own (kind `runtime`). Views, sorting and
-formatting live elsewhere.
-It sits in model because ingest precomputes the op_stats tables, the store recomputes them for module
-views and older runs, and analysis reads them: all three layers above may import it.
-"""
+"""The op table: `torch.profiler`'s `key_averages()` computed from a run's slices, by torch's tree rules, and
+where it differs, on purpose (recursive frames, with_stack frames, launches outside any op), documented in
+docs/architecture.md, "model/op_stats.py". In model because ingest, store and analysis all use it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""A run cut down to some of its ranks, as a smaller run of its own: the slices of those ranks' tracks,
-renumbered so that slice ids are positions again (parent and op links remapped, links into other ranks
-cut), their tracks, and the flows between kept slices. Every per-run computation (op table, kernels,
-breakdown, steps) then works on it unchanged, and equals the run of those ranks' files alone.
-
-Which rank a track is comes from explorer.model.ranks; parsing `rank=` lives here too, so that every
-table reads it the same way.
-"""
+"""A run cut down to some of its ranks, as a smaller run of its own (slices renumbered, links into other ranks
+cut), so every per-run computation works on it unchanged and equals the run of those ranks' files alone.
+Parsing `rank=` lives here too, so that every table reads it the same way."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Which rank each track belongs to: the one reading shared by every per-rank view (tables filtered by
-`rank=`, the per-rank summary, collectives matched across ranks).
-
-Runs store it in the tracks table's `rank` column (-1: unknown) when ingest knew it. Runs stored before
-that column have it only in the instance label ingest gave each file of a multi-file run (`rank 3`),
-which this reads as a fallback, so old runs get the per-rank views too.
-"""
+"""Which rank each track belongs to, the one reading every per-rank view shares: the tracks table's `rank`
+column (-1: unknown), else, for runs stored before that column, the `rank N` instance label ingest gave
+each file of a multi-file run."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The JSON shapes the analysis returns and the API serves: op rows, kernel rows, breakdown, compare
-result, tracks, timeline window. Each page context holds these same objects (its JSON twin's data).
-
-TypedDicts rather than model classes: the analysis builds these rows in bulk from Arrow tables
-(`to_pylist()`), so a typed dict costs nothing at run time, mypy checks every key, and pydantic (which
-FastAPI uses for `response_model=`) reads them to document each shape in /openapi.json. Extra keys are
-forbidden, so a field added to a result without its shape fails the route's validation and its test.
-"""
+"""The JSON shapes the analysis returns and the API serves (each page context holds these objects, its JSON
+twin's data), as TypedDicts: free at run time, every key checked by mypy, documented by pydantic in
+/openapi.json, extra keys forbidden. Why TypedDicts: docs/architecture.md, "model/shapes.py"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Where an ingest's time goes: wall-clock ns per step (parse, sort, nesting, links, op table, write, hash), and
-the CPU ns each step used (all of this process's threads, and the child processes it waited for in the step:
-the parse's check), so `cpu / wall` says how many cores a step kept busy.
-
-Recorded in the run's meta (`ingest_split_ns`, `ingest_cpu_ns`) so a benchmark (bench/ingest.py --split) can
-show the next bottleneck; nothing reads it back to decide anything. The CPU figures come from the kernel's
-counters in microseconds (getrusage's floats): a diagnostic, not a trace time.
-"""
+"""Where an ingest's time goes: wall-clock and CPU ns per step, recorded in the run's meta (`ingest_split_ns`,
+`ingest_cpu_ns`) for a benchmark (bench/ingest.py --split); nothing reads it back to decide anything. The
+CPU figures come from getrusage's float seconds: a diagnostic, not a trace time."""
 
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
-"""A server's ingest in a process of its own: the upload's memory, CPU and crashes are that process's.
-
-`serve` ingests uploads (and watched files) here instead of on its own threads. The child runs the very
-ingest the CLI runs (explorer.runs.ingest.run_ingest: the same streaming path, lease, progress and failure
-messages in the catalog); the server only waits for it. Why a process:
-
-- memory: an ingest holds ~2 GB at its peak for a 2 GB trace (docs/benchmarks.md); in the server's
-  process that memory stayed behind as its own, and the peak came on top of what it serves from
-  (bench/upload_memory.py). A child gives all of it back when it exits.
-- responsiveness: the parse's Python steps hold the GIL in long stretches; on the server's threads they
-  delayed every request by as much.
-- failure: an ingest killed by the OOM killer takes its process, not the server; the run is failed with a
-  message saying so.
-
-Children start from a forkserver that has imported the ingest (~1 s once per server, then ~50 ms each).
-"""
+"""A server's ingest in a process of its own, started from a forkserver: the very ingest the CLI runs, whose
+memory, GIL-holding Python steps and crashes (the OOM killer) are that process's, not the server's. Why:
+docs/reliability.md, "Uploads"."""
 
 from __future__ import annotations
 

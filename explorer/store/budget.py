@@ -1,11 +1,7 @@
-"""One memory budget for what a process keeps of its runs: the store's cached tables and the memos' derived values
-(timeline index, op tables, breakdowns, kernel tables), least recently used first out, across all of them.
-
-Each cache bounds itself by a count too (runs, entries); a count alone let a few runs of tens of millions of
-slices take more memory than the box has (~220 bytes a slice kept: columns and timeline index). Entries of the
-run being worked on are never dropped for the budget, so a run bigger than it is still served whole, alone. The
-sizes are the arrays' and tables' bytes (`nbytes_of`), not the Python objects around them.
-"""
+"""One memory budget for what a process keeps of its runs (the store's cached tables and the memos' derived
+values), least recently used first out, in the arrays' and tables' bytes; the run being worked on is never
+dropped, so a run bigger than the budget is still served, alone. Why: docs/reliability.md, "Runs kept in
+memory"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The catalog: runs, their status and summary, tags, share tokens and ingest leases, on SQLite (the
-embedded default, catalog.sqlite in the data folder) or PostgreSQL (a team server), through one set of
-SQLAlchemy Core queries.
-
-Only metadata lives here; a run's events live in its Parquet folder (see runs.py). The tables are
-catalog_schema.py; the URL, engine and schema revision catalog_db.py.
-"""
+"""The catalog: runs, their status and summary, tags, share tokens and ingest leases, on SQLite (the default,
+catalog.sqlite in the data folder) or PostgreSQL, through one set of SQLAlchemy Core queries. Only metadata
+lives here; the tables are catalog_schema.py, the URL, engine and revision catalog_db.py."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Opening the catalog database: which URLs name which backend, the engine with SQLite's per-connection
-settings, and the schema revision (Alembic, run in-process; the migrations are explorer/store/migrations/).
-
-Alembic is imported only to change a schema or to read the migration scripts: opening a catalog already at
-HEAD_REVISION reads the revision with one query (a `trace-explorer ingest` into an existing data folder: ~0.15 s
-and ~11 MiB of imports spared, mako's and pygments' with them).
-
-The queries are not here (catalog.py); neither is any knowledge of runs.
-"""
+settings, and the schema revision (Alembic in-process, imported only when a schema must change: a catalog
+at HEAD_REVISION is checked with one query). The queries are not here (catalog.py), nor any knowledge of
+runs."""
 
 from __future__ import annotations
 

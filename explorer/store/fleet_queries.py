@@ -1,12 +1,6 @@
-"""Fleet queries: one op's (or kernel's) numbers across many stored runs, by one DuckDB query over the
-runs' Parquet files (not a Python loop loading each run), read in place from the run storage (a folder,
-or S3 through DuckDB's fsspec registration: no run is copied to this machine for it).
-
-The connection is locked like the SQL page's (explorer/store/sql.py): file access is allowed to exactly
-the files queried, the configuration is locked, and the query shares that module's concurrency slots,
-memory share and time limit. Which runs to read is the caller's choice (catalog filters); what the
-numbers mean (regressions, medians) is explorer/fleet.py's.
-"""
+"""Fleet queries: one op's (or kernel's) numbers across many stored runs by one DuckDB query over their
+Parquet, read in place from the run storage, locked like the SQL page's (explorer/store/sql.py) and sharing
+its slots. Which runs is the caller's choice; what the numbers mean is explorer/fleet.py's."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""A run seen as a Neuron Explorer database: the Explorer's table names (`SystemProfileEvents` over the run's
-slices, and a device profile's tables by their export names) answered by the read-only SQL sandbox
-(explorer.store.sql). The names a database goes by, its tables and their schemas are here; HTTP is not.
-
-A database is named by a run's id or name; `<run>@<profile>` (profile name or id) adds that Neuron device
-profile's tables, and a run with exactly one device profile has them under its own name too.
-"""
+"""A run seen as a Neuron Explorer database: the Explorer's table names answered by the read-only SQL sandbox
+(explorer.store.sql). Named by a run's id or name; `<run>@<profile>` adds that device profile's tables (a
+run with exactly one has them under its own name too). HTTP is not here."""
 
 from __future__ import annotations
 

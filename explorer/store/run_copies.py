@@ -1,10 +1,6 @@
-"""This machine's copies of runs kept on object storage: a cache only, bounded on disk.
-
-A run is copied whole (without its original artifacts) the first time this process reads it, into
-`<cache>/<location>` by one rename (a killed fill leaves only `<cache>/parts/<random>`); past the size bound
-the least recently read copies are dropped, never one read in the last `KEEP_S` seconds (a request may be
-reading its files) nor the one just filled. Which copies are current is the catalog's to say (RunStore).
-"""
+"""This machine's copies of runs kept on object storage: a cache only, bounded on disk, filled whole by one
+rename; past the bound the least recently read copies go, never one read within KEEP_S nor the one just
+filled. Which copies are current is the catalog's to say (RunStore)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""RunStore: the catalog plus the runs' files. One immutable folder of Parquet tables per run, kept in the
-run storage (explorer/store/storage.py: the data folder by default, another folder, or S3).
-
-A run is written under a staging folder and published whole: into a folder by one rename to runs/<id>, to
-object storage under a fresh key runs/<id>/<attempt>; either way it is visible only once one catalog
-transaction records its location and marks it ready, so a crash mid-ingest leaves no half run, and start-up
-sweeps what an interrupted ingest left behind. Runs on object storage are read through a local cache folder
-(a cache only: any replica fills it from storage), except where a reader can read in place (fleet_queries).
-"""
+"""RunStore: the catalog plus the runs' files, one immutable folder of Parquet tables per run in the run
+storage, published whole (visible only once one catalog transaction marks it ready, so a crash leaves no
+half run). Runs on object storage are read through a local cache. Publication: docs/architecture.md,
+"store/runs.py"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Read-only SQL over one run's tables, in a fresh in-memory DuckDB that cannot touch files or the network.
-
-The run's tables are registered as Arrow datasets (Arrow reads the Parquet, DuckDB never opens a
-path); external access, extension loading and configuration changes are switched off before the
-query runs. Exactly one SELECT statement is allowed, checked with DuckDB's own parser. The query runs in a
-worker process whose memory the OS bounds (explorer.store.sql_worker); a timer interrupts it at the time
-limit, and a worker still busy just past it is killed; results stop at the row limit.
-"""
+"""Read-only SQL over one run's tables, in a fresh in-memory DuckDB that cannot touch files or the network:
+exactly one SELECT, run in a memory-bounded worker (explorer.store.sql_worker) with a time and row limit.
+The bounds: docs/security.md, "SQL"."""
 
 from __future__ import annotations
 

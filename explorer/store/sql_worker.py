@@ -1,12 +1,7 @@
-"""SQL queries in worker processes whose memory the OS bounds: DuckDB's memory_limit does not cover every
-allocation (`repeat('x', 4e9)` built 4-12 GB in the server), nor does its interrupt stop every function.
-
-Each worker sets its address-space limit (RLIMIT_AS) to its size once warm plus WORKER_HEADROOM_MB, so a query that
-asks for more fails inside DuckDB with an out-of-memory error; one still running KILL_GRACE_S past its time limit is
-killed, and the next query starts a fresh worker. Workers are kept between queries (spawned, ~1 s each) and retired
-once their mapped size has grown past half the headroom. Nothing here knows what a query reads: the caller's job
-function (explorer.store.sql.execute_job) runs in the worker.
-"""
+"""SQL queries in worker processes whose memory the OS bounds (RLIMIT_AS at the warm size plus
+WORKER_HEADROOM_MB), since DuckDB's memory_limit does not cover every allocation nor its interrupt stop
+every function; a query past its limit by KILL_GRACE_S is killed. Nothing here knows what a query reads.
+See docs/security.md, "SQL"."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Where runs' files live: a folder (local or mounted: NFS, EFS, FSx for Lustre) or S3-compatible object
-storage, behind one small interface of keys ("runs/<id>/<attempt>") and local folders.
-
-Every transfer goes file by file through the filesystem's own streaming copy, so no run is ever held in
-memory. Nothing here knows about the catalog: which key is a published run is the catalog's to say
-(runs.py records it and sweeps what it does not reference). Keys under `runs/` belong to RunStore, whose
-sweep removes whatever there no run references; uploads and ingest scratch for workers on other machines
-go under their own top-level names (`uploads/<id>`, `scratch/<run id>`), cleaned by whoever owns them.
-"""
+"""Where runs' files live: a folder (local or mounted) or S3-compatible object storage, behind one small
+interface of keys ("runs/<id>/<attempt>") and local folders, file by file, never a whole run in memory.
+Nothing here knows about the catalog. Who owns which keys: docs/architecture.md, "store/storage.py"."""
 
 from __future__ import annotations
 

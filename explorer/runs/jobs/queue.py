@@ -1,11 +1,6 @@
-"""The ingest queue: a procrastinate App on the catalog's PostgreSQL database, its three tasks (the job bodies
-are explorer.runs.jobs.tasks), the fan-out counter that starts a run's merge once, enqueueing a run, and which runs
-the queue still holds. Running the jobs is explorer.runs.jobs.worker; the inline ingest is explorer.runs.ingest.
-
-A run's jobs: `explorer.ingest` (first: reads the upload; a run of several Chrome/Kineto files fans out, any
-other run is ingested whole right there), `explorer.parse` (one per such file: a part folder),
-`explorer.merge` (once every part is there: the same finish as the inline ingest).
-"""
+"""The ingest queue: a procrastinate App on the catalog's PostgreSQL, its three tasks (`explorer.ingest`,
+`explorer.parse` per Chrome/Kineto file, `explorer.merge` once), the fan-out counter that starts a merge
+once, and enqueueing. Job bodies are explorer.runs.jobs.tasks; running them is explorer.runs.jobs.worker."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Where an upload and the parts of its run travel between the web process and the queue workers: the one
-place that moves those files, through the run storage (explorer.store.storage) under `queue/<run id>/...`.
-
-On a folder every machine mounts (the data folder, NFS, FSx) a tree is moved in by one rename and read in
-place. On object storage (S3) it is uploaded file by file and a reader downloads what it needs into a local
-copy under its own data folder's tmp/, dropped when its job ends (`forget_local`). Keys are
-`<run id>/<what>`: `upload` (the files as received), `inputs` (members the first job decompressed),
-`parts/<member index>` (one parse job's output). Nothing here knows what the trees hold.
-"""
+"""Where an upload and the parts of its run travel between the web process and the queue workers, through the
+run storage under `queue/<run id>/...`: moved by one rename on a shared folder, file by file on S3 (a local
+copy a job drops, `forget_local`). Nothing here knows what the trees hold. Keys: docs/architecture.md,
+"jobs/shared.py"."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The bodies of the ingest jobs (explorer.runs.jobs.queue registers them): the first job of a run, one parse job per
-Chrome/Kineto file of a multi-file run, and the merge; each guarded the same way: bad input fails the run once,
-a transient error is retried (the last attempt fails the run), anything else is an ingest bug.
-
-The finish is explorer.runs.ingest.ingest_into, the inline ingest's own, so a queued run's tables are the inline
-ingest's. Files move between machines only through explorer.runs.jobs.shared.
-"""
+"""The bodies of the ingest jobs (explorer.runs.jobs.queue registers them), each guarded the same way: bad input
+fails the run once, a transient error is retried, anything else is an ingest bug. The finish is the inline
+ingest's own (explorer.runs.ingest.ingest_into); files move only through explorer.runs.jobs.shared."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""The catalog as trace-explorer made it before migrations: runs, tags, leases, shares.
+"""The catalog as trace-explorer made it before migrations: runs, tags, leases, shares. Every statement is IF
+NOT EXISTS, so a catalog.sqlite made by that code (no alembic_version table) is adopted by running this
+revision over it, and catalogs older still gain `leases`.
 
-Every statement is IF NOT EXISTS, so a catalog.sqlite made by that code (which has no alembic_version
-table) is adopted by running this revision over it; catalogs older still, without `leases`, gain it.
-
-Revision ID: 0001
-Revises:
-"""
+Revision ID: 0001, revises nothing."""
 
 from __future__ import annotations
 
