@@ -40,6 +40,24 @@ def get_ready_run(run: AnyRunDep) -> RunRecord:
 RunDep = Annotated[RunRecord, Depends(get_ready_run)]
 
 
+class RunPageNotReady(Exception):
+    """A page of a run that is not ready: api/errors.py renders the run's not-ready page (status, progress)."""
+
+    def __init__(self, run: RunRecord) -> None:
+        super().__init__(f"run {run.id} is {run.status}")
+        self.run = run
+
+
+def get_page_run(run: AnyRunDep) -> RunRecord:
+    if run.status != "ready":
+        raise RunPageNotReady(run)
+    return run
+
+
+# a page route's run: ready, or the not-ready page instead of the page (one handler, not a check per route)
+PageRunDep = Annotated[RunRecord, Depends(get_page_run)]
+
+
 def get_share_run(token: str, state: StateDep) -> RunRecord:
     """The run a share token opens; 404 for unknown or revoked tokens."""
     share = state.store.catalog.resolve_share(token)

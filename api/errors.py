@@ -149,7 +149,7 @@ def wants_html(request: Request) -> bool:
 def error_page(request: Request, code: str, message: str, status: int,
                headers: dict[str, str] | None = None) -> Response:
     """The error as a page of the site (base.html: the same header, CSP and theme), the message escaped."""
-    from api.routes.pages import templates_for  # the page layer; loaded only when a page failed
+    from api.templating import templates_for  # the page layer; loaded only when a page failed
     from explorer.render import APP_SCRIPTS
 
     settings = request.app.state.explorer.settings
@@ -214,7 +214,18 @@ def errors_as_json_in_schema(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+async def _run_page_not_ready(request: Request, exc: Exception) -> Response:
+    from api.deps import RunPageNotReady
+    from api.templating import not_ready_page  # the page layer; loaded only when a page asked
+
+    assert isinstance(exc, RunPageNotReady)
+    return not_ready_page(request, request.app.state.explorer, exc.run)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    from api.deps import RunPageNotReady
+
+    app.add_exception_handler(RunPageNotReady, _run_page_not_ready)
     app.add_exception_handler(ExplorerError, _explorer_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

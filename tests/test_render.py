@@ -174,9 +174,11 @@ def test_timeline_context(app_runs: tuple[TestClient, dict[str, str]]) -> None:
 def test_not_ready_run_page_says_so(app_runs: tuple[TestClient, dict[str, str]]) -> None:
     client, _ = app_runs
     rec = client.app.state.explorer.store.catalog.create("pending <b>run</b>")  # type: ignore[attr-defined]
-    for path in ("", "/timeline", "/ops"):
+    # every page route of a run (PageRunDep: one handler renders the page, no check per route)
+    for path in ("", "/timeline", "/ops", "/steps", "/kernels", "/collectives", "/sql", "/ranks", "/ranks/compare",
+                 "/device/0"):
         resp = client.get(f"/runs/{rec.id}{path}")
-        assert resp.status_code == 200 and "queued" in resp.text
+        assert resp.status_code == 200 and "queued" in resp.text, path
         assert "pending &lt;b&gt;run&lt;/b&gt;" in resp.text
         assert isinstance(context(resp), NotReadyPage)
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from api.deps import StateDep
-from api.routes.pages import templates_for
+from api.templating import templates_for
 
 router = APIRouter(include_in_schema=False)
 

@@ -11,9 +11,9 @@ from typing import Literal
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
-from api.deps import RelNs, RunDep, StateDep, parse_csv
-from api.routes.pages import _render
+from api.deps import PageRunDep, RelNs, RunDep, StateDep, parse_csv
 from api.state import AppState
+from api.templating import render_page
 from explorer.device_pages import (
     build_device_compare_page,
     build_device_page,
@@ -124,15 +124,15 @@ def device_compare(state: StateDep, a: str, b: str) -> DeviceCompare:
 
 
 @pages.get("/runs/{run_id}/device/{profile}", response_class=HTMLResponse)
-def device_page(request: Request, run: RunDep, state: StateDep, profile: str, start_ns: RelNs = None,
+def device_page(request: Request, run: PageRunDep, state: StateDep, profile: str, start_ns: RelNs = None,
                 end_ns: RelNs = None) -> HTMLResponse:
     view = view_in_window(state.store, run, state.device_view(run, resolve_profile(state.store, run, profile)),
                           start_ns, end_ns)
     page = build_device_page(run, view, start_ns, end_ns)
-    return _render(request, state, "device.html", page, active="device", plotly=True)
+    return render_page(request, state, "device.html", page, active="device", plotly=True)
 
 
 @pages.get("/device/compare", response_class=HTMLResponse)
 def device_compare_page(request: Request, state: StateDep, a: str, b: str) -> HTMLResponse:
     page = build_device_compare_page(_compare(state, a, b), a, b)
-    return _render(request, state, "device_compare.html", page)
+    return render_page(request, state, "device_compare.html", page)

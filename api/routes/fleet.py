@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
 from api.deps import StateDep
-from api.routes.pages import _render
+from api.templating import render_page
 from explorer.analysis.check import DEFAULT_MAX_REGRESSION
 from explorer.fleet import DEFAULT_LAST, MAX_LAST, MAX_NAME_CHARS, FleetQuery, build_fleet_page, compute_fleet
 from explorer.model.shapes import FleetResult
@@ -42,4 +42,4 @@ def fleet_ops(state: StateDep, q: FleetQueryDep) -> FleetResult:
 @router.get("/fleet", response_class=HTMLResponse, include_in_schema=False)
 def fleet_page(request: Request, state: StateDep, q: FleetQueryDep) -> HTMLResponse:
     page = build_fleet_page(state.store, q, state.settings.sql_timeout_s)
-    return _render(request, state, "fleet.html", page, plotly=True)
+    return render_page(request, state, "fleet.html", page, plotly=True)

@@ -4,23 +4,27 @@ is what the page's JSON twin returns. No SQL, no plotly, no formatting here (CON
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import HTMLResponse, Response
-from fastapi.templating import Jinja2Templates
 
-from api.deps import AnyRunDep, RankFilter, RunDep, ShareRunDep, StateDep, get_ready_run, origin_ns, parse_csv
+from api.deps import (
+    PageRunDep,
+    RankFilter,
+    RunDep,
+    ShareRunDep,
+    StateDep,
+    get_ready_run,
+    origin_ns,
+    parse_csv,
+)
 from api.state import AppState
+from api.templating import render_page, templates_for
 from explorer.analysis.kernels import DEFAULT_KERNEL_SORT
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION
-from explorer.device_pages import device_nav
 from explorer.model.rank_slices import parse_ranks
 from explorer.model.source_links import SourceLinker
 from explorer.pages import (
-    NotReadyPage,
     build_collectives_page,
     build_compare_page,
     build_kernels_page,
@@ -30,40 +34,14 @@ from explorer.pages import (
     build_sql_page,
     build_steps_page,
     build_timeline_page,
-    run_json,
 )
-from explorer.rank_pages import rank_nav
-from explorer.render import APP_SCRIPTS, REPORT_CSP, make_environment
+from explorer.render import REPORT_CSP
 from explorer.report import build_report, render_report
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
 from explorer.store.sql import MAX_SQL_CHARS
 
 router = APIRouter(include_in_schema=False)
-
-
-@lru_cache(maxsize=4)
-def templates_for(templates_dir: Path, static_dir: Path) -> Jinja2Templates:
-    return Jinja2Templates(env=make_environment(templates_dir, static_dir))
-
-
-def _not_ready(request: Request, state: AppState, run: RunRecord) -> HTMLResponse:
-    return _render(request, state, "not_ready.html", NotReadyPage(run_json(run), f"/api/runs/{run.id}"))
-
-
-def _render(request: Request, state: AppState, template: str, page: Any, *, active: str = "",
-            plotly: bool = False) -> HTMLResponse:
-    context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": active,
-               "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,
-               "device_profiles": device_nav(state.store, getattr(page, "run", None)),
-               "rank_count": rank_nav(state.store, getattr(page, "run", None)),
-               "has_collectives": _has_collectives(state, getattr(page, "run", None))}
-    templates = templates_for(state.settings.templates_dir, state.settings.static_dir)
-    return templates.TemplateResponse(request, template, context)
-
-
-def _has_collectives(state: AppState, run: Any) -> bool:
-    return isinstance(run, dict) and run.get("status") == "ready" and state.has_collectives(str(run["id"]))
 
 
 def _report_response(state: AppState, run: RunRecord, readonly: bool, twin: str = "",
@@ -84,7 +62,7 @@ def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = ""
 
 @router.get("/", response_class=HTMLResponse)
 def runs_page(request: Request, state: StateDep, name: str = "", tag: str = "") -> HTMLResponse:
-    return _render(request, state, "runs.html", build_runs_page(state.store, name, tag))
+    return render_page(request, state, "runs.html", build_runs_page(state.store, name, tag))
 
 
 def _warm_timeline(state: AppState, run: RunRecord, background: BackgroundTasks) -> None:
@@ -94,75 +72,61 @@ def _warm_timeline(state: AppState, run: RunRecord, background: BackgroundTasks)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def overview_page(request: Request, run: AnyRunDep, state: StateDep, background: BackgroundTasks,
+def overview_page(request: Request, run: PageRunDep, state: StateDep, background: BackgroundTasks,
                   rank: RankFilter = None) -> HTMLResponse:
-    if run.status != "ready":
-        return _not_ready(request, state, run)
     _warm_timeline(state, run, background)
     page = build_overview(state.store, run.id, state.breakdown(run.id, parse_ranks(rank)), rank or "")
-    return _render(request, state, "overview.html", page, active="overview", plotly=True)
+    return render_page(request, state, "overview.html", page, active="overview", plotly=True)
 
 
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse)
-def timeline_page(request: Request, run: AnyRunDep, state: StateDep, background: BackgroundTasks) -> HTMLResponse:
-    if run.status != "ready":
-        return _not_ready(request, state, run)
+def timeline_page(request: Request, run: PageRunDep, state: StateDep, background: BackgroundTasks) -> HTMLResponse:
     _warm_timeline(state, run, background)
-    return _render(request, state, "timeline.html", build_timeline_page(state.store, run.id), active="timeline")
+    return render_page(request, state, "timeline.html", build_timeline_page(state.store, run.id), active="timeline")
 
 
 @router.get("/runs/{run_id}/ops", response_class=HTMLResponse)
-def ops_page(request: Request, run: AnyRunDep, state: StateDep, sort: str | None = None, q: str = "",
+def ops_page(request: Request, run: PageRunDep, state: StateDep, sort: str | None = None, q: str = "",
              by_shape: bool = False, limit: int | None = Query(None, ge=1, le=100000),
              view: str = DEFAULT_OP_VIEW, by_module: bool = False, page: int = Query(1, ge=1),
              rank: RankFilter = None) -> HTMLResponse:
-    if run.status != "ready":
-        return _not_ready(request, state, run)
     ops = build_ops_page(state.store, run.id, sort=sort, q=q, by_shape=by_shape, limit=limit, view=view,
                          links=SourceLinker.from_settings(state.settings), by_module=by_module, page=page,
                          rank=rank or "")
-    return _render(request, state, "ops.html", ops, active="ops", plotly=True)
+    return render_page(request, state, "ops.html", ops, active="ops", plotly=True)
 
 
 @router.get("/runs/{run_id}/steps", response_class=HTMLResponse)
-def steps_page(request: Request, run: AnyRunDep, state: StateDep, annotation: str = DEFAULT_STEP_ANNOTATION) -> HTMLResponse:
-    if run.status != "ready":
-        return _not_ready(request, state, run)
-    return _render(request, state, "steps.html", build_steps_page(state.store, run.id, annotation), active="steps",
+def steps_page(request: Request, run: PageRunDep, state: StateDep, annotation: str = DEFAULT_STEP_ANNOTATION) -> HTMLResponse:
+    return render_page(request, state, "steps.html", build_steps_page(state.store, run.id, annotation), active="steps",
                    plotly=True)
 
 
 @router.get("/runs/{run_id}/kernels", response_class=HTMLResponse)
-def kernels_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = DEFAULT_KERNEL_SORT, q: str = "",
+def kernels_page(request: Request, run: PageRunDep, state: StateDep, sort: str = DEFAULT_KERNEL_SORT, q: str = "",
                  category: str = "", limit: int | None = Query(None, ge=1, le=100000),
                  page: int = Query(1, ge=1), rank: RankFilter = None) -> HTMLResponse:
-    if run.status != "ready":
-        return _not_ready(request, state, run)
     kt = build_kernels_page(state.store, run.id, sort=sort, q=q, category=category, limit=limit,
                             kernels=state.kernels(run.id, parse_ranks(rank)), page=page, rank=rank or "")
-    return _render(request, state, "kernels.html", kt, active="kernels", plotly=True)
+    return render_page(request, state, "kernels.html", kt, active="kernels", plotly=True)
 
 
 @router.get("/runs/{run_id}/collectives", response_class=HTMLResponse)
-def collectives_page(request: Request, run: AnyRunDep, state: StateDep, sort: str = "-wait_ns",
+def collectives_page(request: Request, run: PageRunDep, state: StateDep, sort: str = "-wait_ns",
                      limit: int | None = Query(None, ge=1, le=100000)) -> HTMLResponse:
-    if run.status != "ready":
-        return _not_ready(request, state, run)
     page = build_collectives_page(state.store, run.id, sort=sort, limit=limit, colls=state.collectives(run.id))
-    return _render(request, state, "collectives.html", page, active="collectives")
+    return render_page(request, state, "collectives.html", page, active="collectives")
 
 
 @router.get("/runs/{run_id}/sql", response_class=HTMLResponse)
-def sql_page(request: Request, run: AnyRunDep, state: StateDep, q: str = Query("", max_length=MAX_SQL_CHARS)) -> HTMLResponse:
-    if run.status != "ready":
-        return _not_ready(request, state, run)
-    return _render(request, state, "sql.html", build_sql_page(state.store, run.id, q), active="sql")
+def sql_page(request: Request, run: PageRunDep, state: StateDep, q: str = Query("", max_length=MAX_SQL_CHARS)) -> HTMLResponse:
+    return render_page(request, state, "sql.html", build_sql_page(state.store, run.id, q), active="sql")
 
 
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, state: StateDep, runs: str = "", baseline: str | None = None) -> HTMLResponse:
     ids = parse_csv(runs, "runs") or []
-    return _render(request, state, "compare.html", build_compare_page(state.store, ids, baseline), plotly=True)
+    return render_page(request, state, "compare.html", build_compare_page(state.store, ids, baseline), plotly=True)
 
 
 @router.get("/runs/{run_id}/report", response_class=HTMLResponse)

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from api.deps import AnyRunDep, RunDep, StateDep
-from api.routes.pages import _not_ready, _render
+from api.deps import PageRunDep, RunDep, StateDep
+from api.templating import render_page
 from explorer.model.shapes import RankCompareResult, RanksResult
 from explorer.rank_pages import build_rank_compare_page, build_ranks_page, compute_run_rank_compare
 
@@ -33,17 +33,13 @@ def rank_compare(run: RunDep, state: StateDep, a: RankNumber = None, b: RankNumb
 
 
 @pages.get("/runs/{run_id}/ranks", response_class=HTMLResponse)
-def ranks_page(request: Request, run: AnyRunDep, state: StateDep) -> HTMLResponse:
-    if run.status != "ready":
-        return _not_ready(request, state, run)
+def ranks_page(request: Request, run: PageRunDep, state: StateDep) -> HTMLResponse:
     page = build_ranks_page(state.store, run.id, state.ranks(run.id))
-    return _render(request, state, "ranks.html", page, active="ranks", plotly=True)
+    return render_page(request, state, "ranks.html", page, active="ranks", plotly=True)
 
 
 @pages.get("/runs/{run_id}/ranks/compare", response_class=HTMLResponse)
-def rank_compare_page(request: Request, run: AnyRunDep, state: StateDep, a: RankNumber = None,
+def rank_compare_page(request: Request, run: PageRunDep, state: StateDep, a: RankNumber = None,
                       b: RankNumber = None) -> HTMLResponse:
-    if run.status != "ready":
-        return _not_ready(request, state, run)
     page = build_rank_compare_page(state.store, run.id, a, b, state.ranks(run.id))
-    return _render(request, state, "rank_compare.html", page, active="ranks", plotly=True)
+    return render_page(request, state, "rank_compare.html", page, active="ranks", plotly=True)
