@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from api import client_commands
+from api.mcp.command import mcp_command
 from explorer.cli import STORAGE_HELP, main
 from explorer.errors import ExplorerError
 
@@ -160,5 +161,6 @@ main.add_command(click.Command("open", callback=serve.callback, params=serve.par
                                short_help="Ingest PATH... and serve it (= serve PATH...)"))
 main.add_command(client_commands.demo)  # profile RMSNorm variants, ingest, serve the comparison
 main.add_command(client_commands.upload)  # send files to a running explorer
+main.add_command(mcp_command)  # the agent tools over stdio (api/mcp/)
 
 __all__ = ["main", "serve"]
