@@ -32,10 +32,11 @@ def md_text(value: object) -> str:
     return MD_SPECIAL.sub(r"\\\1", " ".join(str(value).splitlines()))
 
 
-def md_code(value: object) -> str:
+def md_code(value: object, in_table: bool = True) -> str:
     """`value` as a Markdown code span (nothing inside one is markup), fenced with more backticks than it holds;
-    `|` escaped, which GitHub's tables need even there."""
-    text = " ".join(str(value).splitlines()).replace("|", "\\|")
+    in a table `|` escaped, which GitHub's tables need even there."""
+    text = " ".join(str(value).splitlines())
+    text = text.replace("|", "\\|") if in_table else text
     if not text:
         return ""
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)

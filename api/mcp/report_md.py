@@ -16,9 +16,9 @@ TOP = 10
 
 def run_markdown(state: AppState, ref: str) -> str:
     rec = tools.ready(state, ref)
-    run = tools.run_summary(state, rec.id)["run"]
+    run = tools.run_summary(state, rec.id)
     s = run["summary"]
-    parts = [f"# Run {md_code(run['name'])} ({md_text(run['id'])})", "",
+    parts = [f"# Run {md_code(run['name'], in_table=False)} ({md_text(run['id'])})", "",
              f"Span {human_ns(s['span_ns'])} ({s['span_ns']} ns), {s['slices']:,} slices.", ""]
     parts += _busy(tools.gaps(state, rec.id))
     parts += _table("Top ops by self device time", tools.ops(state, rec.id)["rows"],
@@ -36,7 +36,7 @@ def _busy(breakdown: dict[str, Any]) -> list[str]:
     out = ["## Device busy", "", markdown_table(("device", "busy", "busy %"), rows) if rows else "No device.", "",
            f"{gaps['count']:,} gaps between device executions, {human_ns(gaps['total_ns'])} in all.", ""]
     for g in gaps["largest"][:TOP]:
-        out.append(f"- {human_ns(g['dur_ns'])} on {md_code(g['device'])} at {g['start']} ns: "
+        out.append(f"- {human_ns(g['dur_ns'])} on {md_code(g['device'], in_table=False)} at {g['start']} ns: "
                    f"{md_text(g['cause'])} — {md_text(g['cause_detail'])}")
     return [*out, ""]
 

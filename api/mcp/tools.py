@@ -78,7 +78,8 @@ def ingest_path(state: AppState, paths: Annotated[list[str], Field(min_length=1,
 def run_summary(state: AppState, run: RunRef, limit: Rows = DEFAULT_ROWS,
                 max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """A run: id, name, status, span, slice counts per lane, devices, warnings. Start here."""
-    return {"run": body(runs.get_run(resolve_cli_ref(state.store, run)))}
+    answer: dict[str, Any] = body(runs.get_run(resolve_cli_ref(state.store, run)))
+    return answer
 
 
 def ops(state: AppState, run: RunRef, view: Literal["operators", "python", "all"] = "operators",
