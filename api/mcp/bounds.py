@@ -1,4 +1,4 @@
-"""Bounded answers for agents: every list cut to the asked number of rows, every text to MAX_TEXT characters, the
+"""Bounded answers for agents: every list of rows cut to the asked number of rows, every text to MAX_TEXT characters, the
 whole answer to the asked number of characters, with a "truncated, N more — narrow with …" line for each cut; every
 integer `*_ns` duration or relative time gains a `*_human` twin. Pure functions over JSON-shaped values; no I/O."""
 
@@ -17,6 +17,7 @@ DEFAULT_CHARS = 20_000
 MIN_CHARS = 2_000
 MAX_CHARS = 100_000
 MAX_TEXT = 400  # one name or arg value: a 10 kB templated kernel name is cut, and the cut said
+SCALARS = 16  # a list of plain values (not rows) keeps at least this many
 CLOCK_NS = 10**15  # 11.6 days: a larger `*_ns` is a clock reading (an absolute time), whose human string says nothing
 
 Rows = Annotated[int, Field(ge=1, le=MAX_ROWS, description=f"at most this many rows in any list of the answer "
@@ -50,9 +51,11 @@ class _Cut:
                     out[key[:-3] + "_human"] = human_ns(item)
             return out
         if isinstance(value, list):
-            if len(value) > self.cap:
-                self.lists.append((path, self.cap, len(value)))
-            return [self.value(v, path) for v in value[:self.cap]]
+            # rows (records) are cut at the cap; a list of plain values (a grid's dims, ranks) only past SCALARS
+            cap = self.cap if any(isinstance(v, dict | list) for v in value) else max(self.cap, SCALARS)
+            if len(value) > cap:
+                self.lists.append((path, cap, len(value)))
+            return [self.value(v, path) for v in value[:cap]]
         if isinstance(value, str) and len(value) > MAX_TEXT:
             self.texts += 1
             return value[:MAX_TEXT] + f"… [{len(value) - MAX_TEXT:,} more characters]"

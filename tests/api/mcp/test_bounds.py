@@ -6,13 +6,17 @@ import json
 
 import pytest
 
-from api.mcp.bounds import CLOCK_NS, MAX_TEXT, bounded, dumps
+from api.mcp.bounds import CLOCK_NS, MAX_TEXT, SCALARS, bounded, dumps
 
 
 def test_lists_are_cut_to_the_rows_and_the_cut_is_said() -> None:
-    out = bounded({"rows": list(range(50)), "inner": {"more": list(range(3))}}, 10, 100_000, "q=")
-    assert out["rows"] == list(range(10)) and out["inner"]["more"] == [0, 1, 2]
-    assert out["truncated"] == ["truncated, 40 more in rows (10 of 50 shown) — narrow with q=, or raise limit"]
+    rows = [{"i": i} for i in range(50)]
+    out = bounded({"rows": rows, "inner": {"more": rows[:3]}, "dims": [1, 2, 3]}, 2, 100_000, "q=")
+    assert out["rows"] == rows[:2] and out["inner"]["more"] == rows[:2] and out["dims"] == [1, 2, 3]
+    assert out["truncated"] == ["truncated, 48 more in rows (2 of 50 shown) — narrow with q=, or raise limit",
+                                "truncated, 1 more in inner.more (2 of 3 shown) — narrow with q=, or raise limit"]
+    values = bounded({"ranks": list(range(40))}, 2, 100_000, "q=")
+    assert values["ranks"] == list(range(SCALARS)) and values["truncated"][0].startswith("truncated, 24 more in ranks")
 
 
 def test_the_answer_is_cut_further_until_its_text_fits() -> None:
