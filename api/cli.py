@@ -14,6 +14,7 @@ import click
 
 from api import client_commands
 from api.mcp.command import mcp_command
+from explorer import cli_tables
 from explorer.cli import STORAGE_HELP, main
 from explorer.errors import ExplorerError
 
@@ -162,5 +163,7 @@ main.add_command(click.Command("open", callback=serve.callback, params=serve.par
 main.add_command(client_commands.demo)  # profile RMSNorm variants, ingest, serve the comparison
 main.add_command(client_commands.upload)  # send files to a running explorer
 main.add_command(mcp_command)  # the agent tools over stdio (api/mcp/)
+for table_command in cli_tables.COMMANDS:  # kernels, steps, gaps, ranks: tables, --json, --markdown
+    main.add_command(table_command)
 
 __all__ = ["main", "serve"]
