@@ -4,7 +4,6 @@ api/security.py: the token). Without the `mcp` extra installed nothing is mounte
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -20,11 +19,12 @@ MCP_PATH = "/mcp"
 
 def mount_mcp(app: FastAPI, state: AppState) -> AbstractAsyncContextManager[None]:
     """Mount the tools at MCP_PATH; the context manager the app's lifespan enters to run their session manager."""
-    if importlib.util.find_spec("mcp") is None:
+    try:
+        from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+        from mcp.server.transport_security import TransportSecuritySettings
+    except ImportError:
         log.info("the mcp extra is not installed: no agent tools at %s", MCP_PATH)
         return nullcontext()
-    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-    from mcp.server.transport_security import TransportSecuritySettings
 
     from api.mcp.registry import build_server
 
