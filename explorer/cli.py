@@ -10,10 +10,10 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from rich.console import Console
@@ -235,8 +235,12 @@ def runs(fmt: str, data_dir: Path | None) -> None:
     rows = [run_row(r) for r in records]
     emit(out, fmt, rows, [Column("id", lambda r: r["id"]), Column("name", lambda r: r["name"], name=True),
                           Column("status", lambda r: r["status"]), Column("span", lambda r: fmt_ns(r["span_ns"])),
-                          *(Column(k, lambda r, k=k: f"{r['slices_per_lane'].get(k, 0):,}") for k in runs_table_lanes()),
+                          *(Column(k, _lane_count(k)) for k in runs_table_lanes()),
                           Column("total", lambda r: f"{r['slices']:,}")])
+
+
+def _lane_count(lane: str) -> Callable[[dict[str, Any]], str]:
+    return lambda r: f"{r['slices_per_lane'].get(lane, 0):,}"
 
 
 OP_SORTS = ("device_total_ns", "self_device_ns", "cpu_total_ns", "self_cpu_ns", "calls", "name", "cpu_avg_ns")
@@ -305,8 +309,8 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
     rows = every[:max(0, limit)]
-    if fmt == "json":  # without by_shape the per-name table's input_shapes is always "": not shown
-        rows = rows if by_shape else [{k: v for k, v in r.items() if k != "input_shapes"} for r in rows]
+    if fmt == "json" and not by_shape:  # without by_shape the per-name table's input_shapes is always "": not shown
+        rows = [cast(Any, {k: v for k, v in r.items() if k != "input_shapes"}) for r in rows]
     # the operators view also lists the Python frames and runtime calls that launched device work outside any op
     kinds = any(r["kind"] != "operator" for r in rows) and view == "operators"
     emit(out, fmt, rows, [*([Column("module", lambda r: r["module"], name=True)] if by_module else []),

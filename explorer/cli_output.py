@@ -22,7 +22,7 @@ class Column:
     """A table column: its header, and the text of its cell for a row (the JSON output has the row itself)."""
 
     header: str
-    cell: Callable[[dict[str, Any]], str]
+    cell: Callable[[Any], str]  # a row (a dict, or a TypedDict of the API's shapes) -> its cell
     name: bool = False  # a name from the trace: a code span in Markdown, nothing in it interpreted
 
 
@@ -61,10 +61,10 @@ def format_options(command: Any) -> Any:
         click.option("--table", "fmt", flag_value="table", default=True, hidden=True)(command))
 
 
-def emit(out: Console, fmt: str, rows: list[dict[str, Any]], columns: Sequence[Column], title: str = "") -> None:
+def emit(out: Console, fmt: str, rows: Sequence[Any], columns: Sequence[Column], title: str = "") -> None:
     """Print `rows` as `fmt`: JSON prints the rows whole; table and Markdown the columns' cells."""
     if fmt == "json":
-        out.print_json(json.dumps(rows))
+        out.print_json(json.dumps(list(rows)))
     elif fmt == "markdown":
         text = (f"### {md_text(title)}\n\n" if title else "") + markdown_table(
             [c.header for c in columns], [[c.cell(r) for c in columns] for r in rows], [c.name for c in columns])

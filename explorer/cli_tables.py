@@ -67,7 +67,7 @@ def kernels(run_id: str, sort: str, category: str, limit: int, fmt: str, data_di
         rows = kernels_json(compute_run_kernels(store, _run_id(store, run_id)), sort=sort, category=category)["rows"]
     except ExplorerError as exc:
         _fail(exc)
-    emit(out, fmt, list(rows[:max(0, limit)]), KERNEL_COLUMNS)
+    emit(out, fmt, rows[:max(0, limit)], KERNEL_COLUMNS)
     if len(rows) > limit:
         console.print(f"showing {limit} of {len(rows)} rows (--limit N shows more)")
 
@@ -86,7 +86,7 @@ def steps(run_id: str, annotation: str, fmt: str, data_dir: Path | None) -> None
         result = compute_run_steps(store, _run_id(store, run_id), annotation)
     except ExplorerError as exc:
         _fail(exc)
-    emit(out, fmt, list(result["steps"]), STEP_COLUMNS)
+    emit(out, fmt, result["steps"], STEP_COLUMNS)
     if not result["steps"]:
         console.print(f"no steps: no slice name starts with {annotation!r}")
 
@@ -105,7 +105,7 @@ def gaps(run_id: str, limit: int, fmt: str, data_dir: Path | None) -> None:
         found = compute_run_breakdown(store, _run_id(store, run_id))["gaps"]
     except ExplorerError as exc:
         _fail(exc)
-    emit(out, fmt, list(found["largest"][:max(0, limit)]), GAP_COLUMNS)
+    emit(out, fmt, found["largest"][:max(0, limit)], GAP_COLUMNS)
     console.print(f"{found['count']:,} gaps, {fmt_ns(found['total_ns'])} in all; listed: those of at least "
                   f"{fmt_ns(found['min_gap_ns'])}")
 
@@ -123,7 +123,7 @@ def ranks(run_id: str, fmt: str, data_dir: Path | None) -> None:
         result = compute_run_ranks(store, _run_id(store, run_id))
     except ExplorerError as exc:
         _fail(exc)
-    emit(out, fmt, list(result["ranks"]), RANK_COLUMNS)
+    emit(out, fmt, result["ranks"], RANK_COLUMNS)
     if not result["ranks"]:
         console.print("no rank information in this run")
 

@@ -77,7 +77,7 @@ def bounded(answer: dict[str, Any], rows: int, max_chars: int, narrow: str) -> d
     cap = rows
     while True:
         cut = _Cut(cap)
-        out = cut.value(body, "")
+        out: dict[str, Any] = cut.value(body, "")
         out["truncated"] = cut.notes(narrow, given)
         if len(dumps(out)) <= max_chars:
             return out

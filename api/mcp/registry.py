@@ -77,7 +77,7 @@ def bind(spec: ToolSpec, state: AppState) -> Callable[..., CallToolResult]:
     signature = inspect.signature(spec.fn, eval_str=True)
     call.__signature__ = signature.replace(  # type: ignore[attr-defined]
         parameters=list(signature.parameters.values())[1:], return_annotation=CallToolResult)
-    del call.__wrapped__  # type: ignore[attr-defined]  # the schema is the signature above, not the function's
+    del call.__wrapped__  # the schema is the signature above, not the function's
     return call
 
 

@@ -40,12 +40,11 @@ class ToolSpec:
     local_only: bool = False
 
 
-def body(value: Any) -> Any:
+def body(value: Any) -> dict[str, Any]:
     """A handler's answer as JSON values: a Response's body parsed, a dict as is (JSON round trip: tuples become
     lists, exactly as the twin's client sees them)."""
-    if isinstance(value, Response):
-        return json.loads(bytes(value.body))
-    return json.loads(json.dumps(value))
+    answer: dict[str, Any] = json.loads(bytes(value.body) if isinstance(value, Response) else json.dumps(value))
+    return answer
 
 
 def ready(state: AppState, ref: str) -> RunRecord:
@@ -78,8 +77,7 @@ def ingest_path(state: AppState, paths: Annotated[list[str], Field(min_length=1,
 def run_summary(state: AppState, run: RunRef, limit: Rows = DEFAULT_ROWS,
                 max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """A run: id, name, status, span, slice counts per lane, devices, warnings. Start here."""
-    answer: dict[str, Any] = body(runs.get_run(resolve_cli_ref(state.store, run)))
-    return answer
+    return body(runs.get_run(resolve_cli_ref(state.store, run)))
 
 
 def ops(state: AppState, run: RunRef, view: Literal["operators", "python", "all"] = "operators",

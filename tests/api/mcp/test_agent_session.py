@@ -112,6 +112,7 @@ def test_demo_session_on_the_rmsnorm_runs(tmp_path: Path) -> None:
                 "gaps": await call(client, "gaps", run=naive),
                 "ops": await call(client, "ops", run=naive, limit=50),
                 "steps": await call(client, "steps", run=naive),
+                "fused_ops": await call(client, "ops", run=fused, limit=50),
                 "better": await call(client, "check", baseline=naive, candidate=fused, metric=["step_time"]),
                 "worse": await call(client, "check", baseline=fused, candidate=naive, metric=["step_time"])}
 
@@ -129,9 +130,16 @@ def test_demo_session_on_the_rmsnorm_runs(tmp_path: Path) -> None:
     # 3. steps: ACTIVE_STEPS of them, their durations the trace's ProfilerStep# slices
     steps = [ns(e["dur"]) for e in raw[RUN_NAMES[NAIVE]] if e["name"].startswith("ProfilerStep#")]
     assert [s["dur_ns"] for s in got["steps"]["steps"]] == steps and len(steps) == ACTIVE_STEPS
-    # 4. what to fix: the fused kernel is faster per step; the gate says so in both directions
-    fused_steps = sorted(ns(e["dur"]) for e in raw[RUN_NAMES[FUSED]] if e["name"].startswith("ProfilerStep#"))
-    faster = sorted(steps)[len(steps) // 2] > fused_steps[len(fused_steps) // 2]
-    assert got["better"]["rows"][0]["metric"] == "step_time"
-    assert got["better"]["passed"] is True if faster else got["worse"]["passed"] is True
+    # 4. what to fix: the gate's step time is the mean ProfilerStep# duration of each run, read from the files
+    fused_steps = [ns(e["dur"]) for e in raw[RUN_NAMES[FUSED]] if e["name"].startswith("ProfilerStep#")]
+    for result, base, cand in ((got["better"], steps, fused_steps), (got["worse"], fused_steps, steps)):
+        (row,) = result["rows"]
+        assert row["metric"] == "step_time"
+        assert abs(row["baseline_ns"] - sum(base) / len(base)) <= 1 and abs(row["candidate_ns"] - sum(cand) / len(cand)) <= 1
+        assert result["passed"] is (row["candidate_ns"] <= row["baseline_ns"] * 1.05)
+    # the fix: the naive variant's elementwise ops, one pass over memory each, become one fused op (wall times on a
+    # shared CPU are too noisy to rank the two here; the gate's numbers are checked above, whichever way they fall)
+    fused_rows = {r["name"]: r["calls"] for r in got["fused_ops"]["rows"]}
+    assert fused_rows.get("aten::rms_norm") == ACTIVE_STEPS
+    assert sum(per_call.values()) >= 5 and not set(per_call) - set(rows)
     assert json.dumps(got)  # every answer is JSON text
