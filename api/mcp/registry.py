@@ -36,8 +36,12 @@ def build_server(state: AppState, local: bool, extra: Iterable[ToolSpec] = ()) -
     report resource, over `state`."""
     from mcp.server import MCPServer
 
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     server: MCPServer = MCPServer("trace-explorer", version=__version__, instructions=INSTRUCTIONS,
                                   log_level="WARNING")
+    root.handlers[:] = handlers  # the SDK configures the root logger: the process's own configuration is kept
+    root.setLevel(level)
     for spec in (*TOOLS, *extra):
         if spec.local_only and not local:
             continue

@@ -123,6 +123,10 @@ def test_a_client_without_the_token_is_refused(served: Served) -> None:
     rebound = httpx.post(served.url + "/mcp", json=body, headers=headers | {"Authorization": f"Bearer {TOKEN}",
                                                                         "Host": "evil.example"})
     assert rebound.status_code == 400, rebound.text
+    # a share link opens one run's pages read-only, not the tools
+    share = served.http.post(f"/api/runs/{served.runs['tiny']}/share").json()["token"]
+    shared = httpx.post(served.url + "/mcp", json=body, headers=headers | {"X-Share-Token": share})
+    assert shared.status_code == 401, shared.text
     ok = httpx.post(served.url + "/mcp", json=body, headers=headers | {"Authorization": f"Bearer {TOKEN}"})
     assert ok.status_code == 200 and "run_summary" in ok.text
 
