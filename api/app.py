@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         threading.Thread(target=state.warm_latest, args=(WARM_AT_START,), name="warm", daemon=True).start()
         if watcher is not None:
             watcher.start()
-        async with agent_tools:  # the session manager of the MCP tools at /mcp (api/mcp/http.py)
+        async with agent_tools():  # the session manager of the MCP tools at /mcp (api/mcp/http.py)
             yield
         if watcher is not None:
             watcher.stop()

@@ -5,6 +5,7 @@ for /mcp as for the API, and a hostile run name comes back as its plain text."""
 from __future__ import annotations
 
 from html import escape
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -149,3 +150,20 @@ def test_a_hostile_run_name_comes_back_as_plain_text(served: Served) -> None:
     first = html.splitlines()[0]
     assert first == f"<h1>Run <code>{escape(HOSTILE, quote=False)}</code> ({run})</h1>", first
     assert "<script" not in html and "<strong>" not in html
+
+
+def test_an_app_serves_the_tools_in_each_of_its_lifespans(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from explorer.config import Settings
+
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+    outside = TestClient(app, base_url="http://127.0.0.1").post("/mcp", json=body, headers=headers)
+    assert outside.status_code == 503 and outside.json()["error"]["code"] == "busy"
+    for _ in range(2):
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            listed = client.post("/mcp", json=body, headers=headers)
+            assert listed.status_code == 200 and "run_summary" in listed.text
