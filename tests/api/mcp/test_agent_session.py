@@ -65,7 +65,8 @@ def test_gpu_session_finds_where_device_time_goes_and_what_to_fix(tmp_path: Path
         ops = await call(client, "ops", run=run, limit=5)
         top = await call(client, "search", run=run, q=kernels["rows"][0]["name"], limit=1)
         chain = await call(client, "chain", run=run, slice_id=top["matches"][0]["slice_id"])
-        return {"run": run, "gaps": gaps, "kernels": kernels, "ops": ops, "chain": chain}
+        report = (await client.read_resource(f"run://{run}/report.md")).contents[0].text
+        return {"run": run, "gaps": gaps, "kernels": kernels, "ops": ops, "chain": chain, "report": report}
 
     got = run_session(lambda: server, session)
     assert got["run"] == ids["alexnet"]
@@ -88,6 +89,9 @@ def test_gpu_session_finds_where_device_time_goes_and_what_to_fix(tmp_path: Path
     assert got["ops"]["rows"][0]["name"] == "aten::copy_" and got["ops"]["rows"][0]["self_device_ns"] == total
     assert "aten::copy_" in {c["name"] for c in got["chain"]["chain"]}
     assert all(len(a["rows"]) <= 5 for a in (got["kernels"], got["ops"]))
+    # the report an agent can read whole says the same: the busy time and the top kernel's row
+    assert f"| GPU 0 | {got['gaps']['devices'][0]['busy_human']} |" in got["report"]
+    assert "| `Memcpy HtoD (Pageable -> Device)` | 16 | 55.503 ms |" in got["report"]
 
 
 def test_demo_session_on_the_rmsnorm_runs(tmp_path: Path) -> None:
