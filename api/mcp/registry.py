@@ -35,6 +35,7 @@ def build_server(state: AppState, local: bool, extra: Iterable[ToolSpec] = ()) -
     """The tools (those marked local_only only when `local`: a stdio server on the user's own machine) and the
     report resource, over `state`."""
     from mcp.server import MCPServer
+    from mcp.types import ToolAnnotations
 
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
@@ -46,7 +47,11 @@ def build_server(state: AppState, local: bool, extra: Iterable[ToolSpec] = ()) -
         if spec.local_only and not local:
             continue
         description = f"{inspect.getdoc(spec.fn)}\nHTTP twin: {spec.twin}. {BOUND_NOTE}"
-        server.add_tool(bind(spec, state), name=spec.name, description=description, structured_output=False)
+        # every tool reads, except ingest, which adds a run (and reuses an identical one: idempotent)
+        hints = ToolAnnotations(read_only_hint=not spec.local_only, destructive_hint=False, idempotent_hint=True,
+                                open_world_hint=False)
+        server.add_tool(bind(spec, state), name=spec.name, description=description, annotations=hints,
+                        structured_output=False)
 
     @server.resource(REPORT_URI, name="run_report", mime_type="text/markdown",
                      description="A run's report as Markdown: summary, device busy and gaps, top ops, kernels, steps")

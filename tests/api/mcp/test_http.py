@@ -61,11 +61,14 @@ def test_every_tool_answers_as_its_http_twin(served: Served) -> None:
     window = (profile["start_ns"], profile["start_ns"] + (profile["end_ns"] - profile["start_ns"]) // 3)
     cases = twin_cases(served, kernel, window)
 
-    async def steps(client: Any) -> tuple[list[str], list[dict[str, Any]]]:
-        names = [t.name for t in (await client.list_tools()).tools]
-        return names, [await call(client, tool, **args, **ALL) for tool, args, _, _ in cases]
+    async def steps(client: Any) -> tuple[list[Any], list[dict[str, Any]]]:
+        listed = (await client.list_tools()).tools
+        return listed, [await call(client, tool, **args, **ALL) for tool, args, _, _ in cases]
 
-    names, answers = run_session(http_transport(served.url, TOKEN), steps)
+    listed, answers = run_session(http_transport(served.url, TOKEN), steps)
+    names = [t.name for t in listed]
+    assert all(t.annotations.read_only_hint for t in listed)
+    assert all("limit" in t.input_schema["properties"] and "max_chars" in t.input_schema["properties"] for t in listed)
     assert "ingest_path" not in names  # a path on the server's disk: the local (stdio) server's only
     assert {c[0] for c in cases} | {"timeline_window", "sql"} == set(names)
     for (tool, args, path, query), answer in zip(cases, answers, strict=True):
