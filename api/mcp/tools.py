@@ -228,7 +228,7 @@ def device_summary(state: AppState, run: RunRef, profile: str | None = None, sta
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("list_runs", list_runs, "name=, tag= or status=", "GET /api/runs"),
     ToolSpec("ingest_path", ingest_path, "fewer paths", "POST /api/runs (upload)", local_only=True),
-    ToolSpec("run_summary", run_summary, "another tool", "GET /api/runs/{id}"),
+    ToolSpec("run_summary", run_summary, "gaps, kernels or ops for the details", "GET /api/runs/{id}"),
     ToolSpec("ops", ops, "q=, view=, rank=, start_ns=/end_ns=", "GET /api/runs/{id}/ops"),
     ToolSpec("kernels", kernels_tool, "q=, category= or rank=", "GET /api/runs/{id}/kernels"),
     ToolSpec("steps", steps, "annotation=", "GET /api/runs/{id}/steps"),
@@ -239,7 +239,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("sql", sql_tool, "WHERE, GROUP BY or LIMIT in the query", "GET /api/runs/{id}/sql"),
     ToolSpec("compare", compare, "fewer runs", "GET /api/compare"),
     ToolSpec("check", check_tool, "metric=", "GET /api/check"),
-    ToolSpec("ranks", ranks_tool, "the ranks page's compare (a, b)", "GET /api/runs/{id}/ranks"),
+    ToolSpec("ranks", ranks_tool, "rank= on ops, kernels or gaps for one rank", "GET /api/runs/{id}/ranks"),
     ToolSpec("collectives", collectives_tool, "sort=", "GET /api/runs/{id}/collectives"),
     ToolSpec("device_profiles", device_profiles, "another run", "GET /api/runs/{id}/device/profiles"),
     ToolSpec("device_summary", device_summary, "profile=, start_ns=/end_ns= or core=",
