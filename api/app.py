@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from api.compression import Compression
 from api.errors import ERROR_RESPONSES, install_error_handlers
 from api.guard import OriginGuard
+from api.mcp.http import mount_mcp
 from api.responses import HeadAsGet
 from api.routes import (
     analysis,
@@ -71,7 +72,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         threading.Thread(target=state.warm_latest, args=(WARM_AT_START,), name="warm", daemon=True).start()
         if watcher is not None:
             watcher.start()
-        yield
+        async with agent_tools():  # the session manager of the MCP tools at /mcp (api/mcp/http.py)
+            yield
         if watcher is not None:
             watcher.stop()
         state.ingester.shutdown()
@@ -85,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    kernels.router, collectives.router, check.router, device.router, device.pages, export.router,
                    neuron_v1.router, ranks.router, ranks.pages, fleet.router, apidocs.router, pages.router):
         app.include_router(router)
+    agent_tools = mount_mcp(app, state)
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog,
                        auth_failures_per_minute=settings.auth_failures_per_minute)

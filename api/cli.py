@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import click
 
 from api import client_commands
+from api.mcp.command import mcp_command
+from explorer import cli_tables
 from explorer.cli import STORAGE_HELP, main
 from explorer.errors import ExplorerError
 
@@ -169,5 +171,8 @@ main.add_command(click.Command("open", callback=serve.callback, params=serve.par
                                short_help="Ingest PATH... and serve it (= serve PATH...)"))
 main.add_command(client_commands.demo)  # profile RMSNorm variants, ingest, serve the comparison
 main.add_command(client_commands.upload)  # send files to a running explorer
+main.add_command(mcp_command)  # the agent tools over stdio (api/mcp/)
+for table_command in cli_tables.COMMANDS:  # kernels, steps, gaps, ranks: tables, --json, --markdown
+    main.add_command(table_command)
 
 __all__ = ["main", "serve"]

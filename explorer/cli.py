@@ -10,10 +10,10 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from rich.console import Console
@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from explorer import __version__
+from explorer.cli_output import Column, emit, format_options
 from explorer.errors import ExplorerError, require_extra
 
 if TYPE_CHECKING:  # the heavy layers are imported by the commands that use them: --help and --version stay fast
@@ -247,14 +248,14 @@ def runs_table_lanes() -> tuple[str, ...]:
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON")
+@format_options
 @store_options
-def runs(as_json: bool, data_dir: Path | None) -> None:
+def runs(fmt: str, data_dir: Path | None) -> None:
     """List runs: id, name, status, span, slices per lane (and, on stderr, which data folder was read)."""
     folder = _data_dir(data_dir).resolve()
     if not folder.is_dir():  # do not create one just to list it
         console.print(_no_folder(folder), soft_wrap=True)
-        if as_json:
+        if fmt == "json":
             out.print_json("[]")
         return
     store = _store(data_dir)
@@ -262,20 +263,25 @@ def runs(as_json: bool, data_dir: Path | None) -> None:
     console.print(f"{len(records)} run{'' if len(records) == 1 else 's'} in {folder}", highlight=False, markup=False,
                   soft_wrap=True)
     rows = [run_row(r) for r in records]
-    if as_json:
-        out.print_json(json.dumps(rows))
-        return
-    lanes_shown = runs_table_lanes()
-    table = Table("id", "name", "status", "span", *lanes_shown, "total")
-    for r in rows:
-        lanes = r["slices_per_lane"]
-        table.add_row(r["id"], r["name"], r["status"], fmt_ns(r["span_ns"]), *(
-            f"{lanes.get(k, 0):,}" for k in lanes_shown), f"{r['slices']:,}")
-    out.print(table)
+    emit(out, fmt, rows, [Column("id", lambda r: r["id"]), Column("name", lambda r: r["name"], name=True),
+                          Column("status", lambda r: r["status"]), Column("span", lambda r: fmt_ns(r["span_ns"])),
+                          *(Column(k, _lane_count(k)) for k in runs_table_lanes()),
+                          Column("total", lambda r: f"{r['slices']:,}")])
+
+
+def _lane_count(lane: str) -> Callable[[dict[str, Any]], str]:
+    return lambda r: f"{r['slices_per_lane'].get(lane, 0):,}"
 
 
 OP_SORTS = ("device_total_ns", "self_device_ns", "cpu_total_ns", "self_cpu_ns", "calls", "name", "cpu_avg_ns")
 OP_VIEW_CHOICES = ("operators", "python", "all")  # explorer.store.queries.OP_VIEWS (a test pins them equal)
+
+
+OP_COLUMNS = (Column("calls", lambda r: f"{r['calls']:,}"), Column("CPU total", lambda r: fmt_ns(r["cpu_total_ns"])),
+              Column("self CPU", lambda r: fmt_ns(r["self_cpu_ns"])), Column("CPU avg", lambda r: fmt_ns(r["cpu_avg_ns"])),
+              Column("device total", lambda r: fmt_ns(r["device_total_ns"])),
+              Column("self device", lambda r: fmt_ns(r["self_device_ns"])),
+              Column("device %", lambda r: f"{r['device_pct']:.1f}%"))
 
 
 def _run_id(store: RunStore, ref: str) -> str:
@@ -318,9 +324,9 @@ def _sort_option(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option("--limit", type=int, default=30, show_default=True)
 @click.option("--by-shape", is_flag=True, help="Group by input shapes as well as name")
 @click.option("--by-module", is_flag=True, help="Group by enclosing nn.Module path (with_modules traces)")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON")
+@format_options
 @store_options
-def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by_module: bool, as_json: bool,
+def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by_module: bool, fmt: str,
         data_dir: Path | None) -> None:
     """The op table of a run (like torch.profiler key_averages())."""
     from explorer.store.queries import load_ops
@@ -333,22 +339,15 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
     rows = every[:max(0, limit)]
-    if as_json:  # without by_shape the per-name table's input_shapes is always "": not shown
-        out.print_json(json.dumps(rows if by_shape else [{k: v for k, v in r.items() if k != "input_shapes"}
-                                                          for r in rows]))
-        return
+    if fmt == "json" and not by_shape:  # without by_shape the per-name table's input_shapes is always "": not shown
+        rows = [cast(Any, {k: v for k, v in r.items() if k != "input_shapes"}) for r in rows]
     # the operators view also lists the Python frames and runtime calls that launched device work outside any op
     kinds = any(r["kind"] != "operator" for r in rows) and view == "operators"
-    table = Table(*(["module"] if by_module else []), "name", *(["kind"] if kinds else []),
-                  *(["input shapes"] if by_shape else []), "calls",
-                  "CPU total", "self CPU", "CPU avg", "device total", "self device", "device %")
-    for r in rows:
-        table.add_row(*([r["module"]] if by_module else []), r["name"], *([r["kind"]] if kinds else []),
-                      *([r["input_shapes"]] if by_shape else []),
-                      f"{r['calls']:,}", fmt_ns(r["cpu_total_ns"]), fmt_ns(r["self_cpu_ns"]),
-                      fmt_ns(r["cpu_avg_ns"]), fmt_ns(r["device_total_ns"]), fmt_ns(r["self_device_ns"]),
-                      f"{r['device_pct']:.1f}%")
-    out.print(table)
+    emit(out, fmt, rows, [*([Column("module", lambda r: r["module"], name=True)] if by_module else []),
+                          Column("name", lambda r: r["name"], name=True),
+                          *([Column("kind", lambda r: r["kind"])] if kinds else []),
+                          *([Column("input shapes", lambda r: r["input_shapes"], name=True)] if by_shape else []),
+                          *OP_COLUMNS])
     if not every:
         console.print(EMPTY_OPS_VIEW.get(view, "no ops in this run"), soft_wrap=True)
     elif len(rows) < len(every):

@@ -89,7 +89,7 @@ def serve_subprocess(data_dir: Path, *args: str, env: dict[str, str] | None = No
 
 # Packages a runtime install must not need: torch, CUDA's libraries, the team extra's (tests/test_install_split.py,
 # tests/test_package.py).
-EXTRAS = ("torch", "triton", "nvidia", "psycopg", "procrastinate", "s3fs", "botocore", "aiobotocore")
+EXTRAS = ("torch", "triton", "nvidia", "psycopg", "procrastinate", "s3fs", "botocore", "aiobotocore", "mcp")
 # Python source that makes the packages named in $TE_BLOCK (comma-separated) unimportable in the process running it.
 IMPORT_BLOCKER = '''"""With TE_BLOCK set, the packages it names cannot be imported (a test of what an install needs)."""
 import importlib.abc

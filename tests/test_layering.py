@@ -32,7 +32,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("render", ("explorer.render",)),
     Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot", "explorer.gate",
                     "explorer.export", "explorer.rank_pages", "explorer.fleet", "explorer.views")),
-    Layer("cli", ("explorer.demo", "explorer.upload_client", "explorer.cli", "explorer.notebook")),
+    Layer("cli", ("explorer.demo", "explorer.upload_client", "explorer.cli", "explorer.notebook", "explorer.cli_output",
+                  "explorer.cli_tables")),
     Layer("api", ("api",)),
 )
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer.units}

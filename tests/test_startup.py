@@ -15,7 +15,8 @@ HEAVY = ("pydantic", "pydantic_settings", "pyarrow", "numpy", "sqlalchemy", "duc
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"], ["ops", "--help"], ["serve", "--help"],
-                                  ["ingest", "--help"], ["check", "--help"]], ids=" ".join)
+                                  ["ingest", "--help"], ["check", "--help"],
+                                  ["mcp", "--help"], ["kernels", "--help"]], ids=" ".join)
 def test_help_and_version_import_nothing_heavy(args: list[str]) -> None:
     code = ("import sys\nfrom api.launch import main\nsys.argv = ['trace-explorer', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
