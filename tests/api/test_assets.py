@@ -19,7 +19,7 @@ from explorer.config import PROJECT_ROOT, Settings
 from explorer.pages import TABLE_PAGE_ROWS
 from explorer.runs.ingest import ingest_paths
 from tests.api.conftest import TINY, assert_error
-from tests.wide_trace import WIDE_OPS, write_wide_trace
+from tests.helpers.wide_trace import WIDE_OPS, write_wide_trace
 
 DEVICE_EXPORT = Path(__file__).resolve().parents[1] / "fixtures" / "neuron" / "device_export"
 IMMUTABLE = "public, max-age=31536000, immutable"

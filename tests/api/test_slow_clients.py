@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import free_port, wait_healthy
+from tests.helpers.support import free_port, wait_healthy
 
 IDLE_CONNECTIONS = 1_100
 SERVER_NOFILE = 1_024  # the limit the issue measured: 1,100 idle connections exhausted it

@@ -27,8 +27,8 @@ from explorer.store.catalog_db import (
     upgrade,
 )
 from explorer.store.runs import RunStore
-from tests.store.catalog_backends import admin, pg_schema
-from tests.support import cli
+from tests.helpers.catalog_backends import admin, pg_schema
+from tests.helpers.support import cli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OLD_CATALOGS = ["catalog_39a1297.sqlite", "catalog_91e6fa0.sqlite"]  # the first catalog; the last before Alembic
