@@ -1,4 +1,4 @@
-"""Collectives benchmark: many synthetic ranks (tests/colls/synthetic.py's NCCL all-reduces, rank 2 late,
+"""Collectives benchmark: many synthetic ranks (tests/analysis/collectives/synthetic.py's NCCL all-reduces, rank 2 late,
 plus filler host ops to reach the event count) ingested as one run, then the server-side time of matching
 its collectives (the first /collectives request of a run; memoised after) and of the API answers.
 Prints numbers for docs/benchmarks.md; asserts nothing.
@@ -24,7 +24,7 @@ from api.app import create_app  # noqa: E402
 from explorer.config import Settings  # noqa: E402
 from explorer.pages import compute_run_collectives  # noqa: E402
 from explorer.runs.ingest import ingest_paths  # noqa: E402
-from tests.colls.synthetic import BASE_NS, rank_events, straggler_calls  # noqa: E402
+from tests.analysis.collectives.synthetic import BASE_NS, rank_events, straggler_calls  # noqa: E402
 
 EVENTS_PER_COLLECTIVE = 5  # record_param_comms, launch, flow start, kernel, flow end
 

@@ -1,7 +1,7 @@
 """Shared fixtures: a fresh data folder per test, the ../shared/traces folder (skip when absent).
 
 The PostgreSQL switch: with EXPLORER_TEST_CATALOG_URL=postgresql://postgres@127.0.0.1:5432/test, every
-catalog the suite opens is on that PostgreSQL instead of catalog.sqlite. The rule (tests/catalog_hook.py):
+catalog the suite opens is on that PostgreSQL instead of catalog.sqlite. The rule (tests/helpers/catalog_hook.py):
 each data folder has its own schema, made when the folder is first opened and the same for the folder's whole
 life in the session, in this process and in every process the tests start (the CLI, `serve`, workers, the
 installed wheel's venv: a sitecustomize.py on PYTHONPATH applies the same rule there), through one folder ->
@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 from explorer.store.runs import RunStore
-from tests import catalog_hook
 from tests.fuzz import report as fuzz
-from tests.store.catalog_backends import pg_schema
-from tests.store.s3_server import moto_server
-from tests.support import cli
+from tests.helpers import catalog_hook
+from tests.helpers.catalog_backends import pg_schema
+from tests.helpers.s3_server import moto_server
+from tests.helpers.support import cli
 
 # No test reads or writes the user's own data folder: the default one (explorer.config.user_data_dir) is a fresh
 # folder of this test process, inherited by every process it starts.
@@ -152,7 +152,7 @@ def shared_traces() -> Path:
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """`trace-explorer demo --no-serve` on CPU, run once (tests/test_demo.py, tests/test_check.py)."""
+    """`trace-explorer demo --no-serve` on CPU, run once (tests/test_demo.py, tests/analysis/test_check.py)."""
     data = tmp_path_factory.mktemp("demo") / "data"
     proc = subprocess.run(cli("demo", "--no-serve", "--device", "cpu", "--data-dir", str(data)),
                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
@@ -163,16 +163,16 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def stack_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real torch.profiler(with_stack=True) CPU trace of tests/stack_helper.py, made once per session."""
+    """A real torch.profiler(with_stack=True) CPU trace of tests/helpers/stack_helper.py, made once per session."""
     pytest.importorskip("torch")
-    from tests.stack_helper import profile_with_stack
+    from tests.helpers.stack_helper import profile_with_stack
 
     return profile_with_stack(tmp_path_factory.mktemp("stack") / "with_stack.json")
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real S3 API for the session: moto's server (tests/store/s3_server.py); each test makes its own
+    """A real S3 API for the session: moto's server (tests/helpers/s3_server.py); each test makes its own
     bucket there (s3_server.new_bucket)."""
     with moto_server(tmp_path_factory.mktemp("moto")) as endpoint:
         yield endpoint

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from markdown_it import MarkdownIt
 
-from tests.support import cli
+from tests.helpers.support import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "api" / "fixtures" / "tiny_kineto.json"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from explorer.store.runs import RunStore
-from tests.support import cli
-from tests.test_ingest_lifecycle import big_trace, paused_while_ingesting
+from tests.helpers.support import cli
+from tests.runs.test_ingest_lifecycle import big_trace, paused_while_ingesting
 
 __all__ = ["big_trace"]  # the module's fixture, used here too
 

@@ -23,7 +23,7 @@ from explorer.demo import NAIVE_OPS_PER_STEP
 from explorer.model.demo import ACTIVE_STEPS, DEMO_TAG, RUN_NAMES, demo_note
 from explorer.store.queries import load_ops
 from explorer.store.runs import RunStore
-from tests.support import cli
+from tests.helpers.support import cli
 
 pytestmark = pytest.mark.slow
 

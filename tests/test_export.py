@@ -24,7 +24,7 @@ from explorer.export import export_origin, load_device_timeline, us_text, write_
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.conftest import FIXTURES
-from tests.support import cli
+from tests.helpers.support import cli
 
 GPU_TRACE = "HolisticTraceAnalysis/tests/data/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
 NEURON_EXPORT = FIXTURES / "neuron" / "device_export"

@@ -32,7 +32,7 @@ from explorer.pages import (
     TimelinePage,
 )
 from explorer.runs.ingest import ingest_paths
-from tests.kernel_trace import write_kernel_trace
+from tests.helpers.kernel_trace import write_kernel_trace
 
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"
 DEVICE_EXPORT = PROJECT_ROOT / "tests" / "fixtures" / "neuron" / "device_export"  # two Neuron device profiles

@@ -18,7 +18,7 @@ from explorer.pages import ComparePage, NotReadyPage, OpsPage, OverviewPage, Run
 from explorer.render import fmt_dur, fmt_ns, inline_plotly, json_for_script, make_environment
 from explorer.report import build_report, render_report
 from explorer.runs.ingest import ingest_paths
-from tests.support import bench_module
+from tests.helpers.support import bench_module
 
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"  # with_stack + module frames

@@ -1,6 +1,6 @@
 """The catalog's tables as SQLAlchemy Core metadata: what the queries in catalog.py are written against.
 
-The schema itself is made by the migrations (explorer/store/migrations/); tests/store/test_catalog_migrations.py
+The schema itself is made by the migrations (explorer/store/migrations/); tests/store/test_catalog_db_migrations.py
 checks that the migrated database has exactly these tables, columns and indexes, so the two cannot drift.
 """
 

@@ -8,7 +8,15 @@ import statistics
 import pytest
 
 from explorer.analysis.device_advice import SUMMARY_RULES, compute_recommendations, evaluate_summary_rules
-from tests.device_tables import BASE_NS, ENGINE_OF, cc_ops, matmul_profile, overlaps, profile, rmsnorm_profile
+from tests.helpers.device_tables import (
+    BASE_NS,
+    ENGINE_OF,
+    cc_ops,
+    matmul_profile,
+    overlaps,
+    profile,
+    rmsnorm_profile,
+)
 
 B = BASE_NS
 

@@ -11,7 +11,7 @@ from explorer.analysis.device_breakdown import (
     compute_opcode_summary,
     compute_throttle_summary,
 )
-from tests.device_tables import (
+from tests.helpers.device_tables import (
     BASE_NS,
     ENGINE_OF,
     Inst,

@@ -10,7 +10,7 @@ import pytest
 
 from explorer.analysis.device import DeviceSummary, compute_device_summary
 from explorer.analysis.device_roofline import compute_roofline
-from tests.device_tables import (
+from tests.helpers.device_tables import (
     BASE_NS,
     Inst,
     Peak,
@@ -26,7 +26,7 @@ from tests.device_tables import (
 )
 
 B = BASE_NS
-FLOPS_PER_NS = 2 * 128 * 128 * Fraction(1.4)   # Metadata of tests/device_tables.py
+FLOPS_PER_NS = 2 * 128 * 128 * Fraction(1.4)   # Metadata of tests/helpers/device_tables.py
 MAX_OPS = FLOPS_PER_NS * 10**9
 BANDWIDTH = Fraction(6.4e11)
 

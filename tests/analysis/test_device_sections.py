@@ -9,7 +9,7 @@ import json
 import pyarrow as pa
 
 from explorer.analysis.device_sections import compute_hierarchy, compute_sbuf_rects, compute_tensor_table
-from tests.device_tables import union_length
+from tests.helpers.device_tables import union_length
 
 
 def test_hierarchy_groups_instructions_by_hlo() -> None:

@@ -1,6 +1,6 @@
 """Device Summary metrics against the published definitions: hand-checkable cases (overlap, semaphore wait,
 a window cutting an instruction, empty window, core filter, engine spellings), then the RMSNorm and matmul
-profiles against the plain-Python reference in tests/device_tables.py, for the whole profile and windows."""
+profiles against the plain-Python reference in tests/helpers/device_tables.py, for the whole profile and windows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from explorer.analysis.device import compute_device_summary, recompute_device_summary
 from explorer.errors import BadRequest
-from tests.device_tables import (
+from tests.helpers.device_tables import (
     BASE_NS,
     Inst,
     Pkt,

@@ -17,7 +17,7 @@ from explorer.pages import compute_run_steps
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.analysis.test_gap_evidence import ns, read_events
-from tests.kernel_trace import GEMM_KERNEL, NCCL_KERNEL, kernel_events
+from tests.helpers.kernel_trace import GEMM_KERNEL, NCCL_KERNEL, kernel_events
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
 
@@ -79,7 +79,7 @@ def assert_steps_match(store: RunStore, run_id: str, events: list[dict[str, Any]
 
 
 def gpu_like_events() -> list[dict[str, Any]]:
-    """tests/kernel_trace.py's three steps, plus in step 2 an NCCL kernel on stream 8 that half overlaps
+    """tests/helpers/kernel_trace.py's three steps, plus in step 2 an NCCL kernel on stream 8 that half overlaps
     the GEMM, and a memcpy on stream 9 that overlaps the NCCL kernel."""
     events = kernel_events()
     gemm = [e for e in events if e.get("ph") == "X" and e["name"] == GEMM_KERNEL][1]
@@ -130,7 +130,7 @@ def test_steps_of_a_torch_profiler_schedule(step_store: RunStore, tmp_path: Path
     pytest.importorskip("torch")
     from torch.profiler import schedule
 
-    from tests.analysis.test_ops_vs_torch import profile_to_file, rmsnorm_naive
+    from tests.store.test_queries_vs_torch import profile_to_file, rmsnorm_naive
 
     path = tmp_path / "schedule.json"
     profile_to_file(rmsnorm_naive, {"schedule": schedule(wait=1, warmup=1, active=3)}, 5, path)

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from explorer.model.summary import load_summary
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from tests.analysis.collectives.symm_mem import DEVICE, write_run
 from tests.api.conftest import Uploader
-from tests.colls.symm_mem import DEVICE, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICE_EXPORT = ROOT / "fixtures" / "neuron" / "device_export"

@@ -25,7 +25,7 @@ from api.app import create_app
 from explorer.config import Settings
 from explorer.model.shapes import EventDetail, RangeDeviceSummaries, TimelineWindow, Tracks
 from tests.api.conftest import wait_until_done
-from tests.device_tables import reference_summary
+from tests.helpers.device_tables import reference_summary
 
 EXPORT = Path(__file__).resolve().parent.parent / "fixtures" / "neuron" / "device_export"
 PROFILES = ("matmul", "rmsnorm_naive")

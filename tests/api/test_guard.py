@@ -15,7 +15,7 @@ from api.app import create_app
 from explorer.config import Settings
 from explorer.render import PAGE_CSP, REPORT_CSP
 from tests.api.conftest import TINY, assert_error, wait_until_done
-from tests.support import serve_subprocess
+from tests.helpers.support import serve_subprocess
 
 TOKEN = "s3cret-token-0123456789"
 

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from explorer.config import Settings
 from tests.api.test_resilience import start
-from tests.support import free_port
+from tests.helpers.support import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from synth import write_kineto_trace  # noqa: E402

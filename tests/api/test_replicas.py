@@ -14,7 +14,7 @@ from api.app import create_app
 from explorer.config import Settings
 from explorer.store.catalog_db import sqlite_url
 from tests.api.conftest import TINY, wait_until_done
-from tests.store.s3_server import CREDENTIALS, REGION, new_bucket
+from tests.helpers.s3_server import CREDENTIALS, REGION, new_bucket
 
 PAGES = ["", "/tracks", "/ops", "/ops?sort=-self_cpu_ns&view=all", "/breakdown", "/steps", "/kernels",
          "/timeline?width_px=800", "/sql?q=select%20count(*)%20as%20n,%20sum(dur_ns)%20as%20t%20from%20slices"]

@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from synth import write_kineto_trace  # noqa: E402
 
-from tests.support import free_port  # noqa: E402
+from tests.helpers.support import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from api.cli import main, tunnel_hint
-from tests.support import serve_subprocess
+from tests.helpers.support import serve_subprocess
 
 
 def _torch_trace(path: Path) -> Path:

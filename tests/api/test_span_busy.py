@@ -1,6 +1,6 @@
 """Span, device busy and gaps on the shapes issue 34 met (points 3, 4, 8): profiler markers past the real
 events, kernels overlapping on one stream without metadata, CUDA-graph launches without kernels, a 1 ns gap.
-Every number is checked against the independent reading of tests/span_traces.py (json + decimal)."""
+Every number is checked against the independent reading of tests/helpers/span_traces.py (json + decimal)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from explorer.analysis.breakdown import MIN_GAP_NS
 from tests.api.conftest import Uploader
-from tests.span_traces import (
+from tests.helpers.span_traces import (
     GRAPH_LAUNCHES,
     all_bounds,
     device_intervals,

@@ -17,7 +17,7 @@ from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from explorer.store.sql_worker import KILL_GRACE_S, WORKER_HEADROOM_MB
 from tests.api.conftest import TINY
-from tests.support import serve_subprocess
+from tests.helpers.support import serve_subprocess
 
 TIMEOUT_S = 3.0
 SERVER_GROWTH_MB = 150  # the server's own peak may grow this much over the queries (answers, buffers): not GBs

@@ -25,7 +25,7 @@ from urllib.request import urlopen
 
 import pytest
 
-from tests.support import free_port
+from tests.helpers.support import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT_DIR = Path(os.environ.get("SCREENSHOT_DIR", str(ROOT / "test-artifacts" / "screenshots")))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from explorer.runs.ingest import ingest_paths
-from tests.colls.synthetic import straggler_calls, write_run
+from tests.analysis.collectives.synthetic import straggler_calls, write_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

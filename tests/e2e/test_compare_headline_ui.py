@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.analysis.collectives.symm_mem import DEVICE, write_run
 from tests.api.test_compare_headline import A100, H100, RUN_A, RUN_B
-from tests.colls.symm_mem import DEVICE, write_run
 from tests.e2e.test_compare_page import ingest
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -15,7 +15,7 @@ from urllib.request import urlopen
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support import shift_drag
+from tests.helpers.support import shift_drag
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

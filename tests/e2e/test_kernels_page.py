@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from explorer.runs.ingest import ingest_paths
-from tests.kernel_trace import MUL_KERNEL, host_only_trace, write_kernel_trace
+from tests.helpers.kernel_trace import MUL_KERNEL, host_only_trace, write_kernel_trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 NCCL = "HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz"

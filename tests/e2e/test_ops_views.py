@@ -95,10 +95,10 @@ def test_overview_charts_show_operators_and_launch_frames_only(page: Any, server
 
 
 def test_launch_sites_marked_on_ops_and_overview(page: Any, server: Any, shot: Any, tmp_path: Path) -> None:
-    """A flashinfer-like capture (tests/analysis/test_op_attribution.py): the launching frame and the bare
+    """A flashinfer-like capture (tests/store/test_queries_op_attribution.py): the launching frame and the bare
     runtime call are rows of the operators view, marked, and the overview's top op is the launching frame."""
     from explorer.runs.ingest import ingest_paths
-    from tests.analysis.test_op_attribution import LAUNCH_FRAME, flashinfer_like
+    from tests.store.test_queries_op_attribution import LAUNCH_FRAME, flashinfer_like
 
     path = flashinfer_like().write(tmp_path / "flashinfer_like.json")
     run_id = ingest_paths(server.state.store, [path], "flashinfer-like").id

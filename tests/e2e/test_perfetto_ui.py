@@ -24,7 +24,7 @@ import pytest
 from explorer.export import write_perfetto_json
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
-from tests.kernel_trace import kernel_events
+from tests.helpers.kernel_trace import kernel_events
 
 pytestmark = pytest.mark.slow
 
@@ -164,7 +164,7 @@ def nesting_shapes(base_ns: int) -> dict[str, Any]:
     """A Kineto-shaped trace with epoch times (baseTimeNanoseconds) and the shapes Perfetto's importer is
     strict about on one thread: a child sharing its parent's start, written before it; a child ending at
     its parent's end; zero-duration slices at a parent's start and end; two identical slices; a partial
-    overlap; 3-decimal µs; plus tests/kernel_trace's kernels with their ac2g flows, a kernel that starts
+    overlap; 3-decimal µs; plus tests/helpers/kernel_trace's kernels with their ac2g flows, a kernel that starts
     before its launch (a flow back in time), and an instant."""
     x = [("parent", 10_000.001, 99.999), ("child_first_in_file", 10_000.001, 30.0), ("ends_with_parent", 10_070.0, 30.0),
          ("zero_at_start", 10_000.001, 0), ("zero_at_end", 10_100.0, 0), ("twin", 10_200.5, 50.25),

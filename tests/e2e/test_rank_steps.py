@@ -1,5 +1,5 @@
 """Issue 34 in a real browser, on the constructed 8-rank run whose rank 5 starts late and arrives last while
-rank 1 waits longest (tests/colls/synthetic.StepPlan): the Steps page draws one row and one bar per (rank, step)
+rank 1 waits longest (tests/analysis/collectives/synthetic.StepPlan): the Steps page draws one row and one bar per (rank, step)
 on a step x rank axis, the Ranks page names rank 5 as straggler and latest arriver with its evidence, and the
 overview's gaps table has a Rank column."""
 
@@ -13,7 +13,7 @@ import pytest
 from api.app import create_app
 from explorer.config import Settings
 from explorer.runs.ingest import ingest_paths
-from tests.colls.synthetic import EXTRA, StepPlan, write_step_run
+from tests.analysis.collectives.synthetic import EXTRA, StepPlan, write_step_run
 from tests.e2e.conftest import serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

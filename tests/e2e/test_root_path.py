@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests import stack_helper
-from tests.support import free_port
+from tests.helpers import stack_helper
+from tests.helpers.support import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -77,7 +77,7 @@ def behind_proxy(tmp_path_factory: pytest.TempPathFactory, stack_trace: Path) ->
     from explorer.runs.ingest import ingest_paths
 
     app = create_app(Settings(data_dir=tmp_path_factory.mktemp("data"), root_path=PREFIX,
-                              source_root=str(HELPER.parent.parent)))
+                              source_root=str(HELPER.parents[2])))
     run_id = ingest_paths(app.state.explorer.store, [stack_trace], "with_stack behind a proxy").id
     up_port, proxy_port = free_port(), free_port()
     upstream = serve_in_thread(app, up_port, root_path=PREFIX)  # as `trace-explorer serve --root-path` runs it

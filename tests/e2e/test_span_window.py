@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from explorer.runs.ingest import ingest_paths
-from tests.span_traces import (
+from tests.helpers.span_traces import (
     GRAPH_LAUNCHES,
     all_bounds,
     dumps,

@@ -16,7 +16,7 @@ import pytest
 
 from explorer.runs.ingest import ingest_paths
 from explorer.store.sql import SQL_EXAMPLES
-from tests.kernel_trace import HOSTILE_KERNEL, write_kernel_trace
+from tests.helpers.kernel_trace import HOSTILE_KERNEL, write_kernel_trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 EXAMPLES = {e.key: e.sql for e in SQL_EXAMPLES}

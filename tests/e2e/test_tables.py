@@ -15,7 +15,7 @@ import pytest
 
 from explorer.pages import TABLE_PAGE_ROWS
 from explorer.runs.ingest import ingest_paths
-from tests.wide_trace import (
+from tests.helpers.wide_trace import (
     HOSTILE_OP,
     WIDE_OPS,
     expected_kernel_total_ns,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import shift_drag
+from tests.helpers.support import shift_drag
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from explorer.errors import ExplorerError
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
-from tests.parsers import PATHS, WITH_PIECES, use_parser
+from tests.helpers.parsers import PATHS, WITH_PIECES, use_parser
 
 LIMIT_NS = 2**62
 FILE = "gen.json"
@@ -134,7 +134,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("hypothesis")
 
 
-@pytest.mark.parametrize("path_mode", WITH_PIECES)  # pieces: cut wherever events meet (tests/parsers.py)
+@pytest.mark.parametrize("path_mode", WITH_PIECES)  # pieces: cut wherever events meet (tests/helpers/parsers.py)
 @settings(max_examples=200, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(events=st.lists(EVENT, max_size=25), wrapped=st.booleans(), broken=BREAK)

@@ -224,7 +224,7 @@ def test_a_capture_reads_the_same_on_both_parser_paths(tmp_path: Path, monkeypat
     """A capture folder whose framework trace is big enough for a fast path (forced here) comes after
     its Neuron system profile was read event by event: the two kinds of slices join, and the run's tables
     equal those of the msgspec path on the compiled reader and on DuckDB's (this used to fail as an ingest bug)."""
-    from tests.parsers import PATHS, use_parser
+    from tests.helpers.parsers import PATHS, use_parser
 
     tables = {}
     for parser in PATHS:

@@ -15,7 +15,7 @@ from explorer.ingest.chrome_feed import KINETO_ARG_NAMES, PHASE_RULES, Feeder
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from explorer.model.tables import IngestedTrace
-from tests.parsers import WITH_PIECES, use_parser
+from tests.helpers.parsers import WITH_PIECES, use_parser
 
 Ingest = Callable[[Any], IngestedTrace]
 BASE = 1_700_000_000_000_000_000
@@ -24,7 +24,7 @@ BASE = 1_700_000_000_000_000_000
 @pytest.fixture(params=WITH_PIECES)
 def ingest(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ingest:
     """Ingest a document (object, list, or raw text) through the small-file path, the compiled reader or
-    DuckDB's (the events array read whole, or cut wherever two events meet: tests/parsers.py)."""
+    DuckDB's (the events array read whole, or cut wherever two events meet: tests/helpers/parsers.py)."""
     monkeypatch.setattr(chrome_fast, "PIECE_MIN_BYTES", 1 << 40)
     use_parser(monkeypatch, request.param)
     monkeypatch.setattr(chrome_fast, "BATCH_ROWS", 3)  # flows and B/E pairs must meet across batches

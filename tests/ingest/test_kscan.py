@@ -31,7 +31,7 @@ from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from explorer.ingest.times import US_DECIMAL
 from explorer.model.tables import IngestedTrace
-from tests.parsers import PATHS, use_parser
+from tests.helpers.parsers import PATHS, use_parser
 
 COLUMNS = ("ph", "name", "cat", "ts", "dur", "pid", "tid", "id", "id2", "bp", "s", "scope", "ext", "corr", "dims",
            "args")
@@ -432,7 +432,7 @@ def test_an_event_bigger_than_the_capacity_is_refused(tmp_path: Path, monkeypatc
 # ---- through the ingest ------------------------------------------------------------------------------
 
 def ingest(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parser: str) -> IngestedTrace:
-    """The file through one parser path (tests/parsers.py), with no fallback from it: the compiled reader
+    """The file through one parser path (tests/helpers/parsers.py), with no fallback from it: the compiled reader
     may not refuse it (DuckDB's path is not reached), neither fast path may hand it to msgspec."""
     use_parser(monkeypatch, parser, strict=True)
     inputs = collect_inputs([path], scratch_root=tmp_path)

@@ -22,7 +22,7 @@ from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.config import Settings
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
-from tests.support import free_port
+from tests.helpers.support import free_port
 
 HERE = Path(__file__).resolve().parent
 GLOO_WORLD = 2

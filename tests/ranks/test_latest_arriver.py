@@ -1,4 +1,4 @@
-"""A constructed 8-rank training run (tests/colls/synthetic.StepPlan): rank 5 starts each step late and runs an
+"""A constructed 8-rank training run (tests/analysis/collectives/synthetic.StepPlan): rank 5 starts each step late and runs an
 extra kernel, so it arrives last at every all_to_all; rank 1 starts first, waits longest and has the longest step.
 Against a plain json + Decimal reading of the files: the Steps page has one row per (rank, step) with that rank's
 own device time, summing to the Ranks page's numbers; the straggler is rank 5 (the Collectives page's last
@@ -20,7 +20,7 @@ from api.app import create_app
 from explorer.config import Settings
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
-from tests.colls.synthetic import EXTRA, StepPlan, write_step_run
+from tests.analysis.collectives.synthetic import EXTRA, StepPlan, write_step_run
 from tests.ranks.truth import union
 
 PLAN = StepPlan()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from explorer.store.catalog import Catalog
-from tests.store.catalog_backends import BACKENDS
-from tests.store.catalog_backends import catalog_url as make_catalog_url
+from tests.helpers.catalog_backends import BACKENDS
+from tests.helpers.catalog_backends import catalog_url as make_catalog_url
 
 
 @pytest.fixture(params=BACKENDS)

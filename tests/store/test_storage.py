@@ -29,9 +29,9 @@ from explorer.store.catalog_db import sqlite_url
 from explorer.store.fleet_queries import load_fleet_series
 from explorer.store.runs import RunStore
 from explorer.store.storage import FolderStorage, S3Storage, Storage, open_storage
-from tests.store.catalog_backends import catalog_url as make_catalog_url
-from tests.store.s3_server import REGION, new_bucket, s3_options
-from tests.support import cli
+from tests.helpers.catalog_backends import catalog_url as make_catalog_url
+from tests.helpers.s3_server import REGION, new_bucket, s3_options
+from tests.helpers.support import cli
 
 TRACE = Path(__file__).resolve().parents[1] / "fixtures" / "kineto_recursive_frames.json"
 TABLES = ["tracks", "slices", "flows", "counters", "instants", "op_stats", "op_stats_by_shape"]

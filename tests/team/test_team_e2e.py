@@ -30,10 +30,10 @@ from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.pages import compute_run_ops
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
-from tests.jobs.conftest import stop
-from tests.store.catalog_backends import admin
-from tests.store.s3_server import CREDENTIALS, REGION, new_bucket
-from tests.support import serve_subprocess
+from tests.helpers.catalog_backends import admin
+from tests.helpers.s3_server import CREDENTIALS, REGION, new_bucket
+from tests.helpers.support import serve_subprocess
+from tests.runs.jobs.conftest import stop
 
 pytestmark = pytest.mark.slow
 

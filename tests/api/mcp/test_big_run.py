@@ -12,7 +12,7 @@ import pytest
 
 from api.mcp.bounds import DEFAULT_CHARS, DEFAULT_ROWS, MIN_CHARS
 from tests.api.mcp.conftest import run_session
-from tests.support import bench_module
+from tests.helpers.support import bench_module
 
 pytestmark = pytest.mark.slow
 EVENTS = 1_000_000

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import IMPORT_BLOCKER
+from tests.helpers.support import IMPORT_BLOCKER
 
 ROOT = Path(__file__).resolve().parents[3]
 
