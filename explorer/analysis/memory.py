@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing_extensions import TypedDict
 
 import numpy as np
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict
 
 import numpy as np
 import pyarrow as pa

@@ -1,0 +1,29 @@
+"""Memory of a run: where the bytes go (the page and its JSON twin, computed once by explorer.views.memory)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from api.deps import AnyRunDep, RunDep, StateDep
+from api.routes.pages import _not_ready, _render
+from explorer.views.memory import MemoryResult, build_memory_page, compute_run_memory
+
+router = APIRouter(tags=["analysis"])
+
+
+@router.get("/api/runs/{run_id}/memory")
+def memory(run: RunDep, state: StateDep) -> MemoryResult:
+    """From the run's [memory] events (profile_memory=True): per device the peak (its bytes = the maximum of Total
+    Allocated, its time, what is live at it by owner op, module and size, summing to the peak), the timeline stacked
+    by owner, the owners by bytes allocated, the allocations still live at the end grouped by owner (leaks), and
+    the churn per ProfilerStep. Times are ns from the run's start."""
+    return compute_run_memory(state.store, run.id)
+
+
+@router.get("/runs/{run_id}/memory", response_class=HTMLResponse, include_in_schema=False)
+def memory_page(request: Request, run: AnyRunDep, state: StateDep) -> HTMLResponse:
+    if run.status != "ready":
+        return _not_ready(request, state, run)
+    return _render(request, state, "memory.html", build_memory_page(state.store, run.id), active="memory",
+                   plotly=True)
