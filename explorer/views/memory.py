@@ -77,7 +77,9 @@ def build_memory_page(store: RunStore, run_id: str) -> MemoryPage:
     data = compute_run_memory(store, run_id)
     figures = {}
     if data["report"] is not None:
-        figures = {f"timeline-{i}": make_memory_figure(t) for i, t in enumerate(data["report"]["timelines"])}
+        peaks = {p["device"]: p["ts_ns"] for p in data["report"]["peaks"]}
+        figures = {f"timeline-{i}": make_memory_figure(t, peaks.get(t["device"]))
+                   for i, t in enumerate(data["report"]["timelines"])}
     return MemoryPage(run_json(rec), data, figures, f"/api/runs/{run_id}/memory")
 
 
@@ -156,9 +158,9 @@ def _thread_ops(slices: pa.Table, thread_of_track: dict[int, tuple[str, str, str
     return ops, sorted(set(steps), key=lambda s: s[1])
 
 
-def make_memory_figure(timeline: Any) -> dict[str, Any]:
+def make_memory_figure(timeline: Any, peak_ns: int | None = None) -> dict[str, Any]:
     """Live bytes of one device over time, stacked by owner op, with the allocated and reserved totals as lines
-    (MiB against ms from the run's start)."""
+    (MiB against ms from the run's start) and the peak marked."""
     x = [t / 1e6 for t in timeline["ts_ns"]]
     mib = 2.0**20
     data: list[dict[str, Any]] = []
@@ -168,6 +170,8 @@ def make_memory_figure(timeline: Any) -> dict[str, Any]:
                      "fillcolor": OWNER_COLORS[k % len(OWNER_COLORS)],
                      "hovertemplate": "%{fullData.name}: %{y:.2f} MiB<extra></extra>"})
     for name, key, dash in (("allocated (total)", "allocated", "solid"), ("reserved (total)", "reserved", "dot")):
+        if key == "reserved" and not any(timeline[key]):
+            continue  # (the CPU allocator reserves nothing apart)
         data.append({"type": "scatter", "mode": "lines", "name": name, "x": x,
                      "y": [v / mib for v in timeline[key]], "line": {"color": "#24292f", "width": 1.2,
                                                                      "dash": dash, "shape": "hv"},
@@ -178,4 +182,9 @@ def make_memory_figure(timeline: Any) -> dict[str, Any]:
               "plot_bgcolor": "rgba(0,0,0,0)", "hovermode": "x unified",
               "xaxis": {"title": {"text": "ms from the run's start"}, "gridcolor": "#e6e8eb", "automargin": True},
               "yaxis": {"title": {"text": "MiB"}, "gridcolor": "#e6e8eb", "automargin": True, "rangemode": "tozero"}}
+    if peak_ns is not None:
+        layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": peak_ns / 1e6, "x1": peak_ns / 1e6,
+                             "y0": 0, "y1": 1, "line": {"color": "#e15759", "width": 1, "dash": "dash"}}]
+        layout["annotations"] = [{"x": peak_ns / 1e6, "y": 1, "xref": "x", "yref": "paper", "text": "peak",
+                                  "showarrow": False, "yanchor": "bottom", "font": {"color": "#e15759"}}]
     return {"data": data, "layout": layout}
