@@ -6,7 +6,7 @@ the instants from a run is the caller's (explorer/views/memory.py), words and un
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing_extensions import TypedDict
 
@@ -213,7 +213,7 @@ def compute_memory(events: MemoryEvents, owners: Owners, steps: Sequence[tuple[s
         unmatched_frees=int((partner[frees] < 0).sum()), devices=devices,
         peaks=[_peak(events, owners, partner, d, step_of) for d in devices],
         timelines=[_timeline(events, owners, partner, d, points) for d in devices],
-        top_owners=_group(((owners.owner[i], int(nb[i])) for i in allocs.tolist()), total=None),
+        top_owners=group_bytes(((owners.owner[i], int(nb[i])) for i in allocs.tolist()), total=None),
         leaks=_leaks(events, owners, live_end, step_of),
         live_at_end=sorted((_allocation(events, owners, partner, i, step_of) for i in live_end),
                            key=lambda a: -a["bytes"])[:50],
@@ -251,17 +251,17 @@ def _peak(ev: MemoryEvents, owners: Owners, partner: np.ndarray, device: str, st
     sizes = [(next((f"{b}" for b in SIZE_BUCKETS if ev.nbytes[i] <= b), "larger"), int(ev.nbytes[i])) for i in live]
     return Peak(
         device=device, ts_ns=int(ev.ts_ns[at]), bytes=total, reserved=int(ev.reserved[at]),
-        by_owner=_group(((owners.owner[i], int(ev.nbytes[i])) for i in live), total),
-        by_module=_group(((owners.module[i] or "(no module)", int(ev.nbytes[i])) for i in live), total),
-        by_size=_group(iter(sizes), total),
+        by_owner=group_bytes(((owners.owner[i], int(ev.nbytes[i])) for i in live), total),
+        by_module=group_bytes(((owners.module[i] or "(no module)", int(ev.nbytes[i])) for i in live), total),
+        by_size=group_bytes(sizes, total),
         largest=sorted((_allocation(ev, owners, partner, i, step_of) for i in live), key=lambda a: -a["bytes"])[:20],
     )
 
 
-def _group(pairs: object, total: int | None) -> list[OwnerBytes]:
+def group_bytes(pairs: Iterable[tuple[str, int]], total: int | None) -> list[OwnerBytes]:
     """(key, bytes) pairs summed per key, biggest first; with a total, BEFORE holds the rest (when not 0)."""
     sums: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for key, nbytes in pairs:  # type: ignore[attr-defined]
+    for key, nbytes in pairs:
         sums[key][0] += nbytes
         sums[key][1] += 1
     rows = [OwnerBytes(owner=k, bytes=v[0], count=v[1]) for k, v in sums.items()]
@@ -302,7 +302,7 @@ def _timeline(ev: MemoryEvents, owners: Owners, partner: np.ndarray, device: str
     peak, the rest summed, BEFORE the remainder) — thinned to about `points` samples that keep every extreme."""
     mine = [i for i in range(len(ev.device)) if ev.device[i] == device]
     peak_at = mine[int(np.argmax(ev.allocated[mine]))]
-    at_peak = _group(((owners.owner[i], int(ev.nbytes[i])) for i in _live_at(ev, partner, device, peak_at)), None)
+    at_peak = group_bytes(((owners.owner[i], int(ev.nbytes[i])) for i in _live_at(ev, partner, device, peak_at)), None)
     top = [r["owner"] for r in at_peak[:TOP_STACKED]]
     names = [*top, OTHER, BEFORE]
     col = {name: k for k, name in enumerate(top)}
@@ -318,7 +318,7 @@ def _timeline(ev: MemoryEvents, owners: Owners, partner: np.ndarray, device: str
     live = np.cumsum(delta, axis=1)
     allocated = ev.allocated[mine]
     before = allocated - live.sum(axis=0)
-    keep = _thin(allocated, points)
+    keep = thin_indices(allocated, points)
     stacked = [row[keep].tolist() for row in live] + [before[keep].tolist()]
     nonzero = [k for k, row in enumerate(stacked) if any(row)]
     return Timeline(device=device, ts_ns=ev.ts_ns[mine][keep].tolist(), allocated=allocated[keep].tolist(),
@@ -326,7 +326,7 @@ def _timeline(ev: MemoryEvents, owners: Owners, partner: np.ndarray, device: str
                     stacked=[stacked[k] for k in nonzero])
 
 
-def _thin(values: np.ndarray, points: int) -> np.ndarray:
+def thin_indices(values: np.ndarray, points: int) -> np.ndarray:
     """Indices of about `points` samples: per bucket its first, minimum and maximum (so the peak stays)."""
     n = len(values)
     if n <= points:

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from explorer.errors import BadTrace
+from explorer.ingest.alloc_snapshot import parse_alloc_snapshot
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.capture import (
     ProcessFolder,
@@ -48,6 +49,7 @@ PARSERS: dict[Format, Parser] = {
     Format.NEURON_PROFILE2: parse_neuron_profile2,
     Format.NEURON_NRT: parse_neuron_nrt,
     Format.PARQUET: parse_neuron_parquet,
+    Format.ALLOC_SNAPSHOT: parse_alloc_snapshot,
 }
 
 UNSUPPORTED: dict[Format, str] = {

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.analysis.alloc_snapshot import SnapshotDevice, compute_snapshot
 from explorer.analysis.memory import (
     MemoryEvents,
     MemoryReport,
@@ -35,11 +36,13 @@ OWNER_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948"
 
 
 class MemoryResult(TypedDict):
-    """GET /api/runs/{id}/memory: the report, or `report: null` with the reason when the run has none."""
+    """GET /api/runs/{id}/memory: the report of the [memory] events, or `report: null` with the reason when the
+    run has none; and the allocator snapshots' devices (explorer.analysis.alloc_snapshot), [] when none."""
 
     run_id: str
     report: MemoryReport | None
     reason: str
+    snapshot: list[SnapshotDevice]
 
 
 @dataclass
@@ -62,24 +65,32 @@ def compute_run_memory(store: RunStore, run_id: str) -> MemoryResult:
     origin = rec.summary.start_ns
     tracks = store.table(run_id, "tracks")
     thread_of_track = _thread_keys(tracks)
+    snapshot = _snapshot(store, run_id)
     events = _memory_events(store.table(run_id, "instants"), thread_of_track, origin)
     if events is None:
-        return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS)
+        return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS, snapshot=snapshot)
     keys, events = events
     slices = store.table(run_id, "slices")
     ops, steps = _thread_ops(slices, thread_of_track, keys, origin)
     report = compute_memory(events, compute_owners(events, ops), steps)
-    return MemoryResult(run_id=run_id, report=report, reason="")
+    return MemoryResult(run_id=run_id, report=report, reason="", snapshot=snapshot)
+
+
+def _snapshot(store: RunStore, run_id: str) -> list[SnapshotDevice]:
+    """The run's allocator snapshot report; [] for a run without one (older runs have no such tables)."""
+    if not store.table_path(run_id, "alloc_trace").exists():
+        return []
+    return compute_snapshot(store.table(run_id, "alloc_trace"), store.table(run_id, "alloc_blocks"))
 
 
 def build_memory_page(store: RunStore, run_id: str) -> MemoryPage:
     rec = store.require_ready(run_id)
     data = compute_run_memory(store, run_id)
-    figures = {}
+    figures = {f"snapshot-{i}": make_snapshot_figure(d) for i, d in enumerate(data["snapshot"])}
     if data["report"] is not None:
         peaks = {p["device"]: p["ts_ns"] for p in data["report"]["peaks"]}
-        figures = {f"timeline-{i}": make_memory_figure(t, peaks.get(t["device"]))
-                   for i, t in enumerate(data["report"]["timelines"])}
+        figures |= {f"timeline-{i}": make_memory_figure(t, peaks.get(t["device"]))
+                    for i, t in enumerate(data["report"]["timelines"])}
     return MemoryPage(run_json(rec), data, figures, f"/api/runs/{run_id}/memory")
 
 
@@ -188,3 +199,24 @@ def make_memory_figure(timeline: Any, peak_ns: int | None = None) -> dict[str, A
         layout["annotations"] = [{"x": peak_ns / 1e6, "y": 1, "xref": "x", "yref": "paper", "text": "peak",
                                   "showarrow": False, "yanchor": "bottom", "font": {"color": "#e15759"}}]
     return {"data": data, "layout": layout}
+
+
+def make_snapshot_figure(dev: SnapshotDevice) -> dict[str, Any]:
+    """An allocator snapshot's active and reserved memory over its trace (MiB against the trace's own time, or
+    the action's position when times were not recorded), the gap between them being fragmentation."""
+    timed = dev["x_kind"] == "time_us"
+    x = [(v - dev["x"][0]) / 1e3 for v in dev["x"]] if timed and dev["x"] else dev["x"]
+    mib = 2.0**20
+    data = [{"type": "scatter", "mode": "lines", "name": name, "x": x, "y": [v / mib for v in dev[key]],  # type: ignore[literal-required]
+             "line": {"color": color, "width": 1.4, "shape": "hv"}, **extra,
+             "hovertemplate": f"{name}: %{{y:.2f}} MiB<extra></extra>"}
+            for name, key, color, extra in (("reserved", "reserved", "#9aa5b1", {}),
+                                            ("active", "active", "#4e79a7", {"fill": "tozeroy"}))]
+    return {"data": data, "layout": {
+        "title": {"text": f"Allocator snapshot · device {dev['device']}: active and reserved", "x": 0,
+                  "font": {"size": 13}},
+        "height": 300, "margin": {"l": 8, "r": 16, "t": 32, "b": 36}, "showlegend": True,
+        "legend": {"orientation": "h", "y": -0.25}, "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
+        "hovermode": "x unified",
+        "xaxis": {"title": {"text": "ms from the first action" if timed else "action #"}, "gridcolor": "#e6e8eb"},
+        "yaxis": {"title": {"text": "MiB"}, "gridcolor": "#e6e8eb", "rangemode": "tozero"}}}
