@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing_extensions import TypedDict
 
 import numpy as np
+from typing_extensions import TypedDict
 
 # Ops that only obtain storage for the op around them: an allocation's owner is the innermost op not listed here
 # (aten::clone's aten::empty_strided belongs to aten::clone). The innermost op is kept too (`op`).

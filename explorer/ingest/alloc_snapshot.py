@@ -87,15 +87,16 @@ def snapshot_tables(snap: dict[str, Any]) -> tuple[pa.Table, pa.Table]:
     blocks: dict[str, list[Any]] = {f.name: [] for f in ALLOC_BLOCKS}
     for k, seg in enumerate(s for s in snap["segments"] if isinstance(s, dict)):
         offset = 0
-        for b in seg.get("blocks") if isinstance(seg.get("blocks"), list) else []:
+        seg_blocks = seg.get("blocks")
+        for b in seg_blocks if isinstance(seg_blocks, list) else []:
             if not isinstance(b, dict):
                 continue
             size = _int(b.get("size"))
             frame, _ = _frames(b.get("frames"))
-            row = (_int(seg.get("device")), k, _int(seg.get("address")), _int(seg.get("total_size")),
+            block_row = (_int(seg.get("device")), k, _int(seg.get("address")), _int(seg.get("total_size")),
                    str(seg.get("segment_type", "")), _int(seg.get("stream")), offset, size,
                    _int(b.get("requested_size"), size), str(b.get("state", "")), frame)
-            for key, value in zip(blocks, row, strict=True):
+            for key, value in zip(blocks, block_row, strict=True):
                 blocks[key].append(value)
             offset += size
     return pa.table(trace, schema=ALLOC_TRACE), pa.table(blocks, schema=ALLOC_BLOCKS)

@@ -9,11 +9,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from typing_extensions import TypedDict
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from typing_extensions import TypedDict
 
 from explorer.analysis.alloc_snapshot import SnapshotDevice, compute_snapshot
 from explorer.analysis.memory import (
@@ -66,10 +65,10 @@ def compute_run_memory(store: RunStore, run_id: str) -> MemoryResult:
     tracks = store.table(run_id, "tracks")
     thread_of_track = _thread_keys(tracks)
     snapshot = _snapshot(store, run_id)
-    events = _memory_events(store.table(run_id, "instants"), thread_of_track, origin)
-    if events is None:
+    read = _memory_events(store.table(run_id, "instants"), thread_of_track, origin)
+    if read is None:
         return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS, snapshot=snapshot)
-    keys, events = events
+    keys, events = read
     slices = store.table(run_id, "slices")
     ops, steps = _thread_ops(slices, thread_of_track, keys, origin)
     report = compute_memory(events, compute_owners(events, ops), steps)
@@ -112,7 +111,7 @@ def _memory_events(instants: pa.Table, thread_of_track: dict[int, tuple[str, str
                                                mem.column("args").to_pylist(), strict=True)):
         args = _args(raw)
         nbytes, addr = args.get("Bytes"), args.get("Addr")
-        if not _is_int(nbytes) or not _is_int(addr):
+        if not isinstance(nbytes, int) or not isinstance(addr, int) or not _is_int(nbytes) or not _is_int(addr):
             continue
         thread = keys.setdefault(thread_of_track[track], len(keys))
         rows.append((ts - origin, pos, thread, addr, nbytes, _int(args.get("Total Allocated")),
