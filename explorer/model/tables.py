@@ -96,6 +96,10 @@ ALLOC_BLOCKS = pa.schema([("device", pa.int32()), ("segment", pa.int64()), ("seg
                           ("segment_size", pa.int64()), ("segment_type", pa.string()), ("stream", pa.int64()),
                           ("offset", pa.int64()), ("size", pa.int64()), ("requested_size", pa.int64()),
                           ("state", pa.string()), ("frame", pa.string())])
+# export_memory_timeline's output (explorer/ingest/memory_timeline.py): signed byte changes per category
+MEMORY_CATEGORIES = pa.schema([("ts_ns", pa.int64()),  # the profiler's clock (epoch ns); -1: held before the profile
+                               ("action", pa.int8()),  # torch.profiler._memory_profiler.Action value; 0: coalesced form
+                               ("bytes", pa.int64()), ("category", pa.string())])
 
 TABLE_SCHEMAS: dict[str, pa.Schema] = {
     "tracks": TRACKS,
@@ -107,6 +111,7 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
     "op_stats_by_shape": OP_STATS,
     "alloc_trace": ALLOC_TRACE,
     "alloc_blocks": ALLOC_BLOCKS,
+    "memory_categories": MEMORY_CATEGORIES,
 }
 
 

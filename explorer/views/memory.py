@@ -23,6 +23,8 @@ from explorer.analysis.memory import (
     compute_owners,
     device_name,
 )
+from explorer.analysis.memory_categories import CategoryTimeline, compute_categories
+from explorer.ingest.memory_timeline import CATEGORIES
 from explorer.model.lanes import Lane
 from explorer.model.shapes import RunJson
 from explorer.pages import run_json
@@ -42,6 +44,7 @@ class MemoryResult(TypedDict):
     report: MemoryReport | None
     reason: str
     snapshot: list[SnapshotDevice]
+    categories: CategoryTimeline | None  # from export_memory_timeline output in the run; times from the run's start
 
 
 @dataclass
@@ -65,14 +68,19 @@ def compute_run_memory(store: RunStore, run_id: str) -> MemoryResult:
     tracks = store.table(run_id, "tracks")
     thread_of_track = _thread_keys(tracks)
     snapshot = _snapshot(store, run_id)
+    categories = None
+    if store.table_path(run_id, "memory_categories").exists():
+        # (epoch ns, as Kineto's times: from the run's start when it has a timeline, else from the first change)
+        categories = compute_categories(store.table(run_id, "memory_categories"),
+                                        origin if rec.summary.slices else None, CATEGORIES)
     read = _memory_events(store.table(run_id, "instants"), thread_of_track, origin)
     if read is None:
-        return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS, snapshot=snapshot)
+        return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS, snapshot=snapshot, categories=categories)
     keys, events = read
     slices = store.table(run_id, "slices")
     ops, steps = _thread_ops(slices, thread_of_track, keys, origin)
     report = compute_memory(events, compute_owners(events, ops), steps)
-    return MemoryResult(run_id=run_id, report=report, reason="", snapshot=snapshot)
+    return MemoryResult(run_id=run_id, report=report, reason="", snapshot=snapshot, categories=categories)
 
 
 def _snapshot(store: RunStore, run_id: str) -> list[SnapshotDevice]:
@@ -86,6 +94,8 @@ def build_memory_page(store: RunStore, run_id: str) -> MemoryPage:
     rec = store.require_ready(run_id)
     data = compute_run_memory(store, run_id)
     figures = {f"snapshot-{i}": make_snapshot_figure(d) for i, d in enumerate(data["snapshot"])}
+    if data["categories"] is not None:
+        figures["categories"] = make_categories_figure(data["categories"])
     if data["report"] is not None:
         peaks = {p["device"]: p["ts_ns"] for p in data["report"]["peaks"]}
         figures |= {f"timeline-{i}": make_memory_figure(t, peaks.get(t["device"]))
@@ -218,4 +228,24 @@ def make_snapshot_figure(dev: SnapshotDevice) -> dict[str, Any]:
         "legend": {"orientation": "h", "y": -0.25}, "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
         "hovermode": "x unified",
         "xaxis": {"title": {"text": "ms from the first action" if timed else "action #"}, "gridcolor": "#e6e8eb"},
+        "yaxis": {"title": {"text": "MiB"}, "gridcolor": "#e6e8eb", "rangemode": "tozero"}}}
+
+
+CATEGORY_COLORS = {"parameter": "#2f7d32", "optimizer_state": "#d4a017", "input": "#333333", "temporary": "#9370db",
+                   "activation": "#e15759", "gradient": "#1f4e9c", "autograd_detail": "#4169e1", "unknown": "#9aa5b1"}
+
+
+def make_categories_figure(cat: CategoryTimeline) -> dict[str, Any]:
+    """Memory by category over time, stacked (export_memory_timeline's own categories and colours)."""
+    x = [t / 1e6 for t in cat["ts_ns"]]
+    data = [{"type": "scatter", "mode": "lines", "stackgroup": "cats", "name": name, "x": x,
+             "y": [v / 2.0**20 for v in values], "line": {"width": 0, "shape": "hv"},
+             "fillcolor": CATEGORY_COLORS.get(name, "#bab0ac"),
+             "hovertemplate": f"{name}: %{{y:.2f}} MiB<extra></extra>"}
+            for name, values in zip(cat["categories"], cat["stacked"], strict=True)]
+    return {"data": data, "layout": {
+        "title": {"text": "Memory by category (export_memory_timeline)", "x": 0, "font": {"size": 13}},
+        "height": 300, "margin": {"l": 8, "r": 16, "t": 32, "b": 36}, "showlegend": True,
+        "legend": {"orientation": "h", "y": -0.25}, "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
+        "hovermode": "x unified", "xaxis": {"title": {"text": "ms"}, "gridcolor": "#e6e8eb"},
         "yaxis": {"title": {"text": "MiB"}, "gridcolor": "#e6e8eb", "rangemode": "tozero"}}}
