@@ -337,3 +337,36 @@ def thin_indices(values: np.ndarray, points: int) -> np.ndarray:
         chunk = values[lo:lo + size]
         keep.update((lo, lo + int(np.argmin(chunk)), lo + int(np.argmax(chunk))))
     return np.asarray(sorted(keep), dtype=np.int64)
+
+
+class OwnerDelta(TypedDict):
+    owner: str
+    bytes: int
+    baseline_bytes: int
+    delta: int
+
+
+class PeakDelta(TypedDict):
+    device: str
+    bytes: int
+    baseline_bytes: int
+    delta: int
+    by_owner: list[OwnerDelta]  # what is live at each run's peak, by owner, the biggest change first
+
+
+def compare_peaks(run: MemoryReport, baseline: MemoryReport) -> list[PeakDelta]:
+    """Each device's peak in `run` against `baseline` and, by owner op, what was live at the two peaks."""
+    base = {p["device"]: p for p in baseline["peaks"]}
+    rows: list[PeakDelta] = []
+    for peak in run["peaks"]:
+        other = base.get(peak["device"])
+        if other is None:
+            continue
+        mine = {r["owner"]: r["bytes"] for r in peak["by_owner"]}
+        theirs = {r["owner"]: r["bytes"] for r in other["by_owner"]}
+        owners = [OwnerDelta(owner=o, bytes=mine.get(o, 0), baseline_bytes=theirs.get(o, 0),
+                             delta=mine.get(o, 0) - theirs.get(o, 0)) for o in sorted(set(mine) | set(theirs))]
+        rows.append(PeakDelta(device=peak["device"], bytes=peak["bytes"], baseline_bytes=other["bytes"],
+                              delta=peak["bytes"] - other["bytes"],
+                              by_owner=sorted(owners, key=lambda r: (-abs(r["delta"]), r["owner"]))))
+    return rows

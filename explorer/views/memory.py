@@ -8,6 +8,7 @@ import html
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import numpy as np
 import pyarrow as pa
@@ -18,12 +19,15 @@ from explorer.analysis.alloc_snapshot import SnapshotDevice, compute_snapshot
 from explorer.analysis.memory import (
     MemoryEvents,
     MemoryReport,
+    PeakDelta,
     ThreadOps,
+    compare_peaks,
     compute_memory,
     compute_owners,
     device_name,
 )
 from explorer.analysis.memory_categories import CategoryTimeline, compute_categories
+from explorer.errors import BadRequest
 from explorer.ingest.memory_timeline import CATEGORIES
 from explorer.model.lanes import Lane
 from explorer.model.shapes import RunJson
@@ -45,6 +49,8 @@ class MemoryResult(TypedDict):
     reason: str
     snapshot: list[SnapshotDevice]
     categories: CategoryTimeline | None  # from export_memory_timeline output in the run; times from the run's start
+    baseline: str  # ?baseline=RUN: the run compared against ("" none)
+    compare: list[PeakDelta]  # each device's peak against the baseline's, by owner
 
 
 @dataclass
@@ -61,8 +67,19 @@ NO_EVENTS = ("this run has no [memory] events: profile with torch.profiler(profi
              "before memory events were kept need ingesting again)")
 
 
-def compute_run_memory(store: RunStore, run_id: str) -> MemoryResult:
-    """The memory report of a ready run, from its stored [memory] instants and framework slices."""
+def compute_run_memory(store: RunStore, run_id: str, baseline: str = "") -> MemoryResult:
+    """The memory report of a ready run, from its stored [memory] instants and framework slices (and its allocator
+    snapshots and export_memory_timeline files); with a baseline run, each peak against the baseline's."""
+    result = _run_memory(store, run_id)
+    if baseline:
+        other = _run_memory(store, baseline)["report"]
+        if result["report"] is None or other is None:
+            raise BadRequest(f"memory compare needs [memory] events in both runs ({run_id}, {baseline})")
+        result["baseline"], result["compare"] = baseline, compare_peaks(result["report"], other)
+    return result
+
+
+def _run_memory(store: RunStore, run_id: str) -> MemoryResult:
     rec = store.require_ready(run_id)
     origin = rec.summary.start_ns
     tracks = store.table(run_id, "tracks")
@@ -75,12 +92,14 @@ def compute_run_memory(store: RunStore, run_id: str) -> MemoryResult:
                                         origin if rec.summary.slices else None, CATEGORIES)
     read = _memory_events(store.table(run_id, "instants"), thread_of_track, origin)
     if read is None:
-        return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS, snapshot=snapshot, categories=categories)
+        return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS, snapshot=snapshot, categories=categories,
+                            baseline="", compare=[])
     keys, events = read
     slices = store.table(run_id, "slices")
     ops, steps = _thread_ops(slices, thread_of_track, keys, origin)
     report = compute_memory(events, compute_owners(events, ops), steps)
-    return MemoryResult(run_id=run_id, report=report, reason="", snapshot=snapshot, categories=categories)
+    return MemoryResult(run_id=run_id, report=report, reason="", snapshot=snapshot, categories=categories,
+                        baseline="", compare=[])
 
 
 def _snapshot(store: RunStore, run_id: str) -> list[SnapshotDevice]:
@@ -90,9 +109,16 @@ def _snapshot(store: RunStore, run_id: str) -> list[SnapshotDevice]:
     return compute_snapshot(store.table(run_id, "alloc_trace"), store.table(run_id, "alloc_blocks"))
 
 
-def build_memory_page(store: RunStore, run_id: str) -> MemoryPage:
+def run_peak_memory(store: RunStore, run_id: str) -> int | None:
+    """The run's peak memory for the gate (`check --metric peak_memory`): the highest Total Allocated of any
+    device; None without [memory] events."""
+    report = compute_run_memory(store, run_id)["report"]
+    return None if report is None else max(p["bytes"] for p in report["peaks"])
+
+
+def build_memory_page(store: RunStore, run_id: str, baseline: str = "") -> MemoryPage:
     rec = store.require_ready(run_id)
-    data = compute_run_memory(store, run_id)
+    data = compute_run_memory(store, run_id, baseline)
     figures = {f"snapshot-{i}": make_snapshot_figure(d) for i, d in enumerate(data["snapshot"])}
     if data["categories"] is not None:
         figures["categories"] = make_categories_figure(data["categories"])
@@ -100,7 +126,8 @@ def build_memory_page(store: RunStore, run_id: str) -> MemoryPage:
         peaks = {p["device"]: p["ts_ns"] for p in data["report"]["peaks"]}
         figures |= {f"timeline-{i}": make_memory_figure(t, peaks.get(t["device"]))
                     for i, t in enumerate(data["report"]["timelines"])}
-    return MemoryPage(run_json(rec), data, figures, f"/api/runs/{run_id}/memory")
+    query = f"?{urlencode({'baseline': baseline})}" if baseline else ""
+    return MemoryPage(run_json(rec), data, figures, f"/api/runs/{run_id}/memory{query}")
 
 
 def _thread_keys(tracks: pa.Table) -> dict[int, tuple[str, str, str]]:

@@ -191,3 +191,28 @@ def test_shared_cpu_trace(store: RunStore, shared_traces: Path) -> None:
     assert {p["device"]: p["bytes"] for p in rep["peaks"]} == dict(by_device)
     assert rep["allocations"] == sum(1 for e in mem if e["args"]["Bytes"] > 0)
     assert all(sum(r["bytes"] for r in p["by_owner"]) == p["bytes"] for p in rep["peaks"])
+
+
+def test_two_runs_compared_by_owner_and_gated(store: RunStore, profiles: dict[str, Path]) -> None:
+    """Batch 16 against batch 8: the peak's growth by owner equals the two files' own replays, and the gate's
+    peak_memory metric is each file's maximum of Total Allocated."""
+    from explorer.gate import compute_run_check
+
+    ids = {k: ingest_paths(store, [profiles[k]]).id for k in ("b8", "b16")}
+    [delta] = compute_run_memory(store, ids["b16"], baseline=ids["b8"])["compare"]
+    want: dict[str, Counter[str]] = {}
+    for k in ("b8", "b16"):
+        mem, xs = read_events(profiles[k])
+        _, live = replay_peak(mem)
+        want[k] = Counter()
+        for e in live.values():
+            want[k][owner_of(e, xs)] += e["args"]["Bytes"]
+    peaks = {k: max(e["args"]["Total Allocated"] for e in read_events(profiles[k])[0]) for k in ("b8", "b16")}
+    assert (delta["bytes"], delta["baseline_bytes"], delta["delta"]) == (peaks["b16"], peaks["b8"],
+                                                                        peaks["b16"] - peaks["b8"])
+    got = {r["owner"]: r["delta"] for r in delta["by_owner"] if r["owner"] != BEFORE}
+    assert got == {o: want["b16"][o] - want["b8"][o] for o in set(want["b16"]) | set(want["b8"])}
+    result = compute_run_check(store, ids["b8"], ids["b16"], ["peak_memory"], "5%")
+    [row] = result["rows"]
+    assert (row["baseline_ns"], row["candidate_ns"], row["unit"]) == (peaks["b8"], peaks["b16"], "bytes")
+    assert row["verdict"] == "regression" and not result["passed"]
