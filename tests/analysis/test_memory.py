@@ -216,3 +216,21 @@ def test_two_runs_compared_by_owner_and_gated(store: RunStore, profiles: dict[st
     [row] = result["rows"]
     assert (row["baseline_ns"], row["candidate_ns"], row["unit"]) == (peaks["b8"], peaks["b16"], "bytes")
     assert row["verdict"] == "regression" and not result["passed"]
+
+
+def test_notebook_memory_is_the_api_twin(tmp_path: Path, profiles: dict[str, Path]) -> None:
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from explorer.config import Settings
+    from explorer.notebook import open_run
+
+    run = open_run(profiles["leak8"], data_dir=tmp_path / "data")
+    ours = run.memory()
+    assert ours["report"] is not None and ours["report"]["leaks"][0]["owner"] == "aten::cumsum"
+    with TestClient(create_app(Settings(data_dir=tmp_path / "data")), base_url="http://127.0.0.1") as client:
+        resp = client.get(f"/api/runs/{run.id}/memory")
+        assert resp.status_code == 200 and resp.json() == json.loads(json.dumps(ours))
+        page = client.get(f"/runs/{run.id}/memory")
+        assert page.status_code == 200 and "aten::cumsum" in page.text
+        assert client.get(f"/api/runs/{run.id}/memory?baseline=nope").status_code == 404
