@@ -87,9 +87,10 @@ def _run_memory(store: RunStore, run_id: str) -> MemoryResult:
     snapshot = _snapshot(store, run_id)
     categories = None
     if store.table_path(run_id, "memory_categories").exists():
-        # (epoch ns, as Kineto's times: from the run's start when it has a timeline, else from the first change)
-        categories = compute_categories(store.table(run_id, "memory_categories"),
-                                        origin if rec.summary.slices else None, CATEGORIES)
+        # (the profiler's clock: from the run's start when its changes fall in the run, else from the first change)
+        table = store.table(run_id, "memory_categories")
+        categories = compute_categories(table, origin if _within_run(table, rec.summary.start_ns,
+                                                                     rec.summary.end_ns) else None, CATEGORIES)
     read = _memory_events(store.table(run_id, "instants"), thread_of_track, origin)
     if read is None:
         return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS, snapshot=snapshot, categories=categories,
@@ -100,6 +101,12 @@ def _run_memory(store: RunStore, run_id: str) -> MemoryResult:
     report = compute_memory(events, compute_owners(events, ops), steps)
     return MemoryResult(run_id=run_id, report=report, reason="", snapshot=snapshot, categories=categories,
                         baseline="", compare=[])
+
+
+def _within_run(table: pa.Table, start_ns: int, end_ns: int) -> bool:
+    ts = table.column("ts_ns").to_numpy()
+    timed = ts[ts >= 0]
+    return end_ns > start_ns and bool(len(timed)) and start_ns <= int(timed.min()) <= end_ns
 
 
 def _snapshot(store: RunStore, run_id: str) -> list[SnapshotDevice]:
@@ -254,8 +261,9 @@ def make_snapshot_figure(dev: SnapshotDevice) -> dict[str, Any]:
         "height": 300, "margin": {"l": 8, "r": 16, "t": 32, "b": 36}, "showlegend": True,
         "legend": {"orientation": "h", "y": -0.25}, "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
         "hovermode": "x unified",
-        "xaxis": {"title": {"text": "ms from the first action" if timed else "action #"}, "gridcolor": "#e6e8eb"},
-        "yaxis": {"title": {"text": "MiB"}, "gridcolor": "#e6e8eb", "rangemode": "tozero"}}}
+        "xaxis": {"title": {"text": "ms from the first action" if timed else "action #"}, "gridcolor": "#e6e8eb",
+                  "automargin": True},
+        "yaxis": {"title": {"text": "MiB"}, "gridcolor": "#e6e8eb", "rangemode": "tozero", "automargin": True}}}
 
 
 CATEGORY_COLORS = {"parameter": "#2f7d32", "optimizer_state": "#d4a017", "input": "#333333", "temporary": "#9370db",
@@ -274,5 +282,5 @@ def make_categories_figure(cat: CategoryTimeline) -> dict[str, Any]:
         "title": {"text": "Memory by category (export_memory_timeline)", "x": 0, "font": {"size": 13}},
         "height": 300, "margin": {"l": 8, "r": 16, "t": 32, "b": 36}, "showlegend": True,
         "legend": {"orientation": "h", "y": -0.25}, "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
-        "hovermode": "x unified", "xaxis": {"title": {"text": "ms"}, "gridcolor": "#e6e8eb"},
-        "yaxis": {"title": {"text": "MiB"}, "gridcolor": "#e6e8eb", "rangemode": "tozero"}}}
+        "hovermode": "x unified", "xaxis": {"title": {"text": "ms"}, "gridcolor": "#e6e8eb", "automargin": True},
+        "yaxis": {"title": {"text": "MiB"}, "gridcolor": "#e6e8eb", "rangemode": "tozero", "automargin": True}}}
