@@ -152,12 +152,14 @@ def compute_owners(events: MemoryEvents, ops: Sequence[ThreadOps | None]) -> Own
         thread_ops = ops[th] if 0 <= th < len(ops) else None
         if thread_ops is None or not len(thread_ops.ts_ns):
             continue
-        ts, end = thread_ops.ts_ns, thread_ops.end_ns
-        order = np.lexsort((-(end - ts), ts)).tolist()
+        ts, end = thread_ops.ts_ns.tolist(), thread_ops.end_ns.tolist()
+        order = np.lexsort((thread_ops.ts_ns - thread_ops.end_ns, thread_ops.ts_ns)).tolist()
         stack: list[int] = []
+        seen: dict[tuple[int, ...], tuple[str, str, str, str]] = {}
         k = 0
-        for i in sorted(idx, key=lambda j: int(events.ts_ns[j])):
-            t = int(events.ts_ns[i])
+        times = events.ts_ns.tolist()
+        for i in sorted(idx, key=times.__getitem__):
+            t = times[i]
             while k < len(order) and ts[order[k]] <= t:
                 o = order[k]
                 while stack and end[stack[-1]] <= ts[o]:
@@ -166,20 +168,27 @@ def compute_owners(events: MemoryEvents, ops: Sequence[ThreadOps | None]) -> Own
                 k += 1
             while stack and end[stack[-1]] <= t:
                 stack.pop()
-            _name_event(out, i, [o for o in stack if end[o] > t], thread_ops)
+            open_ = tuple(o for o in stack if end[o] > t)
+            if (named := seen.get(open_)) is None:  # (allocations in one op share its stack)
+                named = seen[open_] = _names(open_, thread_ops)
+            out.op[i], out.owner[i], out.frame[i], out.module[i] = named
     return out
 
 
-def _name_event(out: Owners, i: int, open_: list[int], ops: ThreadOps) -> None:
+def _names(open_: tuple[int, ...], ops: ThreadOps) -> tuple[str, str, str, str]:
+    """(op, owner, frame, module) of an event with these slices open (outermost first)."""
     ops_only = [o for o in open_ if ops.cat[o] not in FRAME_CATS]
     frames = [o for o in open_ if ops.cat[o] in FRAME_CATS]
+    op = owner = NO_OP
+    frame = module = ""
     if ops_only:
-        out.op[i] = ops.name[ops_only[-1]]
-        owner = next((o for o in reversed(ops_only) if ops.name[o] not in ALLOCATION_PRIMITIVES), ops_only[-1])
-        out.owner[i] = ops.name[owner]
+        op = ops.name[ops_only[-1]]
+        owner = ops.name[next((o for o in reversed(ops_only) if ops.name[o] not in ALLOCATION_PRIMITIVES),
+                              ops_only[-1])]
     if frames:
-        out.frame[i] = ops.name[frames[-1]]
-        out.module[i] = next((ops.name[o] for o in reversed(frames) if ops.name[o].startswith(MODULE_PREFIX)), "")
+        frame = ops.name[frames[-1]]
+        module = next((ops.name[o] for o in reversed(frames) if ops.name[o].startswith(MODULE_PREFIX)), "")
+    return op, owner, frame, module
 
 
 def pair_allocations(events: MemoryEvents) -> np.ndarray:
