@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from typing_extensions import TypedDict
 
 from explorer.analysis.alloc_snapshot import SnapshotDevice, compute_snapshot
+from explorer.analysis.hbm import HbmUsage, compute_hbm, is_hbm_series
 from explorer.analysis.memory import (
     MemoryEvents,
     MemoryReport,
@@ -49,6 +50,7 @@ class MemoryResult(TypedDict):
     reason: str
     snapshot: list[SnapshotDevice]
     categories: CategoryTimeline | None  # from export_memory_timeline output in the run; times from the run's start
+    hbm: list[HbmUsage]  # Neuron HBM by usage type (the system profile's counters), [] when none
     baseline: str  # ?baseline=RUN: the run compared against ("" none)
     compare: list[PeakDelta]  # each device's peak against the baseline's, by owner
 
@@ -99,16 +101,34 @@ def _run_memory(store: RunStore, run_id: str) -> MemoryResult:
         table = store.table(run_id, "memory_categories")
         categories = compute_categories(table, origin if _within_run(table, rec.summary.start_ns,
                                                                      rec.summary.end_ns) else None, CATEGORIES)
+    hbm = compute_hbm(_hbm_series(store.table(run_id, "counters"), tracks, origin))
     read = _memory_events(store.table(run_id, "instants"), thread_of_track, origin)
     if read is None:
         return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS, snapshot=snapshot, categories=categories,
-                            baseline="", compare=[])
+                            hbm=hbm, baseline="", compare=[])
     keys, events = read
     slices = store.table(run_id, "slices")
     ops, steps = _thread_ops(slices, thread_of_track, keys, origin)
     report = compute_memory(events, compute_owners(events, ops), steps)
     return MemoryResult(run_id=run_id, report=report, reason="", snapshot=snapshot, categories=categories,
-                        baseline="", compare=[])
+                        hbm=hbm, baseline="", compare=[])
+
+
+def _hbm_series(counters: pa.Table, tracks: pa.Table, origin: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The HBM counter series by label (times from the run's start), in time order."""
+    labels = dict(zip(tracks.column("track_id").to_pylist(), tracks.column("label").to_pylist(), strict=True))
+    kinds = dict(zip(tracks.column("track_id").to_pylist(), tracks.column("kind").to_pylist(), strict=True))
+    wanted = [t for t, label in labels.items() if kinds[t] == "counter" and is_hbm_series(label)]
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if not wanted:
+        return out
+    rows = counters.filter(pc.is_in(counters.column("track_id"), pa.array(wanted, pa.int32())))
+    track, ts, value = (rows.column(c).to_numpy() for c in ("track_id", "ts_ns", "value"))
+    for t in wanted:
+        at = np.flatnonzero(track == t)
+        order = at[np.argsort(ts[at], kind="stable")]
+        out[labels[t]] = (ts[order] - origin, value[order])
+    return out
 
 
 def _within_run(table: pa.Table, start_ns: int, end_ns: int) -> bool:
@@ -137,6 +157,7 @@ def build_memory_page(store: RunStore, run_id: str, baseline: str = "") -> Memor
     figures = {f"snapshot-{i}": make_snapshot_figure(d) for i, d in enumerate(data["snapshot"])}
     if data["categories"] is not None:
         figures["categories"] = make_categories_figure(data["categories"])
+    figures |= {f"hbm-{i}": make_hbm_figure(h) for i, h in enumerate(data["hbm"])}
     if data["report"] is not None:
         peaks = {p["device"]: p["ts_ns"] for p in data["report"]["peaks"]}
         figures |= {f"timeline-{i}": make_memory_figure(t, peaks.get(t["device"]))
@@ -318,4 +339,25 @@ def make_categories_figure(cat: CategoryTimeline) -> dict[str, Any]:
         "height": 300, "margin": {"l": 8, "r": 16, "t": 32, "b": 36}, "showlegend": True,
         "legend": {"orientation": "h", "y": -0.25}, "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
         "hovermode": "x unified", "xaxis": {"title": {"text": "ms"}, "gridcolor": "#e6e8eb", "automargin": True},
+        "yaxis": {"title": {"text": "MiB"}, "gridcolor": "#e6e8eb", "rangemode": "tozero", "automargin": True}}}
+
+
+def make_hbm_figure(hbm: HbmUsage) -> dict[str, Any]:
+    """One HBM's usage by type over time, stacked, with the total as a line."""
+    x = [t / 1e6 for t in hbm["ts_ns"]]
+    mib = 2.0**20
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "mode": "lines", "stackgroup": "types", "name": html.escape(name, quote=False), "x": x,
+         "y": [v / mib for v in values], "line": {"width": 0, "shape": "hv"},
+         "fillcolor": OWNER_COLORS[k % len(OWNER_COLORS)], "hovertemplate": "%{fullData.name}: %{y:.2f} MiB<extra></extra>"}
+        for k, (name, values) in enumerate(zip(hbm["types"], hbm["series"], strict=True))]
+    data.append({"type": "scatter", "mode": "lines", "name": "total", "x": x, "y": [v / mib for v in hbm["total"]],
+                 "line": {"color": "#24292f", "width": 1.2, "shape": "hv"},
+                 "hovertemplate": "total: %{y:.2f} MiB<extra></extra>"})
+    return {"data": data, "layout": {
+        "title": {"text": f"HBM usage by type · {html.escape(hbm['where'])}", "x": 0, "font": {"size": 13}},
+        "height": 300, "margin": {"l": 8, "r": 16, "t": 32, "b": 36}, "showlegend": True,
+        "legend": {"orientation": "h", "y": -0.25}, "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
+        "hovermode": "x unified",
+        "xaxis": {"title": {"text": "ms from the run's start"}, "gridcolor": "#e6e8eb", "automargin": True},
         "yaxis": {"title": {"text": "MiB"}, "gridcolor": "#e6e8eb", "rangemode": "tozero", "automargin": True}}}

@@ -75,3 +75,14 @@ def test_memory_page_with_a_snapshot_categories_and_a_baseline(page: Any, server
     shot(page, "memory-compare")
     page.locator("#categories").scroll_into_view_if_needed()
     shot(page, "memory-snapshot-full", full_page=True)
+
+
+def test_memory_page_of_a_neuron_run_shows_hbm_by_type(page: Any, server: Any, shot: Any) -> None:
+    export = ROOT / "tests" / "fixtures" / "neuron" / "device_export"
+    run = ingest_paths(server.state.store, [export], "neuron export").id
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.goto(f"{server.url}/runs/{run}/memory")
+    page.wait_for_selector("body[data-init='1']")
+    page.wait_for_selector("#fig-hbm-0 .main-svg")
+    assert "tensors" in page.inner_text(".hbm")
+    shot(page, "memory-neuron-hbm")
