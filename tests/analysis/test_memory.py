@@ -234,3 +234,13 @@ def test_notebook_memory_is_the_api_twin(tmp_path: Path, profiles: dict[str, Pat
         page = client.get(f"/runs/{run.id}/memory")
         assert page.status_code == 200 and "aten::cumsum" in page.text
         assert client.get(f"/api/runs/{run.id}/memory?baseline=nope").status_code == 404
+
+
+def test_the_offline_report_has_the_peak(store: RunStore, profiles: dict[str, Path]) -> None:
+    from explorer.report import build_report, render_report
+
+    rec = ingest_paths(store, [profiles["leak8"]])
+    html = render_report(build_report(store, rec.id))
+    mem, _ = read_events(profiles["leak8"])
+    peak = max(e["args"]["Total Allocated"] for e in mem)
+    assert 'id="report-memory"' in html and f'title="{peak:,} bytes"' in html and "aten::cumsum" in html
