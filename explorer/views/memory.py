@@ -65,6 +65,8 @@ class MemoryPage:
     twin: str = ""
 
 
+NO_ADDRESSES = ("this run's {count:,} [memory] events carry no Addr (older profilers wrote only Bytes): "
+                "allocations cannot be paired with their frees; profile again with a current PyTorch")
 NO_EVENTS = ("this run has no [memory] events: profile with torch.profiler(profile_memory=True) (runs ingested "
              "before memory events were kept need ingesting again)")
 
@@ -102,7 +104,11 @@ def _run_memory(store: RunStore, run_id: str) -> MemoryResult:
         categories = compute_categories(table, origin if _within_run(table, rec.summary.start_ns,
                                                                      rec.summary.end_ns) else None, CATEGORIES)
     hbm = compute_hbm(_hbm_series(store.table(run_id, "counters"), tracks, origin))
-    read = _memory_events(store.table(run_id, "instants"), thread_of_track, origin)
+    try:
+        read = _memory_events(store.table(run_id, "instants"), thread_of_track, origin)
+    except _NoAddresses as exc:
+        return MemoryResult(run_id=run_id, report=None, reason=NO_ADDRESSES.format(count=exc.count),
+                            snapshot=snapshot, categories=categories, hbm=hbm, baseline="", compare=[])
     if read is None:
         return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS, snapshot=snapshot, categories=categories,
                             hbm=hbm, baseline="", compare=[])
@@ -172,6 +178,12 @@ def _thread_keys(tracks: pa.Table) -> dict[int, tuple[str, str, str]]:
     return {tid: (inst, proc, th) for tid, inst, proc, th in zip(*cols, strict=True)}
 
 
+class _NoAddresses(Exception):
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
+
+
 def _memory_events(instants: pa.Table, thread_of_track: dict[int, tuple[str, str, str]],
                    origin: int) -> tuple[list[tuple[str, str, str]], MemoryEvents] | None:
     """The run's [memory] instants with an address and a byte count, in time order (ties: the stored order)."""
@@ -185,7 +197,7 @@ def _memory_events(instants: pa.Table, thread_of_track: dict[int, tuple[str, str
         parsed = [_args(raw) for raw in raws]
     keep = [i for i, a in enumerate(parsed) if _is_int(a.nbytes) and _is_int(a.addr)]
     if not keep:
-        return None
+        raise _NoAddresses(len(parsed))
     tracks = mem.column("track_id").to_numpy()[keep]
     ts = mem.column("ts_ns").to_numpy()[keep] - origin
     order = np.lexsort((np.arange(len(keep)), ts))  # time order, stored order on ties

@@ -244,3 +244,14 @@ def test_the_offline_report_has_the_peak(store: RunStore, profiles: dict[str, Pa
     mem, _ = read_events(profiles["leak8"])
     peak = max(e["args"]["Total Allocated"] for e in mem)
     assert 'id="report-memory"' in html and f'title="{peak:,} bytes"' in html and "aten::cumsum" in html
+
+
+def test_events_without_addresses_say_so(store: RunStore, tmp_path: Path) -> None:
+    """2021-era Kineto [memory] events have Bytes but no Addr: nothing can be paired, and the page says why."""
+    events = [{"ph": "X", "cat": "Operator", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 10, "dur": 5}]
+    events += [{"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 11 + i,
+                "args": {"Device Type": 0, "Device Id": -1, "Bytes": 64 * (1 if i % 2 == 0 else -1)}} for i in range(4)]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    data = compute_run_memory(store, ingest_paths(store, [path]).id)
+    assert data["report"] is None and "4 [memory] events carry no Addr" in data["reason"]
