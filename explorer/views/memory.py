@@ -250,6 +250,9 @@ def _is_int(value: object) -> bool:
 
 
 def _int(value: object) -> int:
+    """A total as an int: integral floats too (a writer's 2.71e+9), else 0."""
+    if type(value) is float and value.is_integer() and abs(value) < 2**63:
+        return int(value)
     return value if type(value) is int and -(2**63) < value < 2**63 else 0
 
 
