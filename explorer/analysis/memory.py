@@ -28,7 +28,7 @@ SIZE_BUCKETS = (4096, 65536, 1 << 20, 16 << 20, 256 << 20)  # upper bounds (byte
 
 @dataclass(frozen=True)
 class MemoryEvents:
-    """[memory] instants, one row each, in time order (ties in file order): the args as the profiler wrote them."""
+    """[memory] instants, one row each, in time order (ties as stored: by thread, then as written): their args."""
 
     ts_ns: np.ndarray  # int64
     thread: np.ndarray  # int64: the host thread (an index into the caller's threads)
