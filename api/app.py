@@ -23,6 +23,7 @@ from api.routes import (
     export,
     fleet,
     kernels,
+    memory,
     meta,
     neuron_v1,
     pages,
@@ -85,7 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # the API, then the HTML pages (api/routes/pages.py) last; each module's docstring says what it serves
     for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router,
                    kernels.router, collectives.router, check.router, device.router, device.pages, export.router,
-                   neuron_v1.router, ranks.router, ranks.pages, fleet.router, apidocs.router, pages.router):
+                   neuron_v1.router, ranks.router, ranks.pages, fleet.router, apidocs.router, memory.router, pages.router):
         app.include_router(router)
     agent_tools = mount_mcp(app, state)
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed

@@ -39,6 +39,7 @@ from explorer.errors import (
     TooManyAttempts,
     Unauthorized,
     UnsafeArchive,
+    UnsafePickle,
     UploadFailed,
 )
 from explorer.model.shapes import STRICT
@@ -52,6 +53,7 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     BadRequest: 400,
     BadTrace: 400,
     UnsafeArchive: 400,
+    UnsafePickle: 400,
     QueryRejected: 400,
     Unauthorized: 401,
     Forbidden: 403,

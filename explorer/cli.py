@@ -435,13 +435,22 @@ def _check_ref(store: RunStore, ref: str) -> str:
     return rec.id
 
 
+def fmt_bytes(n: int) -> str:
+    """Bytes in binary units (check's peak_memory rows)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
 def _pct(value: float | None) -> str:
     return "new" if value is None else f"{value:+.1f}%"
 
 
 def _check_cells(row: Any) -> list[str]:
-    return [row["metric"], fmt_ns(row["baseline_ns"]), fmt_ns(row["candidate_ns"]),
-            ("+" if row["delta_ns"] > 0 else "") + fmt_ns(row["delta_ns"]),
+    fmt = fmt_bytes if row.get("unit") == "bytes" else fmt_ns
+    return [row["metric"], fmt(row["baseline_ns"]), fmt(row["candidate_ns"]),
+            ("+" if row["delta_ns"] > 0 else "") + fmt(row["delta_ns"]),
             _pct(row["pct_change"]) if row["baseline_ns"] or row["candidate_ns"] else "0.0%", row["verdict"]]
 
 

@@ -35,6 +35,10 @@ class UnsafeArchive(BadTrace, code="unsafe_archive"):
     """An archive member would escape the extraction folder, is a link, or is too large."""
 
 
+class UnsafePickle(BadTrace, code="unsafe_pickle"):
+    """A pickle (an allocator snapshot) asks to load a class or call a function: refused, nothing of it runs."""
+
+
 class IngestBug(ExplorerError, code="ingest_bug"):
     """An ingest hit an unexpected exception: a bug in a parser, not in the input. explorer.runs.ingest turns it
     into this one-line error (stored on the failed run) and logs the traceback as a bug report."""

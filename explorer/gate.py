@@ -7,6 +7,7 @@ explorer/analysis/check.py's; the references are explorer/store/refs.py's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pyarrow.compute as pc
 
@@ -17,6 +18,7 @@ from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW, op_table, run_device_total_ns, select_op_view
 from explorer.store.refs import resolve_run_ref
 from explorer.store.runs import RunStore
+from explorer.views.memory import run_peak_memory
 
 STEP_ROW = "ProfilerStep*"  # key_averages()' one row for every ProfilerStep#N
 
@@ -42,4 +44,6 @@ def compute_run_check(store: RunStore, baseline: str, candidate: str, metrics: S
     threshold = parse_threshold(max_regression)
     kernels = any(m.startswith("kernel:") for m in metrics)
     sides = [load_check_side(store, resolve_run_ref(store, ref), kernels) for ref in (baseline, candidate)]
+    if "peak_memory" in metrics:
+        sides = [replace(side, peak_memory_bytes=run_peak_memory(store, side.id)) for side in sides]
     return compute_check(sides[0], sides[1], metrics, threshold)

@@ -42,6 +42,7 @@ from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
 from explorer.store.runs import RunStore
 from explorer.store.sql import run_sql
+from explorer.views.memory import MemoryResult, compute_run_memory
 
 SLICE_COLUMNS = ("slice_id", "track_id", "lane", "ts_ns", "dur_ns", "depth", "name", "cat", "parent_id",
                  "correlation", "external_id")
@@ -169,6 +170,13 @@ class Run:
         ids = [self.id, *(o.id if isinstance(o, Run) else o for o in others)]
         data = compute_run_compare(self.store, ids, baseline)
         return compare_table(data, kernels)
+
+    def memory(self, baseline: Run | str | None = None) -> MemoryResult:
+        """Where the bytes go, as GET /api/runs/{id}/memory: per device the peak (bytes, time, what is live at it by
+        owner op / module / size), the timeline by owner, leaks, churn per step; allocator snapshots and
+        export_memory_timeline categories when the run has them; with a baseline run, each peak against its."""
+        other = baseline.id if isinstance(baseline, Run) else (baseline or "")
+        return compute_run_memory(self.store, self.id, other)
 
     def _breakdown(self) -> Breakdown:
         return self._cached("breakdown", lambda: compute_run_breakdown(self.store, self.id))

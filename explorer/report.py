@@ -40,6 +40,7 @@ from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly
 from explorer.snapshot import snapshot_chains, snapshot_rules
 from explorer.store.run_queries import load_slice_column
 from explorer.store.runs import RunStore
+from explorer.views.memory import MemoryPage, build_memory_page
 
 SNAPSHOT_WIDTH_PX = 4000
 SNAPSHOT_ARGS_BYTES = 500_000  # args text embedded in a report, at most
@@ -62,6 +63,7 @@ class ReportPage:
     steps: StepsPage | None = None  # None: no ProfilerStep#N in the run
     ranks: RanksPage | None = None  # None: the run has no rank information
     collectives: CollectivesPage | None = None  # None: nothing matched across ranks and no mismatch
+    memory: MemoryPage | None = None  # None: no [memory] events in the run
     ops_total: int = 0  # the op table's rows before REPORT_TABLE_ROWS
     kernels_total: int = 0
     generated_at: float = field(default_factory=time.time)
@@ -124,13 +126,15 @@ def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = N
     steps = build_steps_page(store, run_id)
     ranks = build_ranks_page(store, run_id)
     colls = build_collectives_page(store, run_id, limit=table_rows)
+    memory = build_memory_page(store, run_id)
     return ReportPage(overview or build_overview(store, run_id), replace(ops, rows=ops.rows[:table_rows]),
                       build_snapshot(store, run_id, index=index),
                       replace(kernel_page, rows=kernel_page.rows[:table_rows]) if kernel_page.rows else None,
                       build_device_pages(store, run_id), steps=steps if steps.steps["count"] else None,
                       ranks=ranks if ranks.ranks["ranks"] else None,
                       collectives=colls if colls.data["total"] or colls.data["mismatches"] else None,
-                      ops_total=len(ops.rows), kernels_total=len(kernel_page.rows))
+                      ops_total=len(ops.rows), kernels_total=len(kernel_page.rows),
+                      memory=memory if memory.memory["report"] is not None else None)
 
 
 # ---- rendering --------------------------------------------------------------------------------

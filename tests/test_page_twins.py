@@ -5,7 +5,9 @@ had two copies of a rule, the API's rule is pinned here."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import pkgutil
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -16,6 +18,7 @@ from fastapi.testclient import TestClient
 
 import explorer.device_pages
 import explorer.pages
+import explorer.views
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.device_pages import DeviceComparePage, DevicePage
@@ -32,6 +35,7 @@ from explorer.pages import (
     TimelinePage,
 )
 from explorer.runs.ingest import ingest_paths
+from explorer.views.memory import MemoryPage
 from tests.helpers.kernel_trace import write_kernel_trace
 
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"
@@ -106,6 +110,8 @@ def twin_data(page: Any) -> dict[str, Any]:
         return dict(page.steps)
     if isinstance(page, CollectivesPage):
         return dict(page.data)
+    if isinstance(page, MemoryPage):
+        return dict(page.memory)
     if isinstance(page, SqlPage):  # the schema; the query's result is the page's script's to fetch
         return dict(page.schema)
     raise AssertionError(f"no twin rule for {type(page).__name__}")
@@ -123,7 +129,8 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul",
          "/runs/{gpu}/steps", "/runs/{gpu}/steps?annotation=aten%3A%3Amul", "/runs/{host1}/steps",
          "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201",
-         "/runs/{gpu}/collectives", "/runs/{gpu}/collectives?sort=%2Bseq&limit=1", "/runs/{host1}/collectives"]
+         "/runs/{gpu}/collectives", "/runs/{gpu}/collectives?sort=%2Bseq&limit=1", "/runs/{host1}/collectives",
+         "/runs/{gpu}/memory", "/runs/{host1}/memory"]
 
 
 def page_and_twin(client: TestClient, path: str) -> tuple[Any, dict[str, Any]]:
@@ -152,7 +159,8 @@ def test_every_page_context_equals_its_json_twin(served: tuple[TestClient, dict[
 
 def test_the_table_covers_every_page_type(served: tuple[TestClient, dict[str, str], dict[str, Path]]) -> None:
     client, runs, _ = served
-    page_types = {cls for module in (explorer.pages, explorer.device_pages) for cls in vars(module).values()
+    views = [importlib.import_module(f"explorer.views.{m.name}") for m in pkgutil.iter_modules(explorer.views.__path__)]
+    page_types = {cls for module in (explorer.pages, explorer.device_pages, *views) for cls in vars(module).values()
                   if dataclasses.is_dataclass(cls) and "twin" in {f.name for f in dataclasses.fields(cls)}}
     seen = {type(page_and_twin(client, path.format(**runs))[0]) for path in PAGES}
     pending = client.app.state.explorer.store.catalog.create("pending")  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from api.deps import TIME_BOUND_NS, get_ready_run
 from api.mcp.bounds import DEFAULT_CHARS, DEFAULT_ROWS, Chars, Rows
-from api.routes import analysis, check, collectives, device, kernels, ranks, runs, sql, timeline
+from api.routes import analysis, check, collectives, device, kernels, memory, ranks, runs, sql, timeline
 from api.state import AppState
 from api.views import run_json
 from explorer.analysis.collectives import DEFAULT_SORT as COLLECTIVES_SORT
@@ -226,6 +226,14 @@ def device_summary(state: AppState, run: RunRef, profile: str | None = None, sta
                                       core=core))
 
 
+def memory_tool(state: AppState, run: RunRef,
+                baseline: Annotated[str, Field(max_length=64, description="a run id to compare the peak with")] = "",
+                limit: Rows = DEFAULT_ROWS, max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
+    """Where the memory goes (profile_memory=True traces, allocator snapshots): per device the peak, its time and
+    what was live at it by owner op, module and size; top allocators, leaks (live at the end), churn per step."""
+    return body(memory.memory(ready(state, run), state, baseline=baseline))
+
+
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("list_runs", list_runs, "name=, tag= or status=", "GET /api/runs"),
     ToolSpec("ingest_path", ingest_path, "fewer paths", "POST /api/runs (upload)", local_only=True),
@@ -245,4 +253,5 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("device_profiles", device_profiles, "another run", "GET /api/runs/{id}/device/profiles"),
     ToolSpec("device_summary", device_summary, "profile=, start_ns=/end_ns= or core=",
              "GET /api/runs/{id}/device/summary"),
+    ToolSpec("memory", memory_tool, "baseline= or another run", "GET /api/runs/{id}/memory"),
 )

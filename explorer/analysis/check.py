@@ -22,7 +22,10 @@ METRICS = {
     "step_time": "mean ProfilerStep#N duration: the ProfilerStep* row's CPU total divided by its calls",
     "op:NAME": "the op's device total (its CPU total when neither run has device time), 0 where absent",
     "kernel:NAME": "total time of the device executions of that name, 0 where absent",
+    "peak_memory": "the highest Total Allocated of any device in the run's [memory] events (bytes, in the *_ns "
+                   "fields; unit: bytes)",
 }
+BYTE_METRICS = frozenset({"peak_memory"})
 DEFAULT_MAX_REGRESSION = "5%"
 _THRESHOLD = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<pct>%?)\s*$")
 
@@ -39,6 +42,7 @@ class CheckSide:
     op_device_ns: Mapping[str, int] = field(default_factory=dict)
     op_cpu_ns: Mapping[str, int] = field(default_factory=dict)
     kernel_ns: Mapping[str, int] = field(default_factory=dict)
+    peak_memory_bytes: int | None = None  # None: the run has no [memory] events
 
 
 def parse_threshold(text: str) -> Fraction:
@@ -78,6 +82,8 @@ def metric_value(side: CheckSide, metric: str, device: bool) -> int | None:
         return side.cpu_total_ns
     if metric == "step_time":
         return None if side.step is None else side.step[1] // side.step[0]
+    if metric == "peak_memory":
+        return side.peak_memory_bytes
     if kind == "op":
         return (side.op_device_ns if device else side.op_cpu_ns).get(name, 0)
     return side.kernel_ns.get(name, 0)
@@ -93,11 +99,15 @@ def compute_check(baseline: CheckSide, candidate: CheckSide, metrics: Sequence[s
         base, cand = metric_value(baseline, metric, device), metric_value(candidate, metric, device)
         if base is None or cand is None:
             missing = baseline if base is None else candidate
+            if metric == "peak_memory":
+                raise BadRequest(f"run {missing.id} ({missing.name}) has no [memory] events: peak_memory needs a "
+                                 "profile recorded with profile_memory=True")
             raise BadRequest(f"run {missing.id} ({missing.name}) has no ProfilerStep#N: step_time needs a "
                              "profile recorded with a schedule (prof.step())")
         _no_such_name(metric, baseline, candidate, device)
         rows.append({"metric": metric, "baseline_ns": base, "candidate_ns": cand, "delta_ns": cand - base,
-                     "pct_change": pct_change(base, cand), "verdict": verdict(base, cand, max_regression)})
+                     "pct_change": pct_change(base, cand), "verdict": verdict(base, cand, max_regression),
+                     "unit": "bytes" if metric in BYTE_METRICS else "ns"})
     regressions = sum(r["verdict"] == "regression" for r in rows)
     return {"baseline": {"id": baseline.id, "name": baseline.name},
             "candidate": {"id": candidate.id, "name": candidate.name},

@@ -96,6 +96,9 @@ class _FlowPoint:
     order: int
 
 
+EXTRA_TABLES = "tables"  # the extensions' key of add_table's tables
+
+
 class TraceBuilder:
     """Accumulates raw events from parsers (row at a time, into plain lists) and builds the tables."""
 
@@ -239,6 +242,18 @@ class TraceBuilder:
             self._counter_lane[key] = lane.value
         return pts
 
+    def add_table(self, name: str, table: pa.Table) -> None:
+        """A table of the run beside the timeline's (an allocator snapshot's: explorer.ingest.alloc_snapshot),
+        appended to one of the same name; finish() returns them as they are. (Kept in `extensions`: only the
+        main process's parsers add them, so a part never carries one.)"""
+        extra = self._extra_tables()
+        extra[name] = pa.concat_tables([extra[name], table]) if name in extra else table
+
+    def _extra_tables(self) -> dict[str, pa.Table]:
+        extra = self.extensions.setdefault(EXTRA_TABLES, {})
+        assert isinstance(extra, dict)
+        return extra
+
     def add_instant(self, thread: int, ts_ns: int, name: str, cat: str, args: str = "{}") -> None:
         self._instants.append((thread, ts_ns, name, cat, args))
 
@@ -346,7 +361,7 @@ class TraceBuilder:
         op_stats, op_stats_by_shape = _op_tables_beside(slices, tables["flows"], split)
         self.meta[SPLIT_KEY], self.meta[CPU_KEY] = split.ns, split.cpu  # (the op table's step is added when done)
         return IngestedTrace(
-            tables={**tables, "op_stats": op_stats, "op_stats_by_shape": op_stats_by_shape},
+            tables={**tables, "op_stats": op_stats, "op_stats_by_shape": op_stats_by_shape, **self._extra_tables()},
             warnings=sorted(self.warnings.values(), key=lambda w: (-w.count, w.code)),
             meta=self.meta, slice_args=slice_args,
         )

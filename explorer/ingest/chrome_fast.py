@@ -521,9 +521,10 @@ def _memory_of(batch: pa.RecordBatch, rows: np.ndarray, ts_ns: np.ndarray,
     if not mask.any():
         return None, rows
     picked = rows[mask]
-    taken = take_rows(batch, ["pid", "args"], picked)
+    taken = take_rows(batch, ["pid", "tid", "cat", "args"], picked)
     points, left = memory_points(taken.column("pid").to_pylist(), ts_ns[picked].tolist(),
-                                 taken.column("args").to_pylist())
+                                 taken.column("args").to_pylist(), taken.column("tid").to_pylist(),
+                                 taken.column("cat").to_pylist())
     mask[np.flatnonzero(mask)[left]] = False  # args this decoding does not take: the per-event path's
     return points, rows[~mask]
 

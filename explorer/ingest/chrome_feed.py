@@ -212,11 +212,11 @@ class Feeder:
         if ts_ns < 0:
             self._bad_time += 1
             return
-        if ev.name == "[memory]":
-            self._memory(ev, ts_ns)
-            return
         self.b.add_instant(self._thread(self.src, ev.pid, ev.tid), ts_ns, ev.name, ev.cat or ev.ph,
-                           bytes(ev.args).decode())
+                           bytes(ev.args).decode())  # ([memory] ones too: their Addr and Bytes, analysis/memory.py)
+        if ev.name == "[memory]":
+            self._memory(ev, ts_ns)  # (which counts it stored)
+            return
         self._stored += 1
 
     def _counter(self, _order: int, ev: Event) -> None:
@@ -284,6 +284,8 @@ class Feeder:
         for (pid, device_type, device_id), totals in points.series.items():
             for (_key, name), (ts, values) in zip(self._series_of(device_type, device_id), totals, strict=True):
                 self.b.add_counter_points(self.src, pid, name, ts, values)
+        for pid, tid, cat, ts_ns, args in points.events:  # each also an instant, as the per-event path keeps it
+            self.b.add_instant(self._thread(self.src, pid, tid), ts_ns, MEMORY_NAME, cat, args)
         self._stored += points.count
 
     def _series_of(self, device_type: object, device_id: object) -> tuple[tuple[str, str], ...]:
@@ -410,13 +412,17 @@ class MemoryPoints:
 
     series: dict[tuple[str, object, object], tuple[Points, Points]]
     count: int
+    events: list[tuple[str, str, str, int, str]]  # (pid, tid, cat, ts_ns, args) of each point taken
 
 
-def memory_points(pids: list[str], ts_ns: list[int], args: list[str]) -> tuple[MemoryPoints, list[int]]:
-    """[memory] instants (their pid as text, their time in ns, their args as JSON text) as MemoryPoints, and
-    the positions of those whose args this typed decoding does not take (for the per-event path)."""
+def memory_points(pids: list[str], ts_ns: list[int], args: list[str], tids: list[str] | None = None,
+                  cats: list[str | None] | None = None) -> tuple[MemoryPoints, list[int]]:
+    """[memory] instants (their pid as text, their time in ns, their args as JSON text; their tid and category)
+    as MemoryPoints, and the positions of those whose args this typed decoding does not take (for the
+    per-event path)."""
     series: dict[tuple[str, object, object], tuple[Points, Points]] = {}
     left: list[int] = []
+    events: list[tuple[str, str, str, int, str]] = []
     decode = _MEMORY_ARGS.decode
     for i, (pid, ts, raw) in enumerate(zip(pids, ts_ns, args, strict=True)):
         try:
@@ -424,6 +430,8 @@ def memory_points(pids: list[str], ts_ns: list[int], args: list[str]) -> tuple[M
         except _UNREADABLE_ARGS:
             left.append(i)
             continue
+        if tids is not None:
+            events.append((pid, tids[i], (cats[i] if cats else None) or "i", ts, raw))
         key = (pid, a.device_type, a.device_id)
         if (totals := series.get(key)) is None:
             totals = series[key] = (([], []), ([], []))
@@ -431,7 +439,7 @@ def memory_points(pids: list[str], ts_ns: list[int], args: list[str]) -> tuple[M
             if total is not None and (number := _float(total)) is not None:
                 times.append(ts)
                 values.append(number)
-    return MemoryPoints(series, len(pids) - len(left)), left
+    return MemoryPoints(series, len(pids) - len(left), events), left
 
 
 def decode_args(raw: msgspec.Raw | bytes | str) -> Any:

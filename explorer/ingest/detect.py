@@ -15,6 +15,7 @@ class Format(StrEnum):
     PARQUET = "parquet"  # neuron-explorer view --output-format parquet
     CHAKRA_ET = "chakra_et"  # PyTorch execution trace (not a timeline)
     MEMORY_TIMELINE = "memory_timeline"  # export_memory_timeline raw output
+    ALLOC_SNAPSHOT = "alloc_snapshot"  # torch.cuda.memory._snapshot(): _dump_snapshot's pickle or its JSON form
     BINARY = "binary"  # undocumented binaries (.pb, .ntff, .neff): kept, not parsed
     UNKNOWN = "unknown"
 
@@ -36,6 +37,8 @@ def detect_format(data: bytes) -> Format:
         text = text[3:].lstrip()
     if not text:
         return Format.UNKNOWN
+    if text[:1] == b"\x80" and is_snapshot_head(text):
+        return Format.ALLOC_SNAPSHOT
     if neff_version(head) is not None or any(head.startswith(m.prefix) for m in MAGICS):
         return Format.BINARY
     if b"\x00" in head[:4096] or (text[:1] not in (b"{", b"[")):
@@ -55,6 +58,8 @@ def detect_format(data: bytes) -> Format:
         return Format.CHAKRA_ET
     if b'"events"' in head and b'"tracking_id"' in head:
         return Format.NEURON_NRT
+    if is_snapshot_head(text):
+        return Format.ALLOC_SNAPSHOT
     # a JSON object whose keys we cannot see in the first 64 KiB: let the Chrome parser decide
     return Format.CHROME if _first_key(text) else Format.UNKNOWN
 
@@ -65,3 +70,17 @@ def _mostly_binary(head: bytes) -> bool:
         return False
     printable = sum(32 <= b < 127 or b in (9, 10, 13) for b in sample)
     return printable / len(sample) < 0.9
+
+
+# a pickled snapshot's first keys, as protocol 4/5 (SHORT_BINUNICODE) and protocol 2/3 (BINUNICODE) write them
+SNAPSHOT_PICKLE_KEYS = (b"\x8c\x08segments", b"X\x08\x00\x00\x00segments", b"\x8c\rdevice_traces",
+                        b"X\r\x00\x00\x00device_traces")
+
+
+def is_snapshot_head(text: bytes) -> bool:
+    """Whether a file's first bytes are a CUDA allocator snapshot: a pickle (protocol 2+) whose first keys are
+    the snapshot's, or a JSON object with "segments" or "device_traces" and no Chrome trace key."""
+    if text[:1] == b"\x80":
+        return any(k in text[:4096] for k in SNAPSHOT_PICKLE_KEYS)
+    return text[:1] == b"{" and (b'"segments"' in text or b'"device_traces"' in text) \
+        and b'"traceEvents"' not in text

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from explorer.errors import BadTrace
+from explorer.ingest.alloc_snapshot import parse_alloc_snapshot
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.capture import (
     ProcessFolder,
@@ -26,6 +27,7 @@ from explorer.ingest.clock import align_hosts
 from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.magic import describe_binary
+from explorer.ingest.memory_timeline import parse_memory_timeline
 from explorer.ingest.neuron_device import collect_device_profiles, link_device_profiles, span_device_profiles
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
@@ -48,11 +50,12 @@ PARSERS: dict[Format, Parser] = {
     Format.NEURON_PROFILE2: parse_neuron_profile2,
     Format.NEURON_NRT: parse_neuron_nrt,
     Format.PARQUET: parse_neuron_parquet,
+    Format.ALLOC_SNAPSHOT: parse_alloc_snapshot,
+    Format.MEMORY_TIMELINE: parse_memory_timeline,
 }
 
 UNSUPPORTED: dict[Format, str] = {
     Format.CHAKRA_ET: "PyTorch execution trace (Chakra ET) is not a timeline; upload the Kineto trace.json beside it",
-    Format.MEMORY_TIMELINE: "export_memory_timeline raw output is not a timeline; upload the Kineto trace.json",
     Format.UNKNOWN: "not a recognized trace format",
 }
 

@@ -529,6 +529,7 @@ class CheckRow(TypedDict):
     delta_ns: int
     pct_change: float | None
     verdict: str
+    unit: str  # what the *_ns values count: "ns", or "bytes" for peak_memory
 
 
 @with_config(STRICT)

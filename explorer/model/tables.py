@@ -86,6 +86,21 @@ OP_STATS = pa.schema(
 # not stored: computed on load, per (enclosing nn.Module path, name); path "" outside any module
 OP_STATS_BY_MODULE = pa.schema([("module", pa.string()), *OP_STATS])
 
+# CUDA allocator snapshots (explorer/ingest/alloc_snapshot.py): the trace of allocator actions per device, in order
+ALLOC_TRACE = pa.schema([("device", pa.int32()), ("seq", pa.int64()), ("time_us", pa.int64()),  # -1: not recorded
+                         ("action", pa.string()), ("addr", pa.int64()), ("size", pa.int64()), ("stream", pa.int64()),
+                         ("device_free", pa.int64()),  # oom only, else -1
+                         ("frame", pa.string()), ("frames", pa.string())])  # innermost user frame; JSON list
+# ... and the blocks of the segments at the snapshot's moment, in address order within each segment
+ALLOC_BLOCKS = pa.schema([("device", pa.int32()), ("segment", pa.int64()), ("segment_address", pa.int64()),
+                          ("segment_size", pa.int64()), ("segment_type", pa.string()), ("stream", pa.int64()),
+                          ("offset", pa.int64()), ("size", pa.int64()), ("requested_size", pa.int64()),
+                          ("state", pa.string()), ("frame", pa.string())])
+# export_memory_timeline's output (explorer/ingest/memory_timeline.py): signed byte changes per category
+MEMORY_CATEGORIES = pa.schema([("ts_ns", pa.int64()),  # the profiler's clock (epoch ns); -1: held before the profile
+                               ("action", pa.int8()),  # torch.profiler._memory_profiler.Action value; 0: coalesced form
+                               ("bytes", pa.int64()), ("category", pa.string())])
+
 TABLE_SCHEMAS: dict[str, pa.Schema] = {
     "tracks": TRACKS,
     "slices": SLICES,
@@ -94,6 +109,9 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
     "instants": INSTANTS,
     "op_stats": OP_STATS,
     "op_stats_by_shape": OP_STATS,
+    "alloc_trace": ALLOC_TRACE,
+    "alloc_blocks": ALLOC_BLOCKS,
+    "memory_categories": MEMORY_CATEGORIES,
 }
 
 
