@@ -6,9 +6,9 @@ turn them absolute. No computation here.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from api.deps import RelNs, RunDep, StateDep
@@ -31,12 +31,14 @@ from explorer.device_pages import (
 from explorer.model.device_shapes import (
     DeviceCompare,
     DeviceProfileList,
+    DeviceSideBySide,
     DeviceSummaryJson,
     DeviceView,
     ProfileRef,
     RooflineJson,
 )
 from explorer.store.catalog import RunRecord
+from explorer.views.device_side import build_side_page, check_side_refs, compute_side_by_side
 
 router = APIRouter(tags=["device"])
 
@@ -137,3 +139,27 @@ def device_page(request: Request, run: RunDep, state: StateDep, profile: str, st
 def device_compare_page(request: Request, state: StateDep, a: str, b: str) -> HTMLResponse:
     page = build_device_compare_page(_compare(state, a, b), a, b)
     return _render(request, state, "device_compare.html", page)
+
+
+def _side(state: AppState, refs: list[str]) -> DeviceSideBySide:
+    check_side_refs(refs)
+    views, chosen_refs = [], []
+    for text in refs:
+        run_id, profile_id = parse_profile_ref(text)
+        rec = state.store.require_ready(run_id)
+        chosen = resolve_profile(state.store, rec, profile_id)
+        views.append(state.device_view(rec, chosen))
+        chosen_refs.append(ProfileRef(run_id=rec.id, profile_id=chosen["profile_id"], name=chosen["name"]))
+    return compute_side_by_side(views, chosen_refs)
+
+
+@router.get("/api/device/side-by-side")
+def device_side_by_side(state: StateDep, p: Annotated[list[str], Query()]) -> DeviceSideBySide:
+    """Two to eight device profiles (`p=run:profile`, repeated): engines and Summary fields, deltas from the first."""
+    return _side(state, p)
+
+
+@pages.get("/device/side-by-side", response_class=HTMLResponse)
+def device_side_page(request: Request, state: StateDep, p: Annotated[list[str], Query()]) -> HTMLResponse:
+    page = build_side_page(_side(state, p), p)
+    return _render(request, state, "device_side.html", page)

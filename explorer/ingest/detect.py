@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from explorer.ingest.magic import MAGICS, neff_version
+from explorer.ingest.neuron_summary import looks_like_summary_text
 
 
 class Format(StrEnum):
@@ -15,6 +16,8 @@ class Format(StrEnum):
     PARQUET = "parquet"  # neuron-explorer view --output-format parquet
     CHAKRA_ET = "chakra_et"  # PyTorch execution trace (not a timeline)
     MEMORY_TIMELINE = "memory_timeline"  # export_memory_timeline raw output
+    NEURON_SUMMARY_TEXT = "neuron_summary_text"  # neuron-profile view --output-format summary-text
+    NEURON_LS = "neuron_ls"  # neuron-ls --output-format json (the instance's devices)
     BINARY = "binary"  # undocumented binaries (.pb, .ntff, .neff): kept, not parsed
     UNKNOWN = "unknown"
 
@@ -38,6 +41,8 @@ def detect_format(data: bytes) -> Format:
         return Format.UNKNOWN
     if neff_version(head) is not None or any(head.startswith(m.prefix) for m in MAGICS):
         return Format.BINARY
+    if b"\x00" not in head[:4096] and text[:1] not in (b"{", b"[") and looks_like_summary_text(head):
+        return Format.NEURON_SUMMARY_TEXT
     if b"\x00" in head[:4096] or (text[:1] not in (b"{", b"[")):
         return Format.BINARY if _mostly_binary(head) else Format.UNKNOWN
     if text.startswith(b"["):

@@ -30,6 +30,7 @@ from explorer.ingest.neuron_device import collect_device_profiles, link_device_p
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
 from explorer.ingest.neuron_parquet import parse_neuron_parquet
+from explorer.ingest.neuron_summary import parse_summary_text
 from explorer.ingest.parallel import parsed_apart
 from explorer.ingest.parts import Part, merge
 from explorer.ingest.ranks import identify_ranks
@@ -48,6 +49,7 @@ PARSERS: dict[Format, Parser] = {
     Format.NEURON_PROFILE2: parse_neuron_profile2,
     Format.NEURON_NRT: parse_neuron_nrt,
     Format.PARQUET: parse_neuron_parquet,
+    Format.NEURON_SUMMARY_TEXT: parse_summary_text,
 }
 
 UNSUPPORTED: dict[Format, str] = {

@@ -5,7 +5,7 @@ relative ns (from the run's origin) and every duration ns; metrics keep the expo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
@@ -103,12 +103,13 @@ class RooflineJson(TypedDict):
     hbm_ddr_bandwidth: float | None
     peak_flops_bandwidth_ratio: float | None
     points: list[RooflinePointJson]
+    roofs_from: Literal["metadata", "summary"] | None  # summary: derived from the Summary's MFU and ridge
 
 
 @with_config(STRICT)
 class EngineRow(TypedDict):
     engine: str
-    instruction_count: int
+    instruction_count: int | None  # None when the profile does not say (a Summary without the count)
     active_time_percent: float | None
 
 
@@ -215,6 +216,16 @@ class SbufRect(TypedDict):
 
 
 @with_config(STRICT)
+class SummaryField(TypedDict):
+    """One field of the profile's stored `Summary` row, as stored; `published` is False for a key the
+    published schema does not know (kept from a summary-text file)."""
+
+    name: str
+    value: int | float | str | bool | None
+    published: bool
+
+
+@with_config(STRICT)
 class DeviceView(TypedDict):
     """GET /api/runs/{id}/device/{profile}: the device page's data. `window` is the Summary of the
     selected window (null without one); with one, `roofline` adds the window's point."""
@@ -232,6 +243,7 @@ class DeviceView(TypedDict):
     hierarchy: list[HierarchyNode]
     tensors: list[TensorRow]
     sbuf: list[SbufRect]
+    summary_fields: list[SummaryField]
 
 
 @with_config(STRICT)
@@ -271,3 +283,22 @@ class DeviceCompare(TypedDict):
     metrics: list[MetricDelta]
     opcodes: list[OpcodeDelta]
     engines: list[MetricDelta]
+
+
+@with_config(STRICT)
+class SideMetric(TypedDict):
+    """One metric across the profiles; `deltas[i]` = values[i] - values[0] (None when either is not a number)."""
+
+    name: str
+    values: list[int | float | str | bool | None]
+    deltas: list[int | float | None]
+
+
+@with_config(STRICT)
+class DeviceSideBySide(TypedDict):
+    """GET /api/device/side-by-side?p=run:profile&p=...: the profiles, their engines and their Summary fields."""
+
+    profiles: list[ProfileRef]
+    summary_only: list[bool]
+    engines: list[SideMetric]
+    metrics: list[SideMetric]
