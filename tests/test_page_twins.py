@@ -15,10 +15,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 import explorer.device_pages
+import explorer.views.device_side
 import explorer.pages
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.device_pages import DeviceComparePage, DevicePage
+from explorer.views.device_side import DeviceSidePage
 from explorer.pages import (
     CollectivesPage,
     ComparePage,
@@ -98,7 +100,7 @@ def twin_data(page: Any) -> dict[str, Any]:
                 "view": page.view, "sort": page.sort, "has_modules": page.has_modules}
     if isinstance(page, KernelsPage):
         return {"rows": page.rows, "device_total_ns": page.device_total_ns, "categories": page.categories}
-    if isinstance(page, ComparePage | DeviceComparePage):
+    if isinstance(page, ComparePage | DeviceComparePage | DeviceSidePage):
         return dict(page.compare)
     if isinstance(page, DevicePage):
         return dict(page.view)
@@ -121,6 +123,7 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/runs/{neuron}/device/matmul", "/runs/{neuron}/device/rmsnorm_naive",
          "/runs/{neuron}/device/matmul?start_ns=90000&end_ns=100000",
          "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul",
+         "/device/side-by-side?p={neuron}:rmsnorm_naive&p={neuron}:matmul",
          "/runs/{gpu}/steps", "/runs/{gpu}/steps?annotation=aten%3A%3Amul", "/runs/{host1}/steps",
          "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201",
          "/runs/{gpu}/collectives", "/runs/{gpu}/collectives?sort=%2Bseq&limit=1", "/runs/{host1}/collectives"]
@@ -152,7 +155,8 @@ def test_every_page_context_equals_its_json_twin(served: tuple[TestClient, dict[
 
 def test_the_table_covers_every_page_type(served: tuple[TestClient, dict[str, str], dict[str, Path]]) -> None:
     client, runs, _ = served
-    page_types = {cls for module in (explorer.pages, explorer.device_pages) for cls in vars(module).values()
+    page_types = {cls for module in (explorer.pages, explorer.device_pages,
+                                                                          explorer.views.device_side) for cls in vars(module).values()
                   if dataclasses.is_dataclass(cls) and "twin" in {f.name for f in dataclasses.fields(cls)}}
     seen = {type(page_and_twin(client, path.format(**runs))[0]) for path in PAGES}
     pending = client.app.state.explorer.store.catalog.create("pending")  # type: ignore[attr-defined]

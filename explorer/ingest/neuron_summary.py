@@ -158,14 +158,17 @@ def parse_summary_text(data: bytes, filename: str, builder: TraceBuilder, instan
     if not read.profiles:
         raise BadTrace(filename, "summary-text with no `key value` lines")
     state = device_state(builder)
+    problems: list[str] = []
     for i, p in enumerate(read.profiles):
-        table, problems = summary_table(p.values)
-        for problem in problems:
-            builder.warn("summary_text_value", f"{filename}: {problem}; stored as null", 1, filename)
+        table, found = summary_table(p.values)
+        problems += found
         where = f"profile {p.header}" if p.header else f"#{i + 1}" if len(read.profiles) > 1 else ""
         source = f"{filename} ({SUMMARY_TEXT}{', ' + where if where else ''})"
         state.summaries.append(DeviceProfile(profile_id="", name=p.name(default), source=source, tables={"Summary": table},
                                              start_ns=0, end_ns=total_ns(p.values)))
+    if problems:
+        builder.warn("summary_text_value", f"{filename}: values not of their published type were stored as null: "
+                     + "; ".join(problems[:10]), len(problems), filename)
     if read.ignored:
         builder.warn("summary_text_lines", f"{filename}: lines that are neither a metric, a profile header, a "
                      "shell prompt nor a log line were skipped", read.ignored, filename)
