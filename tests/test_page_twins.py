@@ -15,12 +15,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 import explorer.device_pages
-import explorer.views.device_side
 import explorer.pages
+import explorer.views.device_side
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.device_pages import DeviceComparePage, DevicePage
-from explorer.views.device_side import DeviceSidePage
 from explorer.pages import (
     CollectivesPage,
     ComparePage,
@@ -34,6 +33,7 @@ from explorer.pages import (
     TimelinePage,
 )
 from explorer.service import ingest_paths
+from explorer.views.device_side import DeviceSidePage
 from tests.kernel_trace import write_kernel_trace
 
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"
