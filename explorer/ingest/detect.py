@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from explorer.ingest.magic import MAGICS, neff_version
+from explorer.ingest.neuron_files import looks_like_neuron_ls
 from explorer.ingest.neuron_summary import looks_like_summary_text
 
 
@@ -45,6 +46,8 @@ def detect_format(data: bytes) -> Format:
         return Format.NEURON_SUMMARY_TEXT
     if b"\x00" in head[:4096] or (text[:1] not in (b"{", b"[")):
         return Format.BINARY if _mostly_binary(head) else Format.UNKNOWN
+    if looks_like_neuron_ls(head):
+        return Format.NEURON_LS
     if text.startswith(b"["):
         second = text[1:].lstrip()[:1]
         return Format.MEMORY_TIMELINE if second == b"[" else Format.CHROME

@@ -491,6 +491,7 @@ def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> RunS
         "warning_count": sum(w.count for w in trace.warnings), "artifacts": artifacts,
         "device": device_time_summary(slices, trace.tables["flows"]), "files": _jsonable(trace.meta.get("files", [])),
         "devices": run_devices(trace),
+        **({"neuron_files": _jsonable(trace.meta["neuron_files"])} if trace.meta.get("neuron_files") else {}),
     })
 
 
@@ -515,7 +516,36 @@ def run_devices(trace: IngestedTrace) -> list[dict[str, Any]]:
             kind = str(meta.column("instance_type")[0].as_py() or "").strip()[:MAX_DEVICE_NAME]
             if kind:
                 seen.setdefault((kind, "neuron Metadata"), set()).add((p.instance_id, ""))
-    return [{"name": name, "count": len(keys), "source": src} for (name, src), keys in seen.items()]
+    out = [{"name": name, "count": len(keys), "source": src} for (name, src), keys in seen.items()]
+    listed = neuron_ls_devices(files if isinstance(files, list) else []) + out
+    return listed + summary_text_devices(trace, listed)
+
+
+def neuron_ls_devices(files: list[Any]) -> list[dict[str, Any]]:
+    """Each neuron-ls file of the run: its instance type (else "Neuron instance") with its devices and cores."""
+    out: list[dict[str, Any]] = []
+    for f in files:
+        ls = f.get("neuron_ls") if isinstance(f, dict) else None
+        if isinstance(ls, dict):
+            name = str(ls.get("instance_type") or "Neuron instance")[:MAX_DEVICE_NAME]
+            out.append({"name": name, "count": 1, "source": "neuron-ls", "neuron_devices": ls.get("neuron_devices"),
+                        "neuroncores": ls.get("neuroncores"), "instance_id": ls.get("instance_id")})
+    return out
+
+
+def summary_text_devices(trace: IngestedTrace, known: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The instance types summary-text profiles name (their Summary's `instance_type` key), when no other
+    source named one: count is the number of profiles that name it."""
+    if known:
+        return []
+    counts: dict[str, int] = {}
+    for p in trace.device_profiles:
+        rows = p.tables.get("Summary")
+        if rows is not None and rows.num_rows and "instance_type" in rows.column_names:
+            kind = str(rows.column("instance_type")[0].as_py() or "").strip()[:MAX_DEVICE_NAME]
+            if kind:
+                counts[kind] = counts.get(kind, 0) + 1
+    return [{"name": k, "count": n, "source": "neuron summary-text"} for k, n in counts.items()]
 
 
 def _meta_int(meta: dict[str, object], key: str, default: int = 0) -> int:
