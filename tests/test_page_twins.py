@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 import explorer.device_pages
 import explorer.pages
+import explorer.views.device_chain
 import explorer.views.device_side
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
@@ -33,6 +34,7 @@ from explorer.pages import (
     TimelinePage,
 )
 from explorer.service import ingest_paths
+from explorer.views.device_chain import DeviceChainPage
 from explorer.views.device_side import DeviceSidePage
 from tests.kernel_trace import write_kernel_trace
 
@@ -104,6 +106,8 @@ def twin_data(page: Any) -> dict[str, Any]:
         return dict(page.compare)
     if isinstance(page, DevicePage):
         return dict(page.view)
+    if isinstance(page, DeviceChainPage):
+        return dict(page.chain)
     if isinstance(page, StepsPage):
         return dict(page.steps)
     if isinstance(page, CollectivesPage):
@@ -124,6 +128,7 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/runs/{neuron}/device/matmul?start_ns=90000&end_ns=100000",
          "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul",
          "/device/side-by-side?p={neuron}:rmsnorm_naive&p={neuron}:matmul",
+         "/runs/{neuron}/device/matmul/chain?node=Instruction:3&mode=trace",
          "/runs/{gpu}/steps", "/runs/{gpu}/steps?annotation=aten%3A%3Amul", "/runs/{host1}/steps",
          "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201",
          "/runs/{gpu}/collectives", "/runs/{gpu}/collectives?sort=%2Bseq&limit=1", "/runs/{host1}/collectives"]
@@ -156,7 +161,7 @@ def test_every_page_context_equals_its_json_twin(served: tuple[TestClient, dict[
 def test_the_table_covers_every_page_type(served: tuple[TestClient, dict[str, str], dict[str, Path]]) -> None:
     client, runs, _ = served
     page_types = {cls for module in (explorer.pages, explorer.device_pages,
-                                                                          explorer.views.device_side) for cls in vars(module).values()
+                                                                          explorer.views.device_side, explorer.views.device_chain) for cls in vars(module).values()
                   if dataclasses.is_dataclass(cls) and "twin" in {f.name for f in dataclasses.fields(cls)}}
     seen = {type(page_and_twin(client, path.format(**runs))[0]) for path in PAGES}
     pending = client.app.state.explorer.store.catalog.create("pending")  # type: ignore[attr-defined]

@@ -29,6 +29,7 @@ from explorer.device_pages import (
     view_in_window,
 )
 from explorer.model.device_shapes import (
+    DeviceChainJson,
     DeviceCompare,
     DeviceProfileList,
     DeviceSideBySide,
@@ -37,7 +38,9 @@ from explorer.model.device_shapes import (
     ProfileRef,
     RooflineJson,
 )
+from explorer.pages import run_json
 from explorer.store.catalog import RunRecord
+from explorer.views.device_chain import build_chain_page, run_chain_json
 from explorer.views.device_side import build_side_page, check_side_refs, compute_side_by_side
 
 router = APIRouter(tags=["device"])
@@ -163,3 +166,18 @@ def device_side_by_side(state: StateDep, p: Annotated[list[str], Query()]) -> De
 def device_side_page(request: Request, state: StateDep, p: Annotated[list[str], Query()]) -> HTMLResponse:
     page = build_side_page(_side(state, p), p)
     return _render(request, state, "device_side.html", page)
+
+
+@router.get("/api/runs/{run_id}/device/{profile}/chain")
+def device_chain(run: RunDep, state: StateDep, profile: str, node: str, mode: str = "trace") -> DeviceChainJson:
+    """What an instruction or DMA transfer (`node=Instruction:<id>` / `DmaPacket:<id>`) waited on and what waited
+    on it; `mode=step` walks one step upstream, `trace` to the root cause; waits per engine / queue."""
+    return run_chain_json(state.store, run, profile, node, mode)
+
+
+@pages.get("/runs/{run_id}/device/{profile}/chain", response_class=HTMLResponse)
+def device_chain_page(request: Request, run: RunDep, state: StateDep, profile: str, node: str,
+                      mode: str = "trace") -> HTMLResponse:
+    chain = run_chain_json(state.store, run, profile, node, mode)
+    page = build_chain_page(run_json(run), resolve_profile(state.store, run, profile), chain, node, mode)
+    return _render(request, state, "device_chain.html", page, active="device")

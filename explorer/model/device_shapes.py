@@ -302,3 +302,50 @@ class DeviceSideBySide(TypedDict):
     summary_only: list[bool]
     engines: list[SideMetric]
     metrics: list[SideMetric]
+
+
+@with_config(STRICT)
+class ChainNodeJson(TypedDict):
+    """An instruction or DMA transfer of a dependency chain; times relative to the run's origin. It waited
+    `wait_ns` from `wait_start_ns` (its semaphore wait, or its DMA queue's idle time before it)."""
+
+    table: str
+    id: int
+    lane: str
+    label: str
+    start_ns: int
+    end_ns: int
+    wait_start_ns: int
+    wait_ns: int
+
+
+@with_config(STRICT)
+class ChainEdgeJson(TypedDict):
+    """`downstream` waited `wait_ns` on `upstream` (a Flow row of `kind`)."""
+
+    upstream: ChainNodeJson
+    downstream: ChainNodeJson
+    kind: str
+    wait_ns: int
+
+
+@with_config(STRICT)
+class LaneWaitJson(TypedDict):
+    lane: str
+    wait_ns: int
+
+
+@with_config(STRICT)
+class DeviceChainJson(TypedDict):
+    """GET /api/runs/{id}/device/{profile}/chain?node=&mode=: the node, what it waited on and what waited on it,
+    the walk upstream (`mode` step: one step; trace: to the root cause), and the walk's waits per engine/queue."""
+
+    profile: str
+    mode: str
+    node: ChainNodeJson
+    upstream: list[ChainEdgeJson]
+    downstream: list[ChainEdgeJson]
+    steps: list[ChainEdgeJson]
+    root: ChainNodeJson | None
+    total_wait_ns: int
+    wait_by_lane: list[LaneWaitJson]
