@@ -52,8 +52,9 @@ class _Profile:
     header: str = ""  # the profile id its header line gave ("" when none)
     values: dict[str, str] = field(default_factory=dict)  # key -> value text, in file order
 
-    def name(self, default: str) -> str:
-        return self.neff or self.header or default
+    def name(self, default: str, alone: bool) -> str:
+        """The NEFF's name, else the file's (when it holds this profile alone), else the header's id."""
+        return self.neff or (default if alone else "") or self.header or default
 
 
 @dataclass
@@ -164,7 +165,7 @@ def parse_summary_text(data: bytes, filename: str, builder: TraceBuilder, instan
         problems += found
         where = f"profile {p.header}" if p.header else f"#{i + 1}" if len(read.profiles) > 1 else ""
         source = f"{filename} ({SUMMARY_TEXT}{', ' + where if where else ''})"
-        state.summaries.append(DeviceProfile(profile_id="", name=p.name(default), source=source, tables={"Summary": table},
+        state.summaries.append(DeviceProfile(profile_id="", name=p.name(default, len(read.profiles) == 1), source=source, tables={"Summary": table},
                                              start_ns=0, end_ns=total_ns(p.values)))
     if problems:
         builder.warn("summary_text_value", f"{filename}: values not of their published type were stored as null: "
@@ -176,5 +177,5 @@ def parse_summary_text(data: bytes, filename: str, builder: TraceBuilder, instan
         builder.warn("summary_text_duplicate", f"{filename}: keys given twice in one profile (the last value "
                      f"is kept): {', '.join(sorted(set(read.duplicated))[:10])}", len(read.duplicated), filename)
     unknown = sorted({k for p in read.profiles for k in p.values if k not in SUMMARY_FIELDS})
-    return {"format": "neuron_summary_text", "profiles": [p.name(default) for p in read.profiles],
+    return {"format": "neuron_summary_text", "profiles": [p.name(default, len(read.profiles) == 1) for p in read.profiles],
             "unknown_keys": unknown}

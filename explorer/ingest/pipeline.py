@@ -180,6 +180,9 @@ class _Parsing:
             self.builder.warn("empty_file", f"{member.name}: empty file (0 bytes)", 1, member.name)
         elif folder is not None and fmt is Format.BINARY:
             folder.binaries.append(member.name)
+        elif fmt is Format.BINARY and neuron_binary_kind(member.name, member.head(1024)):
+            self.builder.warn("neuron_binary", f"{member.name}: {describe_binary(member.head(), member.name)}", 1,
+                              member.name)
         elif fmt is Format.BINARY:
             self.builder.warn("unreadable_file", f"{member.name}: {describe_binary(member.head(), member.name)}", 1,
                               member.name)

@@ -71,6 +71,13 @@
         side.append(el("p", null, el("button", { id: "tl-open-device", onclick: () => tl.openDeviceProfile(link) },
           "open device profile " + link.name)));
       }
+      const nodeId = (e.args || {}).id;  // a device instruction or DMA packet: its dependency chain (device_chain.html)
+      if (e.device_profile && tl.source.live && tl.source.prefix && (e.cat === "Instruction" || e.cat === "DmaPacket") && nodeId !== undefined) {
+        const chain = TE.base() + tl.source.prefix.replace("/api/runs/", "/runs/") + "/device/" + encodeURIComponent(e.device_profile) +
+          "/chain?node=" + e.cat + ":" + encodeURIComponent(nodeId) + "&mode=";
+        side.append(el("p", { id: "tl-chain-links" }, "Dependency chain: ", el("a", { href: chain + "step" }, "one step up"), " · ",
+          el("a", { href: chain + "trace", id: "tl-trace-chain" }, "trace to root cause")));
+      }
       if (d.offline && d.chainOmitted) side.append(el("p", { class: "muted" }, "Offline report: this run draws too many events for their linked chains to fit in the report."));
       if (d.offline && d.argsOmitted) side.append(el("p", { class: "muted" }, "Offline report: this event's args did not fit in the report; open the run on the server for them."));
       const args = e.args || {};

@@ -122,12 +122,18 @@ def test_every_value_is_the_files_and_typed_by_the_schema(store: RunStore, name:
         assert set(want) <= set(table.column_names)
 
 
-def test_profiles_are_named_by_their_neff_else_their_header(store: RunStore) -> None:
+def test_profiles_are_named_by_their_neff_else_their_file_else_their_header(store: RunStore,
+                                                                            tmp_path: Path) -> None:
     run = ingest_paths(store, [FIXTURES / "two_kernels.txt", FIXTURES / "matmul_tiled.txt"], "names")
     rows = store.device_profiles(run.id).to_pylist()
-    assert sorted(r["name"] for r in rows) == ["9914203380155526001", "vector_add_fd1k", "vector_add_fd2k"]
+    assert sorted(r["name"] for r in rows) == ["matmul_tiled", "vector_add_fd1k", "vector_add_fd2k"]
     sources = {r["name"]: r["source"] for r in rows}
     assert "1847205591382741102" in sources["vector_add_fd2k"] and "summary-text" in sources["vector_add_fd2k"]
+    assert "9914203380155526001" in sources["matmul_tiled"]
+    two = tmp_path / "two.txt"  # two headers, no shell prompt: the header ids name them
+    two.write_text("111\n total_time 1e-05\n hbm_read_bytes 1\n hardware_flops 2\n222:\n total_time 2e-05\n")
+    rows = store.device_profiles(ingest_paths(store, [two], "headers").id).to_pylist()
+    assert sorted(r["name"] for r in rows) == ["111", "222"]
 
 
 def test_a_bad_number_is_a_warning_and_a_null(store: RunStore, tmp_path: Path) -> None:
