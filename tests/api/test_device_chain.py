@@ -144,6 +144,11 @@ def test_the_chain_page_lists_the_trace(served: tuple[TestClient, str, int, Path
     root = re.search(r'<p id="chain-root".*?</p>', resp.text, re.S)
     assert root and 'data-node="Instruction:10"' in root.group(0) and "<b>scalar</b>" in root.group(0)
     assert resp.text.count('<tr data-step="') == 2
+    drawing = re.search(r'<div class="panel" id="chain-drawing".*?</svg>', resp.text, re.S)
+    assert drawing, "the chain is not drawn"
+    bars = re.findall(r'<g class="chain-bar" data-node="([^"]+)"', drawing.group(0))
+    assert bars == ["Instruction:10", "DmaPacket:20", "Instruction:30"]  # root first
+    assert drawing.group(0).count('class="chain-arrow"') == 2
 
 
 def test_the_notebook_api_gives_the_same_chain(served: tuple[TestClient, str, int, Path]) -> None:
