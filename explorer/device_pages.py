@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from explorer.analysis.device import compute_device_summary
 from explorer.analysis.device_advice import compute_recommendations
+from explorer.analysis.device_align import compute_alignment
 from explorer.analysis.device_breakdown import (
     compute_dma_breakdown,
     compute_opcode_summary,
@@ -30,6 +31,7 @@ from explorer.analysis.device_sections import compute_hierarchy, compute_sbuf_re
 from explorer.charts import make_roofline_figure, make_sbuf_figure
 from explorer.errors import BadRequest, DeviceProfileNotFound
 from explorer.model.device_shapes import (
+    AlignmentJson,
     DeviceCompare,
     DeviceProfileJson,
     DeviceProfileList,
@@ -147,7 +149,17 @@ def compute_device_view(store: RunStore, rec: RunRecord, profile: DeviceProfileJ
         "tensors": compute_tensor_table(tables),
         "sbuf": _sbuf(tables, rec.summary.start_ns),
         "summary_fields": summary_fields(tables),
+        "alignment": profile_alignment(store, rec, profile),
     }
+
+
+def profile_alignment(store: RunStore, rec: RunRecord, profile: DeviceProfileJson) -> AlignmentJson:
+    """The profile against its nc_exec_running slice (absolute ns on both sides)."""
+    origin, linked = rec.summary.start_ns, profile["system_slice_id"]
+    rows = store.slice_rows(rec.id, [linked]) if linked >= 0 else []
+    exec_start = int(rows[0]["ts_ns"]) if rows else None
+    exec_end = None if exec_start is None else exec_start + int(rows[0]["dur_ns"])
+    return compute_alignment(profile["start_ns"] + origin, profile["end_ns"] + origin, exec_start, exec_end)
 
 
 def _count(value: int | float | None) -> int | None:

@@ -244,6 +244,7 @@ class DeviceView(TypedDict):
     tensors: list[TensorRow]
     sbuf: list[SbufRect]
     summary_fields: list[SummaryField]
+    alignment: AlignmentJson
 
 
 @with_config(STRICT)
@@ -349,3 +350,15 @@ class DeviceChainJson(TypedDict):
     root: ChainNodeJson | None
     total_wait_ns: int
     wait_by_lane: list[LaneWaitJson]
+
+
+@with_config(STRICT)
+class AlignmentJson(TypedDict):
+    """A device profile on the system time axis (explorer.analysis.device_align): `method` execution_slice (checked
+    against its nc_exec_running slice) or none (not linked: its own clock, unchecked)."""
+
+    method: str
+    within: bool | None
+    start_offset_ns: int | None
+    end_offset_ns: int | None
+    uncertainty_ns: int | None
