@@ -3,6 +3,7 @@ device page, a traced dependency chain reached from the device page's form, and 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -72,3 +73,22 @@ def test_neff_ntff_run_page(page: Any, server: Any, neuron_runs: dict[str, str],
     page.wait_for_selector("#neuron-files")
     assert "neuron-explorer view -n vector_add.neff" in page.inner_text("#neuron-files")
     shot(page, "issue41-04-neff-ntff", full_page=False)
+
+
+def test_host_and_device_on_one_axis(page: Any, server: Any, shot: Any) -> None:
+    """The export's execution slice selected: its details state how the device tracks sit on the axis; opening
+    the device profile shows its engines and DMA queues in the same timeline as the host lanes and counters."""
+    from explorer.service import ingest_paths
+
+    export = Path(__file__).resolve().parent.parent / "fixtures" / "neuron" / "device_export"
+    run = str(ingest_paths(server.state.store, [export], "neuron export (one axis)").id)
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.goto(f"{server.url}/runs/{run}")
+    profiles = page.evaluate(f"() => fetch('/api/runs/{run}/device/profiles').then((r) => r.json())")
+    matmul = next(p for p in profiles["profiles"] if p["profile_id"] == "matmul")
+    page.goto(f"{server.url}/runs/{run}/timeline?sel={matmul['system_slice_id']}")
+    page.wait_for_selector("#tl-device-alignment")
+    assert "agree to within 0 ns" in page.inner_text("#tl-device-alignment")
+    page.click("#tl-open-device")
+    page.wait_for_timeout(800)
+    shot(page, "issue41-05-one-axis-timeline", full_page=False)
