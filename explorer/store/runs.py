@@ -39,6 +39,7 @@ from explorer.store.budget import MemoryBudget
 from explorer.store.catalog import LEASE_S, Catalog, Lease, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
+from explorer.store.neuron_devices import MAX_DEVICE_NAME, neuron_ls_devices, summary_text_devices
 from explorer.store.parquet import ROW_GROUP_ROWS, ahead, parquet_options, write_schema
 from explorer.store.run_copies import RunCopies
 from explorer.store.storage import FolderStorage, Storage, answering, new_attempt, open_storage
@@ -495,9 +496,6 @@ def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> RunS
     })
 
 
-MAX_DEVICE_NAME = 200  # a device name is trace text: bounded before it is stored in the catalog
-
-
 def run_devices(trace: IngestedTrace) -> list[dict[str, Any]]:
     """The run's device models: each file's Kineto `deviceProperties[].name` (distinct devices by the
     file's host name and the device id; files without a host name count as one host), then each Neuron device profile's `Metadata.instance_type` (distinct
@@ -520,32 +518,6 @@ def run_devices(trace: IngestedTrace) -> list[dict[str, Any]]:
     listed = neuron_ls_devices(files if isinstance(files, list) else []) + out
     return listed + summary_text_devices(trace, listed)
 
-
-def neuron_ls_devices(files: list[Any]) -> list[dict[str, Any]]:
-    """Each neuron-ls file of the run: its instance type (else "Neuron instance") with its devices and cores."""
-    out: list[dict[str, Any]] = []
-    for f in files:
-        ls = f.get("neuron_ls") if isinstance(f, dict) else None
-        if isinstance(ls, dict):
-            name = str(ls.get("instance_type") or "Neuron instance")[:MAX_DEVICE_NAME]
-            out.append({"name": name, "count": 1, "source": "neuron-ls", "neuron_devices": ls.get("neuron_devices"),
-                        "neuroncores": ls.get("neuroncores"), "instance_id": ls.get("instance_id")})
-    return out
-
-
-def summary_text_devices(trace: IngestedTrace, known: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The instance types summary-text profiles name (their Summary's `instance_type` key), when no other
-    source named one: count is the number of profiles that name it."""
-    if known:
-        return []
-    counts: dict[str, int] = {}
-    for p in trace.device_profiles:
-        rows = p.tables.get("Summary")
-        if rows is not None and rows.num_rows and "instance_type" in rows.column_names:
-            kind = str(rows.column("instance_type")[0].as_py() or "").strip()[:MAX_DEVICE_NAME]
-            if kind:
-                counts[kind] = counts.get(kind, 0) + 1
-    return [{"name": k, "count": n, "source": "neuron summary-text"} for k, n in counts.items()]
 
 
 def _meta_int(meta: dict[str, object], key: str, default: int = 0) -> int:
