@@ -127,7 +127,7 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/runs/{neuron}/device/matmul", "/runs/{neuron}/device/rmsnorm_naive",
          "/runs/{neuron}/device/matmul?start_ns=90000&end_ns=100000",
          "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul",
-         "/device/side-by-side?p={neuron}:rmsnorm_naive&p={neuron}:matmul",
+         "/device/side-by-side?p={neuron}:rmsnorm_naive&p={neuron}:matmul", "/device/side-by-side?runs={neuron}",
          "/runs/{neuron}/device/matmul/chain?node=Instruction:3&mode=trace",
          "/runs/{gpu}/steps", "/runs/{gpu}/steps?annotation=aten%3A%3Amul", "/runs/{host1}/steps",
          "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201",

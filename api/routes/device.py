@@ -144,6 +144,15 @@ def device_compare_page(request: Request, state: StateDep, a: str, b: str) -> HT
     return _render(request, state, "device_compare.html", page)
 
 
+def _side_refs(state: AppState, p: list[str] | None, runs: str | None) -> list[str]:
+    """`p=run:profile` as given, then every device profile of each run in `runs=a,b` (start order)."""
+    refs = list(p or [])
+    for run_id in parse_csv(runs, "runs") or []:
+        rec = state.store.require_ready(run_id)
+        refs += [f"{rec.id}:{prof['profile_id']}" for prof in compute_device_profiles(state.store, rec)["profiles"]]
+    return refs
+
+
 def _side(state: AppState, refs: list[str]) -> DeviceSideBySide:
     check_side_refs(refs)
     views, chosen_refs = [], []
@@ -157,14 +166,17 @@ def _side(state: AppState, refs: list[str]) -> DeviceSideBySide:
 
 
 @router.get("/api/device/side-by-side")
-def device_side_by_side(state: StateDep, p: Annotated[list[str], Query()]) -> DeviceSideBySide:
-    """Two to eight device profiles (`p=run:profile`, repeated): engines and Summary fields, deltas from the first."""
-    return _side(state, p)
+def device_side_by_side(state: StateDep, p: Annotated[list[str] | None, Query()] = None,
+                        runs: str | None = None) -> DeviceSideBySide:
+    """Two to eight device profiles (`p=run:profile`, repeated, and/or every profile of `runs=a,b`): engines and
+    Summary fields, deltas from the first."""
+    return _side(state, _side_refs(state, p, runs))
 
 
 @pages.get("/device/side-by-side", response_class=HTMLResponse)
-def device_side_page(request: Request, state: StateDep, p: Annotated[list[str], Query()]) -> HTMLResponse:
-    page = build_side_page(_side(state, p), p)
+def device_side_page(request: Request, state: StateDep, p: Annotated[list[str] | None, Query()] = None,
+                     runs: str | None = None) -> HTMLResponse:
+    page = build_side_page(_side(state, _side_refs(state, p, runs)), p or [], runs)
     return _render(request, state, "device_side.html", page)
 
 

@@ -63,9 +63,10 @@ class DeviceSidePage:
     twin: str = ""
 
 
-def side_query(refs: list[str]) -> str:
-    return urlencode([("p", r) for r in refs], safe=":")
+def side_query(refs: list[str], runs: str | None = None) -> str:
+    """The page's query as given (`p=` repeated, then `runs=`), for its twin."""
+    return urlencode([("p", r) for r in refs] + ([("runs", runs)] if runs is not None else []), safe=":,")
 
 
-def build_side_page(compare: DeviceSideBySide, refs: list[str]) -> DeviceSidePage:
-    return DeviceSidePage(compare, "/api/device/side-by-side?" + side_query(refs))
+def build_side_page(compare: DeviceSideBySide, refs: list[str], runs: str | None = None) -> DeviceSidePage:
+    return DeviceSidePage(compare, "/api/device/side-by-side?" + side_query(refs, runs))

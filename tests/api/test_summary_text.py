@@ -160,3 +160,6 @@ def test_three_files_side_by_side(served: tuple[TestClient, dict[str, str]]) -> 
     assert client.get(f"/api/device/side-by-side?p={runs['matmul_text']}:x").status_code in (400, 404)
     one = f"p={runs['export']}:matmul"
     assert client.get(f"/api/device/side-by-side?{one}").status_code == 400
+    by_runs = client.get(f"/api/device/side-by-side?runs={','.join(runs[n] for n in THREE)}").json()
+    listed = [(runs[n], p["profile_id"]) for n in THREE for p in profiles(client, runs[n])]
+    assert [(r["run_id"], r["profile_id"]) for r in by_runs["profiles"]] == listed and len(listed) == 4

@@ -41,15 +41,15 @@ def test_three_summary_text_files_side_by_side(page: Any, server: Any, neuron_ru
     assert page.inner_text("[data-metric='mbu_estimated_percent'] .v") == f"{float(want['mbu_estimated_percent']):.1f} %"
     assert page.inner_text("#summary-fields tr[data-field='instance_type'] td.num") == want["instance_type"]
     shot(page, "issue41-01-summary-text-device", full_page=True)
-    refs = [f"p={neuron_runs['two_kernels.txt']}:vector_add_fd2k"]
-    for name in THREE[1:]:
-        profile = page.evaluate(f"() => fetch('/api/runs/{neuron_runs[name]}/device/profiles')"
-                                ".then((r) => r.json())")["profiles"][0]["profile_id"]
-        refs.append(f"p={neuron_runs[name]}:{profile}")
-    page.goto(f"{server.url}/device/side-by-side?{'&'.join(refs)}")
+    page.goto(f"{server.url}/")  # the runs list: pick the three files' runs, then the device side-by-side button
+    for name in THREE:
+        page.check(f"input.pick-run[value='{neuron_runs[name]}']")
+    page.click("#device-side-btn")
     page.wait_for_selector("#side-metrics")
     cells = page.locator("#side-engines tr[data-metric='vector_engine_active_time_percent'] td").all_inner_texts()
-    assert len(cells) == 4 and cells[1].startswith("71.5 %")
+    profiles = page.locator("#side-engines thead th").all_inner_texts()
+    assert len(profiles) == 5  # engine + vector_add_fd1k, vector_add_fd2k, matmul_tiled, rmsnorm_nki
+    assert len(cells) == 5 and cells[2].startswith("71.5 %")  # vector_add_fd2k, second of its file
     shot(page, "issue41-02-side-by-side", full_page=False)
 
 
