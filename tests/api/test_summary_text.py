@@ -163,3 +163,20 @@ def test_three_files_side_by_side(served: tuple[TestClient, dict[str, str]]) -> 
     by_runs = client.get(f"/api/device/side-by-side?runs={','.join(runs[n] for n in THREE)}").json()
     listed = [(runs[n], p["profile_id"]) for n in THREE for p in profiles(client, runs[n])]
     assert [(r["run_id"], r["profile_id"]) for r in by_runs["profiles"]] == listed and len(listed) == 4
+
+
+def test_hostile_summary_text_is_escaped_and_bounded(tmp_path: Path) -> None:
+    """Markup in a value or a NEFF name is text on the page; a line of junk among metrics is a counted warning."""
+    path = tmp_path / "hostile.txt"
+    path.write_text("$ neuron-profile view -n <script>alert(1)</script>.neff -s x.ntff\n"
+                    "total_time 1e-05\nhbm_read_bytes 10\nhardware_flops 0\nnote <img/src=x/onerror=alert(1)>\n"
+                    "this line is junk with spaces\n")
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    run = ingest_paths(app.state.explorer.store, [path], "hostile").id
+    with TestClient(app) as client:
+        p = profiles(client, run)[0]
+        html = client.get(p["links"]["page"]).text
+        assert "<script>alert(1)" not in html and "<img/src=x" not in html
+        assert "&lt;img/src=x/onerror=alert(1)&gt;" in html
+        warnings = {w["code"]: w for w in client.get(f"/api/runs/{run}").json()["summary"]["warnings"]}
+        assert warnings["summary_text_lines"]["count"] == 1
