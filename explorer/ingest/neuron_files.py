@@ -6,6 +6,7 @@ what they are, the compiler version a NEFF header names, and the exact commands 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterable
 from pathlib import PurePosixPath
@@ -22,6 +23,9 @@ KINDS = {  # what each kind of Neuron binary is, in the words the page shows
 }
 LS_INSTANCE_KEYS = ("instance_type", "instance-type", "instanceType")
 LS_ID_KEYS = ("instance_id", "instance-id", "instanceId")
+_LS_CORES = re.compile(rb'"nc_count"\s*:')  # as a key, not a value
+_LS_DEVICE = re.compile(rb'"neuron_device"\s*:')
+_LS_INSTANCE = re.compile(rb'"(instance_type|instance-type|instanceType)"\s*:')
 LS_CORE_KEYS = ("nc_count", "neuroncore_count", "neuron_core_count", "core_count", "nc-count")
 
 
@@ -78,8 +82,15 @@ def convert_commands(neff: str, ntffs: list[str]) -> list[dict[str, str]]:
 
 
 def looks_like_neuron_ls(head: bytes) -> bool:
-    """`neuron-ls` JSON: device objects with an `nc_count` and `neuron_device` / `memory_size` / `bdf`."""
-    return b'"nc_count"' in head and any(k in head for k in (b'"neuron_device"', b'"memory_size"', b'"bdf"'))
+    """`neuron-ls` JSON: a list whose first device object (first 2 KiB) has `nc_count` and `neuron_device`, or an
+    object naming the instance with such devices; never a trace (`traceEvents` and the like rule it out)."""
+    text = head.lstrip()
+    start = text[:2048]
+    if text.startswith(b"["):
+        return bool(_LS_CORES.search(start)) and bool(_LS_DEVICE.search(start))
+    if not text.startswith(b"{") or any(k in head for k in (b'"traceEvents"', b'"trace_event"', b'"events"')):
+        return False
+    return bool(_LS_CORES.search(head)) and bool(_LS_INSTANCE.search(head))
 
 
 def _first(row: dict[str, Any], keys: tuple[str, ...]) -> Any:

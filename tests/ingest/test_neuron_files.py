@@ -104,3 +104,21 @@ def test_neuron_ls_is_the_runs_device_identity(served: tuple[TestClient, dict[st
     pill = re.search(r'<span class="pill device" data-source="neuron-ls"[^>]*>(.*?)</span>', html)
     assert pill and pill.group(1) == (f"1 × {want['name']} · {want['neuron_devices']} Neuron devices · "
                                       f"{want['neuroncores']} NeuronCores")
+
+
+@pytest.mark.parametrize("text", [
+    b'{"traceEvents": [], "deviceProperties": [{"nc_count": 2, "neuron_device": 0, "instance_type": "x"}]}',
+    b'[{"ph": "X", "name": "nc_count", "args": {"neuron_device": 0}}]' + b" " * 3000 + b'{"nc_count": 1}',
+    b'{"nc_count": 2, "neuron_device": 0}',
+])
+def test_traces_that_mention_the_keys_are_not_neuron_ls(text: bytes) -> None:
+    from explorer.ingest.detect import Format, detect_format
+
+    assert detect_format(text) is not Format.NEURON_LS
+
+
+@pytest.mark.parametrize("name", ["neuron-ls_trn1.json", "neuron-ls_trn2.json"])
+def test_neuron_ls_is_detected_by_content(name: str) -> None:
+    from explorer.ingest.detect import Format, detect_format
+
+    assert detect_format((LS / name).read_bytes()) is Format.NEURON_LS
