@@ -180,3 +180,15 @@ def test_hostile_summary_text_is_escaped_and_bounded(tmp_path: Path) -> None:
         assert "&lt;img/src=x/onerror=alert(1)&gt;" in html
         warnings = {w["code"]: w for w in client.get(f"/api/runs/{run}").json()["summary"]["warnings"]}
         assert warnings["summary_text_lines"]["count"] == 1
+
+
+def test_the_two_profile_compare_takes_summary_text_profiles(served: tuple[TestClient, dict[str, str]]) -> None:
+    client, runs = served
+    a, b = (profiles(client, runs[n])[0] for n in ("matmul_tiled.txt", "rmsnorm_nki.txt"))
+    query = f"a={runs['matmul_tiled.txt']}:{a['profile_id']}&b={runs['rmsnorm_nki.txt']}:{b['profile_id']}"
+    body = client.get(f"/api/device/compare?{query}").json()
+    want_a, want_b = (plain_profiles(FIXTURES / n)[0] for n in ("matmul_tiled.txt", "rmsnorm_nki.txt"))
+    row = {m["name"]: m for m in body["metrics"]}["hbm_write_bytes"]
+    assert (row["a"], row["b"], row["delta"]) == (int(want_a["hbm_write_bytes"]), int(want_b["hbm_write_bytes"]),
+                                                  int(want_b["hbm_write_bytes"]) - int(want_a["hbm_write_bytes"]))
+    assert body["opcodes"] == [] and client.get(f"/device/compare?{query}").status_code == 200
