@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from explorer.analysis.device import compute_device_summary
 from explorer.analysis.device_advice import compute_recommendations
+from explorer.analysis.device_align import compute_alignment
 from explorer.analysis.device_breakdown import (
     compute_dma_breakdown,
     compute_opcode_summary,
@@ -30,6 +31,7 @@ from explorer.analysis.device_sections import compute_hierarchy, compute_sbuf_re
 from explorer.charts import make_roofline_figure, make_sbuf_figure
 from explorer.errors import BadRequest, DeviceProfileNotFound
 from explorer.model.device_shapes import (
+    AlignmentJson,
     DeviceCompare,
     DeviceProfileJson,
     DeviceProfileList,
@@ -41,7 +43,9 @@ from explorer.model.device_shapes import (
     RecommendationJson,
     RooflineJson,
     SbufRect,
+    SummaryField,
 )
+from explorer.model.neuron_schema import fields_of
 from explorer.model.shapes import RunJson
 from explorer.pages import run_json
 from explorer.store.catalog import RunRecord
@@ -134,7 +138,7 @@ def compute_device_view(store: RunStore, rec: RunRecord, profile: DeviceProfileJ
     errors = tables.get("Error")
     return {
         "profile": profile, "summary": summary, "window": None,
-        "engines": [{"engine": e, "instruction_count": int(metrics.get(f"{e}_engine_instruction_count", 0)),
+        "engines": [{"engine": e, "instruction_count": _count(metrics.get(f"{e}_engine_instruction_count")),
                      "active_time_percent": metrics.get(f"{e}_engine_active_time_percent")} for e in ENGINES],
         "opcodes": compute_opcode_summary(tables),
         "dma": compute_dma_breakdown(tables),
@@ -144,7 +148,32 @@ def compute_device_view(store: RunStore, rec: RunRecord, profile: DeviceProfileJ
         "roofline": roofline, "hierarchy": compute_hierarchy(tables),
         "tensors": compute_tensor_table(tables),
         "sbuf": _sbuf(tables, rec.summary.start_ns),
+        "summary_fields": summary_fields(tables),
+        "alignment": profile_alignment(store, rec, profile),
     }
+
+
+def profile_alignment(store: RunStore, rec: RunRecord, profile: DeviceProfileJson) -> AlignmentJson:
+    """The profile against its nc_exec_running slice (absolute ns on both sides)."""
+    origin, linked = rec.summary.start_ns, profile["system_slice_id"]
+    rows = store.slice_rows(rec.id, [linked]) if linked >= 0 else []
+    exec_start = int(rows[0]["ts_ns"]) if rows else None
+    exec_end = None if exec_start is None else exec_start + int(rows[0]["dur_ns"])
+    return compute_alignment(profile["start_ns"] + origin, profile["end_ns"] + origin, exec_start, exec_end)
+
+
+def _count(value: int | float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def summary_fields(tables: Tables) -> list[SummaryField]:
+    """Every non-null field of the profile's stored `Summary` row, in its stored order, each marked published
+    or not (a summary-text key the schema does not know)."""
+    published = {f.name for f in fields_of("Summary")}
+    rows = tables.get("Summary")
+    row = rows.slice(0, 1).to_pylist()[0] if rows is not None and rows.num_rows else {}
+    return [{"name": k, "value": v, "published": k in published} for k, v in row.items()
+            if v is not None or k not in published]
 
 
 def view_in_window(store: RunStore, rec: RunRecord, view: DeviceView, start_ns: int | None,

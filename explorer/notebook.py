@@ -42,6 +42,7 @@ from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
 from explorer.store.runs import RunStore
 from explorer.store.sql import run_sql
+from explorer.views.device_chain import run_chain_json
 from explorer.views.memory import MemoryResult, compute_run_memory
 
 SLICE_COLUMNS = ("slice_id", "track_id", "lane", "ts_ns", "dur_ns", "depth", "name", "cat", "parent_id",
@@ -177,6 +178,11 @@ class Run:
         export_memory_timeline categories when the run has them; with a baseline run, each peak against its."""
         other = baseline.id if isinstance(baseline, Run) else (baseline or "")
         return compute_run_memory(self.store, self.id, other)
+
+    def device_chain(self, profile: str, node: str, mode: str = "trace") -> dict[str, Any]:
+        """What an instruction or DMA transfer of a device profile waited on and what waited on it, walked one
+        step (`mode="step"`) or to its root cause: GET /api/runs/{id}/device/{profile}/chain's answer."""
+        return dict(run_chain_json(self.store, self.record, profile, node, mode))
 
     def _breakdown(self) -> Breakdown:
         return self._cached("breakdown", lambda: compute_run_breakdown(self.store, self.id))

@@ -19,6 +19,8 @@ from fastapi.testclient import TestClient
 import explorer.device_pages
 import explorer.pages
 import explorer.views
+import explorer.views.device_chain
+import explorer.views.device_side
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.device_pages import DeviceComparePage, DevicePage
@@ -35,6 +37,8 @@ from explorer.pages import (
     TimelinePage,
 )
 from explorer.runs.ingest import ingest_paths
+from explorer.views.device_chain import DeviceChainPage
+from explorer.views.device_side import DeviceSidePage
 from explorer.views.memory import MemoryPage
 from tests.helpers.kernel_trace import write_kernel_trace
 
@@ -102,10 +106,12 @@ def twin_data(page: Any) -> dict[str, Any]:
                 "view": page.view, "sort": page.sort, "has_modules": page.has_modules}
     if isinstance(page, KernelsPage):
         return {"rows": page.rows, "device_total_ns": page.device_total_ns, "categories": page.categories}
-    if isinstance(page, ComparePage | DeviceComparePage):
+    if isinstance(page, ComparePage | DeviceComparePage | DeviceSidePage):
         return dict(page.compare)
     if isinstance(page, DevicePage):
         return dict(page.view)
+    if isinstance(page, DeviceChainPage):
+        return dict(page.chain)
     if isinstance(page, StepsPage):
         return dict(page.steps)
     if isinstance(page, CollectivesPage):
@@ -127,6 +133,8 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/runs/{neuron}/device/matmul", "/runs/{neuron}/device/rmsnorm_naive",
          "/runs/{neuron}/device/matmul?start_ns=90000&end_ns=100000",
          "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul",
+         "/device/side-by-side?p={neuron}:rmsnorm_naive&p={neuron}:matmul", "/device/side-by-side?runs={neuron}",
+         "/runs/{neuron}/device/matmul/chain?node=Instruction:3&mode=trace",
          "/runs/{gpu}/steps", "/runs/{gpu}/steps?annotation=aten%3A%3Amul", "/runs/{host1}/steps",
          "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201",
          "/runs/{gpu}/collectives", "/runs/{gpu}/collectives?sort=%2Bseq&limit=1", "/runs/{host1}/collectives",

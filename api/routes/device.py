@@ -6,9 +6,9 @@ turn them absolute. No computation here.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from api.deps import PageRunDep, RelNs, RunDep, StateDep, parse_csv
@@ -28,14 +28,19 @@ from explorer.device_pages import (
     view_in_window,
 )
 from explorer.model.device_shapes import (
+    DeviceChainJson,
     DeviceCompare,
     DeviceProfileList,
+    DeviceSideBySide,
     DeviceSummaryJson,
     DeviceView,
     ProfileRef,
     RooflineJson,
 )
+from explorer.pages import run_json
 from explorer.store.catalog import RunRecord
+from explorer.views.device_chain import build_chain_page, run_chain_json
+from explorer.views.device_side import build_side_page, check_side_refs, compute_side_by_side
 
 router = APIRouter(tags=["device"])
 
@@ -136,3 +141,54 @@ def device_page(request: Request, run: PageRunDep, state: StateDep, profile: str
 def device_compare_page(request: Request, state: StateDep, a: str, b: str) -> HTMLResponse:
     page = build_device_compare_page(_compare(state, a, b), a, b)
     return render_page(request, state, "device_compare.html", page)
+
+
+def _side_refs(state: AppState, p: list[str] | None, runs: str | None) -> list[str]:
+    """`p=run:profile` as given, then every device profile of each run in `runs=a,b` (start order)."""
+    refs = list(p or [])
+    for run_id in parse_csv(runs, "runs") or []:
+        rec = state.store.require_ready(run_id)
+        refs += [f"{rec.id}:{prof['profile_id']}" for prof in compute_device_profiles(state.store, rec)["profiles"]]
+    return refs
+
+
+def _side(state: AppState, refs: list[str]) -> DeviceSideBySide:
+    check_side_refs(refs)
+    views, chosen_refs = [], []
+    for text in refs:
+        run_id, profile_id = parse_profile_ref(text)
+        rec = state.store.require_ready(run_id)
+        chosen = resolve_profile(state.store, rec, profile_id)
+        views.append(state.device_view(rec, chosen))
+        chosen_refs.append(ProfileRef(run_id=rec.id, profile_id=chosen["profile_id"], name=chosen["name"]))
+    return compute_side_by_side(views, chosen_refs)
+
+
+@router.get("/api/device/side-by-side")
+def device_side_by_side(state: StateDep, p: Annotated[list[str] | None, Query()] = None,
+                        runs: str | None = None) -> DeviceSideBySide:
+    """Two to eight device profiles (`p=run:profile`, repeated, and/or every profile of `runs=a,b`): engines and
+    Summary fields, deltas from the first."""
+    return _side(state, _side_refs(state, p, runs))
+
+
+@pages.get("/device/side-by-side", response_class=HTMLResponse)
+def device_side_page(request: Request, state: StateDep, p: Annotated[list[str] | None, Query()] = None,
+                     runs: str | None = None) -> HTMLResponse:
+    page = build_side_page(_side(state, _side_refs(state, p, runs)), p or [], runs)
+    return render_page(request, state, "device_side.html", page)
+
+
+@router.get("/api/runs/{run_id}/device/{profile}/chain")
+def device_chain(run: RunDep, state: StateDep, profile: str, node: str, mode: str = "trace") -> DeviceChainJson:
+    """What an instruction or DMA transfer (`node=Instruction:<id>` / `DmaPacket:<id>`) waited on and what waited
+    on it; `mode=step` walks one step upstream, `trace` to the root cause; waits per engine / queue."""
+    return run_chain_json(state.store, run, profile, node, mode)
+
+
+@pages.get("/runs/{run_id}/device/{profile}/chain", response_class=HTMLResponse)
+def device_chain_page(request: Request, run: PageRunDep, state: StateDep, profile: str, node: str,
+                      mode: str = "trace") -> HTMLResponse:
+    chain = run_chain_json(state.store, run, profile, node, mode)
+    page = build_chain_page(run_json(run), resolve_profile(state.store, run, profile), chain, node, mode)
+    return render_page(request, state, "device_chain.html", page, active="device")

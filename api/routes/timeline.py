@@ -82,7 +82,8 @@ def event(run: RunDep, state: StateDep, slice_id: int) -> FastJSONResponse:
     detail = build_event_detail(slices, flows, rows[0], origin_ns(run))
     source = SourceLinker.from_settings(state.settings).for_event(
         rows[0]["name"], rows[0]["args"], [p["name"] for p in detail["parents"]])
-    link = device_profile_link(state.store.device_profiles(run.id), slice_id, origin_ns(run)) if dt else None
+    span = (int(rows[0]["ts_ns"]), int(rows[0]["ts_ns"]) + int(rows[0]["dur_ns"]))
+    link = device_profile_link(state.store.device_profiles(run.id), slice_id, origin_ns(run), span) if dt else None
     return fast_json({**detail, **({"device_profile": link} if link else {}), **({"source_url": source} if source else {})})
 
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.analysis.device import compute_device_summary
+from explorer.analysis.device_align import compute_alignment
 from explorer.analysis.device_tracks import SLICE_TABLES, DeviceTimeline, device_slice_arrays
 from explorer.model.lanes import Lane
 
@@ -74,15 +75,20 @@ def _dependency_chain(dt: DeviceTimeline, cols: dict[str, np.ndarray], slice_id:
     return out
 
 
-def device_profile_link(profiles: pa.Table, slice_id: int, origin_ns: int) -> dict[str, Any] | None:
+def device_profile_link(profiles: pa.Table, slice_id: int, origin_ns: int,
+                        exec_span: tuple[int, int] | None = None) -> dict[str, Any] | None:
     """The device profile an `nc_exec_running` slice executed (DeviceProfileList link), None if none: its id,
-    name and span (relative ns) for "open device profile"."""
+    name and span (relative ns) for "open device profile", and with the slice's absolute [start, end) how the
+    profile sits on the system axis (`alignment`, explorer.analysis.device_align)."""
     linked = profiles.filter(pc.equal(profiles.column("system_slice_id"), slice_id)).to_pylist()
     if not linked:
         return None
     p = linked[0]
-    return {"profile_id": p["profile_id"], "name": p["name"], "nc_id": p["nc_id"],
-            "start_ns": int(p["start_ns"]) - origin_ns, "end_ns": int(p["end_ns"]) - origin_ns}
+    out = {"profile_id": p["profile_id"], "name": p["name"], "nc_id": p["nc_id"],
+           "start_ns": int(p["start_ns"]) - origin_ns, "end_ns": int(p["end_ns"]) - origin_ns}
+    if exec_span is not None:
+        out["alignment"] = compute_alignment(int(p["start_ns"]), int(p["end_ns"]), *exec_span)
+    return out
 
 
 def compute_range_device_summaries(dt: DeviceTimeline, profiles: pa.Table, start_ns: int, end_ns: int,

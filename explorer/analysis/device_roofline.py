@@ -72,11 +72,14 @@ def compute_roofline(tables: Tables, start_ns: int | None = None, end_ns: int | 
     op in the window (its device time is the union of its instructions' active intervals). Without the
     `Metadata` peaks, `available` is False, with no roofs and no points. `profile_id` is returned as
     `profile`."""
+    whole = compute_device_summary(tables) if profile is None else profile
     peak = peaks(tables)
+    roofs_from: Literal["metadata", "summary"] = "metadata"
+    if peak is None:
+        peak, roofs_from = summary_peaks(whole.metrics), "summary"
     if peak is None:
         return {"profile": profile_id, "available": False, "max_ops": None, "hbm_ddr_bandwidth": None,
-                "peak_flops_bandwidth_ratio": None, "points": []}
-    whole = compute_device_summary(tables) if profile is None else profile
+                "peak_flops_bandwidth_ratio": None, "points": [], "roofs_from": None}
     points = [_summary_point(peak, "profile", "profile", whole.metrics)]
     if start_ns is not None or end_ns is not None or core is not None:
         points.append(_summary_point(peak, "window", "window",
@@ -84,7 +87,24 @@ def compute_roofline(tables: Tables, start_ns: int | None = None, end_ns: int | 
     points += _layer_points(peak, tables, window_of(tables, start_ns, end_ns), core)
     return {"profile": profile_id, "available": True, "max_ops": float(peak.max_ops),
             "hbm_ddr_bandwidth": float(peak.hbm_bytes_per_s), "peak_flops_bandwidth_ratio": float(peak.ridge),
-            "points": points}
+            "points": points, "roofs_from": roofs_from}
+
+
+def summary_peaks(metrics: dict[str, int | float]) -> Peaks | None:
+    """The roofs a Summary alone implies, by the published definitions: `mfu_inst_estimated_percent` =
+    (hardware - transpose FLOPs) / (max_ops x total_time), so max_ops = FLOPs / (total_time x mfu / 100), and
+    the HBM roof = max_ops / `peak_flops_bandwidth_ratio`. None unless all of them are known and positive
+    (a profile without Metadata, such as a summary-text one)."""
+    names = ("hardware_flops", "total_time", "mfu_inst_estimated_percent", "peak_flops_bandwidth_ratio")
+    if not all(isinstance(metrics.get(n), int | float) for n in names):
+        return None
+    flops = Fraction(metrics["hardware_flops"]) - Fraction(metrics.get("transpose_flops", 0))
+    seconds, mfu = Fraction(metrics["total_time"]), Fraction(metrics["mfu_inst_estimated_percent"])
+    ridge = Fraction(metrics["peak_flops_bandwidth_ratio"])
+    if min(flops, seconds, mfu, ridge) <= 0:
+        return None
+    max_ops = flops * 100 / (seconds * mfu)
+    return Peaks(max_ops / NS_PER_S, max_ops / ridge)
 
 
 def _layer_points(peak: Peaks, tables: Tables, window: Window, core: int | None) -> list[RooflinePointJson]:

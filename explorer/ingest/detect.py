@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 
 from explorer.ingest.magic import MAGICS, neff_version
+from explorer.ingest.neuron_files import looks_like_neuron_ls
+from explorer.ingest.neuron_summary import looks_like_summary_text
 
 
 class Format(StrEnum):
@@ -16,6 +18,8 @@ class Format(StrEnum):
     CHAKRA_ET = "chakra_et"  # PyTorch execution trace (not a timeline)
     MEMORY_TIMELINE = "memory_timeline"  # export_memory_timeline raw output
     ALLOC_SNAPSHOT = "alloc_snapshot"  # torch.cuda.memory._snapshot(): _dump_snapshot's pickle or its JSON form
+    NEURON_SUMMARY_TEXT = "neuron_summary_text"  # neuron-profile view --output-format summary-text
+    NEURON_LS = "neuron_ls"  # neuron-ls --output-format json (the instance's devices)
     BINARY = "binary"  # undocumented binaries (.pb, .ntff, .neff): kept, not parsed
     UNKNOWN = "unknown"
 
@@ -41,8 +45,12 @@ def detect_format(data: bytes) -> Format:
         return Format.ALLOC_SNAPSHOT
     if neff_version(head) is not None or any(head.startswith(m.prefix) for m in MAGICS):
         return Format.BINARY
+    if b"\x00" not in head[:4096] and text[:1] not in (b"{", b"[") and looks_like_summary_text(head):
+        return Format.NEURON_SUMMARY_TEXT
     if b"\x00" in head[:4096] or (text[:1] not in (b"{", b"[")):
         return Format.BINARY if _mostly_binary(head) else Format.UNKNOWN
+    if looks_like_neuron_ls(head):
+        return Format.NEURON_LS
     if text.startswith(b"["):
         second = text[1:].lstrip()[:1]
         return Format.MEMORY_TIMELINE if second == b"[" else Format.CHROME

@@ -42,6 +42,7 @@ class DeviceState:
 
     folders: dict[str, dict[str, list[_Part]]] = field(default_factory=dict)
     profile_list: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (folder, row)
+    summaries: list[DeviceProfile] = field(default_factory=list)  # Summary-only profiles (neuron_summary.py)
 
 
 def device_state(builder: TraceBuilder) -> DeviceState:
@@ -77,6 +78,7 @@ def collect_device_profiles(builder: TraceBuilder) -> list[DeviceProfile]:
                   if (t := _join_parts(builder, name, parts)) is not None}
         if joined:
             profiles.append(_profile(builder, folder, joined))
+    profiles += state.summaries
     _identify(builder, profiles, state.profile_list)
     return profiles
 

@@ -29,9 +29,11 @@ from explorer.ingest.limits import IngestLimits
 from explorer.ingest.magic import describe_binary
 from explorer.ingest.memory_timeline import parse_memory_timeline
 from explorer.ingest.neuron_device import collect_device_profiles, link_device_profiles, span_device_profiles
+from explorer.ingest.neuron_files import describe_neuron_binaries, neuron_binary_kind, parse_neuron_ls
 from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
 from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
 from explorer.ingest.neuron_parquet import parse_neuron_parquet
+from explorer.ingest.neuron_summary import parse_summary_text
 from explorer.ingest.parallel import parsed_apart
 from explorer.ingest.parts import Part, merge
 from explorer.ingest.ranks import identify_ranks
@@ -52,6 +54,8 @@ PARSERS: dict[Format, Parser] = {
     Format.PARQUET: parse_neuron_parquet,
     Format.ALLOC_SNAPSHOT: parse_alloc_snapshot,
     Format.MEMORY_TIMELINE: parse_memory_timeline,
+    Format.NEURON_SUMMARY_TEXT: parse_summary_text,
+    Format.NEURON_LS: parse_neuron_ls,
 }
 
 UNSUPPORTED: dict[Format, str] = {
@@ -90,7 +94,9 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: Inge
             run.parse(member, folder, parsed.get(id(member)))
     for folder in folders:
         join_process_folder(builder, folder, run.metas)
-    if not run.parsed:
+    binaries = [m for m in inputs.members if run.formats[id(m)] is Format.BINARY]
+    neuron_files = describe_neuron_binaries((m.name, m.size, m.head(1024)) for m in binaries)
+    if not run.parsed and not (neuron_files and len(neuron_files) == len(inputs.members) and not run.errors):
         if run.errors:
             raise run.errors[0]
         raise BadTrace(_input_names(inputs), f"nothing readable: {_first_hints(builder)}")
@@ -110,6 +116,8 @@ def ingest_inputs(inputs: Inputs, progress: Progress | None = None, limits: Inge
         {"name": m.name, "format": fmt.value, **{k: v for k, v in meta.items() if k != "base_ns"}}
         for m, fmt, meta in run.parsed
     ]
+    if neuron_files:  # NEFF / NTFF / .pb kept as artifacts: what they are and how to convert them
+        trace.meta["neuron_files"] = neuron_files
     if folders:
         trace.meta["capture"] = [
             {"folder": f.key, "instance": f.instance, "pid": f.pid, "files": f.files, "binaries": f.binaries}
@@ -131,7 +139,7 @@ class _Parsing:
         self.parsed: list[tuple[Member, Format, dict[str, Any]]] = []
         self.metas: dict[int, dict[str, Any]] = {}
         self.errors: list[BadTrace] = []
-        self.formats = {id(m): detect_format(m.head()) for m in inputs.members}
+        self.formats = {id(m): _format_of(m) for m in inputs.members}
         self.multi = sum(1 for f in self.formats.values() if f in PARSERS) > 1
         self.total = sum(m.size for m in inputs.members) or 1
         self.done = 0
@@ -175,11 +183,23 @@ class _Parsing:
             self.builder.warn("empty_file", f"{member.name}: empty file (0 bytes)", 1, member.name)
         elif folder is not None and fmt is Format.BINARY:
             folder.binaries.append(member.name)
+        elif fmt is Format.BINARY and neuron_binary_kind(member.name, member.head(1024)):
+            self.builder.warn("neuron_binary", f"{member.name}: {describe_binary(member.head(), member.name)}", 1,
+                              member.name)
         elif fmt is Format.BINARY:
             self.builder.warn("unreadable_file", f"{member.name}: {describe_binary(member.head(), member.name)}", 1,
                               member.name)
         else:
             self.builder.warn("unreadable_file", f"{member.name}: {UNSUPPORTED[fmt]}", 1, member.name)
+
+
+def _format_of(member: Member) -> Format:
+    """The member's format by its bytes; an unknown file named `.ntff` / `.neff` / `.pb` is a Neuron binary (they
+    have no published header: a mostly printable one would otherwise read as an unknown text file)."""
+    fmt = detect_format(member.head())
+    if fmt is Format.UNKNOWN and member.size and neuron_binary_kind(member.name, b""):
+        return Format.BINARY
+    return fmt
 
 
 def _input_names(inputs: Inputs) -> str:

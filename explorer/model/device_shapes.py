@@ -5,7 +5,7 @@ relative ns (from the run's origin) and every duration ns; metrics keep the expo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
@@ -103,12 +103,13 @@ class RooflineJson(TypedDict):
     hbm_ddr_bandwidth: float | None
     peak_flops_bandwidth_ratio: float | None
     points: list[RooflinePointJson]
+    roofs_from: Literal["metadata", "summary"] | None  # summary: derived from the Summary's MFU and ridge
 
 
 @with_config(STRICT)
 class EngineRow(TypedDict):
     engine: str
-    instruction_count: int
+    instruction_count: int | None  # None when the profile does not say (a Summary without the count)
     active_time_percent: float | None
 
 
@@ -215,6 +216,16 @@ class SbufRect(TypedDict):
 
 
 @with_config(STRICT)
+class SummaryField(TypedDict):
+    """One field of the profile's stored `Summary` row, as stored; `published` is False for a key the
+    published schema does not know (kept from a summary-text file)."""
+
+    name: str
+    value: int | float | str | bool | None
+    published: bool
+
+
+@with_config(STRICT)
 class DeviceView(TypedDict):
     """GET /api/runs/{id}/device/{profile}: the device page's data. `window` is the Summary of the
     selected window (null without one); with one, `roofline` adds the window's point."""
@@ -232,6 +243,8 @@ class DeviceView(TypedDict):
     hierarchy: list[HierarchyNode]
     tensors: list[TensorRow]
     sbuf: list[SbufRect]
+    summary_fields: list[SummaryField]
+    alignment: AlignmentJson
 
 
 @with_config(STRICT)
@@ -271,3 +284,81 @@ class DeviceCompare(TypedDict):
     metrics: list[MetricDelta]
     opcodes: list[OpcodeDelta]
     engines: list[MetricDelta]
+
+
+@with_config(STRICT)
+class SideMetric(TypedDict):
+    """One metric across the profiles; `deltas[i]` = values[i] - values[0] (None when either is not a number)."""
+
+    name: str
+    values: list[int | float | str | bool | None]
+    deltas: list[int | float | None]
+
+
+@with_config(STRICT)
+class DeviceSideBySide(TypedDict):
+    """GET /api/device/side-by-side?p=run:profile&p=...: the profiles, their engines and their Summary fields."""
+
+    profiles: list[ProfileRef]
+    summary_only: list[bool]
+    engines: list[SideMetric]
+    metrics: list[SideMetric]
+
+
+@with_config(STRICT)
+class ChainNodeJson(TypedDict):
+    """An instruction or DMA transfer of a dependency chain; times relative to the run's origin. It waited
+    `wait_ns` from `wait_start_ns` (its semaphore wait, or its DMA queue's idle time before it)."""
+
+    table: str
+    id: int
+    lane: str
+    label: str
+    start_ns: int
+    end_ns: int
+    wait_start_ns: int
+    wait_ns: int
+
+
+@with_config(STRICT)
+class ChainEdgeJson(TypedDict):
+    """`downstream` waited `wait_ns` on `upstream` (a Flow row of `kind`)."""
+
+    upstream: ChainNodeJson
+    downstream: ChainNodeJson
+    kind: str
+    wait_ns: int
+
+
+@with_config(STRICT)
+class LaneWaitJson(TypedDict):
+    lane: str
+    wait_ns: int
+
+
+@with_config(STRICT)
+class DeviceChainJson(TypedDict):
+    """GET /api/runs/{id}/device/{profile}/chain?node=&mode=: the node, what it waited on and what waited on it,
+    the walk upstream (`mode` step: one step; trace: to the root cause), and the walk's waits per engine/queue."""
+
+    profile: str
+    mode: str
+    node: ChainNodeJson
+    upstream: list[ChainEdgeJson]
+    downstream: list[ChainEdgeJson]
+    steps: list[ChainEdgeJson]
+    root: ChainNodeJson | None
+    total_wait_ns: int
+    wait_by_lane: list[LaneWaitJson]
+
+
+@with_config(STRICT)
+class AlignmentJson(TypedDict):
+    """A device profile on the system time axis (explorer.analysis.device_align): `method` execution_slice (checked
+    against its nc_exec_running slice) or none (not linked: its own clock, unchecked)."""
+
+    method: str
+    within: bool | None
+    start_offset_ns: int | None
+    end_offset_ns: int | None
+    uncertainty_ns: int | None

@@ -9,6 +9,7 @@ from typing import Any, NotRequired
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
+from explorer.model.device_shapes import AlignmentJson
 from explorer.model.summary import SummaryJson
 
 STRICT = ConfigDict(extra="forbid")
@@ -625,6 +626,7 @@ class DeviceProfileLink(TypedDict):
     nc_id: int
     start_ns: int
     end_ns: int
+    alignment: NotRequired[AlignmentJson]  # how the profile sits on the system axis (explorer.analysis.device_align)
 
 
 @with_config(STRICT)

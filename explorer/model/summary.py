@@ -31,7 +31,7 @@ class DeviceModel(BaseModel):
 
     name: str
     count: int = 1
-    source: str = Field("", description="deviceProperties | neuron Metadata")
+    source: str = Field("", description="deviceProperties | neuron Metadata | neuron-ls | neuron summary-text")
 
 
 class StoredArtifact(BaseModel):
@@ -84,6 +84,8 @@ class RunSummary(BaseModel):
     files: list[dict[str, Any]] = Field(default_factory=list, description="Per input file: name, format, ...")
     devices: list[DeviceModel] = Field(default_factory=list,
                                        description="Device models (empty: none recorded, or a run stored before)")
+    neuron_files: list[dict[str, Any]] = Field(default_factory=list, description="Neuron NEFF / NTFF / .pb files "
+                                               "kept as artifacts: kind, what, size, version, convert commands")
 
     @property
     def extent_rel(self) -> tuple[int, int]:

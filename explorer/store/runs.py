@@ -34,6 +34,7 @@ from explorer.store.budget import MemoryBudget
 from explorer.store.catalog import LEASE_S, Catalog, Lease, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
+from explorer.store.neuron_devices import MAX_DEVICE_NAME, neuron_ls_devices, summary_text_devices
 from explorer.store.parquet import ROW_GROUP_ROWS, ahead, parquet_options, write_schema
 from explorer.store.run_copies import RunCopies
 from explorer.store.storage import FolderStorage, Storage, answering, new_attempt, open_storage
@@ -487,10 +488,8 @@ def build_summary(trace: IngestedTrace, artifacts: list[dict[str, Any]]) -> RunS
         "warning_count": sum(w.count for w in trace.warnings), "artifacts": artifacts,
         "device": device_time_summary(slices, trace.tables["flows"]), "files": _jsonable(trace.meta.get("files", [])),
         "devices": run_devices(trace),
+        **({"neuron_files": _jsonable(trace.meta["neuron_files"])} if trace.meta.get("neuron_files") else {}),
     })
-
-
-MAX_DEVICE_NAME = 200  # a device name is trace text: bounded before it is stored in the catalog
 
 
 def run_devices(trace: IngestedTrace) -> list[dict[str, Any]]:
@@ -511,7 +510,10 @@ def run_devices(trace: IngestedTrace) -> list[dict[str, Any]]:
             kind = str(meta.column("instance_type")[0].as_py() or "").strip()[:MAX_DEVICE_NAME]
             if kind:
                 seen.setdefault((kind, "neuron Metadata"), set()).add((p.instance_id, ""))
-    return [{"name": name, "count": len(keys), "source": src} for (name, src), keys in seen.items()]
+    out = [{"name": name, "count": len(keys), "source": src} for (name, src), keys in seen.items()]
+    listed = neuron_ls_devices(files if isinstance(files, list) else []) + out
+    return listed + summary_text_devices(trace, listed)
+
 
 
 def _meta_int(meta: dict[str, object], key: str, default: int = 0) -> int:

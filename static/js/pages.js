@@ -125,6 +125,8 @@
       const i = picked.indexOf(c.value);
       if (mark) mark.textContent = i < 0 ? "" : i === 0 ? "baseline" : String(i + 1);
     });
+    const side = document.getElementById("device-side-btn");
+    if (side) side.disabled = n < 1;
     if (!btn) return;
     btn.disabled = n < 2 || n > 3;
     btn.textContent = "Compare selected (" + n + ")";
@@ -198,6 +200,10 @@
     document.addEventListener("click", (e) => {
       if (e.target.id !== "compare-btn") return;
       location.href = compareHref(selectedRuns());
+    });
+    document.addEventListener("click", (e) => {  // every device profile of the picked runs (views/device_side.py)
+      if (e.target.id !== "device-side-btn") return;
+      location.href = TE.base() + "/device/side-by-side?runs=" + selectedRuns().map(encodeURIComponent).join(",");
     });
     updateCompare();
     const live = Number(document.getElementById("runs-table").dataset.pollMs);

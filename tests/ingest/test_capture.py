@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from explorer.errors import BadTrace
 from explorer.runs.ingest import ingest_paths
 from explorer.store.queries import load_ops
 from explorer.store.runs import RunStore
@@ -97,15 +96,17 @@ def copy_process(tmp_path: Path, keep: list[str], pid: str = "1001") -> Path:
     return tmp_path / "capture"
 
 
-def test_only_binaries_is_a_clear_error(store: RunStore, tmp_path: Path) -> None:
+def test_only_binaries_is_a_ready_run_that_keeps_them(store: RunStore, tmp_path: Path) -> None:
+    """Issue 41: a capture of Neuron binaries alone is no failure: a ready run holds them, says what each is
+    and how to convert them."""
     folder = copy_process(tmp_path, BINARIES)
-    with pytest.raises(BadTrace) as err:
-        ingest_paths(store, [folder])
-    message = err.value.message
-    assert "nothing readable" in message
-    assert all(name in message for name in BINARIES)
-    assert "neuron-explorer view --output-format json" in message
-    assert store.catalog.list()[0] == []
+    rec = ingest_paths(store, [folder])
+    summary = store.run_json(rec.id)["summary"]
+    assert sorted(a["name"].rsplit("/", 1)[-1] for a in summary["artifacts"]) == sorted(BINARIES)
+    kinds = {f["name"].rsplit("/", 1)[-1]: f["kind"] for f in summary["neuron_files"]}
+    assert kinds == {name: name.rsplit(".", 1)[-1] for name in BINARIES}
+    warning = warnings_of(store, rec.id)["neuron_binary"][0]["message"]
+    assert all(name in warning for name in BINARIES) and "neuron-explorer view --output-format json" in warning
 
 
 def test_framework_trace_without_system_profile(store: RunStore, tmp_path: Path) -> None:

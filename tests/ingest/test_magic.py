@@ -29,8 +29,6 @@ CASES = [
     ("elf", "trace.json", b"\x7fELF\x02\x01\x01" + bytes(100), "an ELF executable"),
     ("pickle", "snapshot.json", pickle.dumps({"a": 1}, protocol=4), "pickles are never loaded"),
     ("zstd", "trace.json.zst", b"\x28\xb5\x2f\xfd" + bytes(50), "decompress it first"),
-    ("neff", "model.neff", neff(b"2.19.5000.0+abc"), "NEFF, written by neuronx-cc 2.19.5000.0+abc"),
-    ("neff_blank_version", "graph.bin", neff(b"", packaging=2), "a Neuron compiled model (NEFF)"),
 ]
 
 
@@ -44,6 +42,17 @@ def test_binary_files_are_named_by_their_bytes(tmp_path: Path, case: str, name: 
     assert result.exit_code == 2, result.output
     assert expected in result.output and "Traceback" not in result.output, result.output
     assert "undocumented Neuron binary" not in result.output
+
+
+def test_a_lone_neff_is_kept_as_an_artifact_not_a_failure(tmp_path: Path) -> None:
+    """Neuron binaries alone make a ready run holding them (issue 41: never a failed row), the NEFF's header
+    version and the convert commands in its summary."""
+    for name, content in (("model.neff", neff(b"2.19.5000.0+abc")), ("graph.bin", neff(b"", packaging=2))):
+        assert detect_format(content) is Format.BINARY
+        path = tmp_path / name
+        path.write_bytes(content)
+        result = CliRunner().invoke(main, ["ingest", str(path), "--data-dir", str(tmp_path / "data")])
+        assert result.exit_code == 0 and "Traceback" not in result.output, result.output
 
 
 def test_neff_message_gives_the_converter_commands() -> None:
