@@ -40,7 +40,8 @@
       this.grouping = "lane";
       this.collapsed = new Set();
       this.pinned = [];             // track ids drawn above the scrolled tracks, in pin order
-      this.expanded = new Set();    // tracks showing every level (their "+k levels" band opened)
+      this.expanded = new Set();    // tracks showing every level (their "+k levels" or Python band opened; URL `open`)
+      this.pyFolds = new Map();     // with_stack tracks: id -> {py, ops} from the windows (tracks.js levelsOf)
       this.levelCap = Infinity;     // the level budget of the last layout (lanes.js levelBudget)
       this.highlight = null;        // [a, b] relative ns from the URL (hl_start, hl_end), drawn over every track
       this.pinH = 0;
@@ -190,6 +191,25 @@
     toggleLevels(tid) {
       if (this.expanded.has(tid)) this.expanded.delete(tid); else this.expanded.add(tid);
       this.relayout();
+      this.saveUrl();
+    }
+    /** Show slice `id` where it is drawn: its track's fold opened when it sits in one (the Python band or the
+        "+k levels" band), the rows scrolled to it. Done once the slice is in a landed window (setData). */
+    reveal(id) { this.revealId = id; this.tryReveal(); }
+    tryReveal() {
+      if (this.revealId === undefined || this.revealId === null) return;
+      for (const [tid, td] of this.trackData) {
+        const s = td.slices, i = s ? s.id.indexOf(this.revealId) : -1;
+        if (i < 0) continue;
+        this.revealId = null;
+        const row = this.rowOfTrack.get(tid), fold = s.fold ? s.fold[i] : s.depth[i];
+        if (!row || row.kind !== "track") return;
+        if (row.renderer.hides(s.depth[i], fold)) { this.expanded.add(tid); this.relayout(); this.saveUrl(); }
+        const open = this.rowOfTrack.get(tid);
+        this.scrollToTrack(tid, open.renderer.yOf(s.depth[i], fold));
+        this.requestDraw();
+        return;
+      }
     }
     toggleGroup(key, sub) {
       if (sub) {
@@ -211,11 +231,12 @@
       this.setWindow(link.start_ns - pad, link.end_ns + pad);
       if (mine.length) this.scrollToTrack(mine[0].track_id);
     }
-    scrollToTrack(tid) {
+    /** Scroll the rows so that track `tid` (its row `dy` px below the track's top) is in view. */
+    scrollToTrack(tid, dy) {
       const row = this.rowOfTrack.get(tid);
       if (!row || row.pinned) return;
-      const top = this.scroll.scrollTop, h = this.height - this.bodyTop;
-      if (row.y < top || row.y + ROW_H > top + h) this.scroll.scrollTop = Math.max(0, row.y - h / 3);
+      const top = this.scroll.scrollTop, h = this.height - this.bodyTop, y = row.y + (dy || 0);
+      if (y < top || y + ROW_H > top + h) this.scroll.scrollTop = Math.max(0, y - h / 3);
     }
 
     // -- the view: window, time scale, panels ---------------------------------------------------
@@ -326,6 +347,16 @@
       this.trackData = new Map(w.tracks.map((t) => [t.track_id, t]));
       this.summaries = new Map((w.summaries || []).map((x) => [x.lane, x]));
       if (this.collectives) this.collectives.refresh();
+      let folds = false;  // a with_stack track seen for the first time: laid out with its Python stack folded
+      for (const t of w.tracks) {
+        const was = this.pyFolds.get(t.track_id);
+        if (t.py_levels && (!was || was.py !== t.py_levels || was.ops !== t.op_levels)) {
+          this.pyFolds.set(t.track_id, { py: t.py_levels, ops: t.op_levels });
+          folds = true;
+        }
+      }
+      if (folds) this.relayout();
+      this.tryReveal();
       this.requestDraw();
     }
     showError(err) {
@@ -435,13 +466,11 @@
     chainBox(item) {
       const row = this.rowOfTrack && this.rowOfTrack.get(item.track_id);
       if (!row) return null;
-      let depth = item.depth;
-      if (depth === undefined) {
-        depth = 0;
-        const td = this.trackData.get(item.track_id);
-        if (td && td.slices) { const i = td.slices.id.indexOf(item.slice_id); if (i >= 0) depth = td.slices.depth[i]; }
-      }
-      return { x: this.xOf(item.ts_rel_ns), w: Math.max(1, item.dur_ns / this.nsPerPx), y: this.rowTop(row) + row.renderer.yOf(depth), h: ROW_H };
+      let depth = item.depth, fold;
+      const td = this.trackData.get(item.track_id), i = td && td.slices ? td.slices.id.indexOf(item.slice_id) : -1;
+      if (i >= 0) { depth = td.slices.depth[i]; fold = td.slices.fold ? td.slices.fold[i] : depth; }
+      if (depth === undefined) depth = 0;
+      return { x: this.xOf(item.ts_rel_ns), w: Math.max(1, item.dur_ns / this.nsPerPx), y: this.rowTop(row) + row.renderer.yOf(depth, fold), h: ROW_H };
     }
     drawChain(ctx) {
       const sel = this.details.selected;
@@ -501,6 +530,7 @@
       if (Number.isFinite(s) && Number.isFinite(e) && e > s) { this.start = s; this.end = e; }
       else if (this.highlight) { const pad = (hb - ha) * 0.5; this.start = ha - pad; this.end = hb + pad; }
       this.pinned = (p.get("pin") || "").split(",").map((x) => parseInt(x, 10)).filter(Number.isFinite);
+      this.expanded = new Set((p.get("open") || "").split(",").map((x) => parseInt(x, 10)).filter(Number.isFinite));
       if (GROUPINGS.includes(p.get("group"))) { this.grouping = p.get("group"); this.groupFromUrl = true; }
       const sel = parseInt(p.get("sel"), 10);
       if (Number.isFinite(sel)) this.pendingSel = sel;
@@ -519,6 +549,7 @@
         if (hl) { p.set("hl_start", String(Math.round(hl[0]))); p.set("hl_end", String(Math.round(hl[1]))); }
         else { p.delete("hl_start"); p.delete("hl_end"); }
         if (this.pinned.length) p.set("pin", this.pinned.join(",")); else p.delete("pin");
+        if (this.expanded.size) p.set("open", Array.from(this.expanded).join(",")); else p.delete("open");
         p.delete("start_ns"); p.delete("end_ns");  // saved as start/end
         history.replaceState(null, "", location.pathname + "?" + p.toString());
       }, 120);
