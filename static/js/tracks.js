@@ -82,13 +82,13 @@
   const outline = (ctx, color, x, y, w, h) => { ctx.strokeStyle = color; ctx.lineWidth = 2; ctx.strokeRect(x, y, w, h); };
 
   /** The levels (rows) a slice track takes: its depths, or with its Python stack folded (`fold` = the window's
-      {py, ops} of a with_stack track, not `expanded`) one band for the Python frames and its other slices' rows. */
-  const levelsOf = (track, fold, expanded) => (fold && fold.py > 0 && !expanded ? 1 + fold.ops : Math.max(0, track.max_depth || 0) + 1);
+      {py, ops} of a with_stack track, not `pyOpen`) one band for the Python frames and its other slices' rows. */
+  const levelsOf = (track, fold, pyOpen) => (fold && fold.py > 0 && !pyOpen ? 1 + fold.ops : Math.max(0, track.max_depth || 0) + 1);
 
   /** Nested slices, one row per level; merged (per-pixel) slices drawn faded by how busy they are. A with_stack
       track (`opts.fold`) folds its Python frames (category python_function) into one band on top, its other
-      slices in the rows below counted without them (explorer/analysis/lod_fold.py); `opts.expanded` shows every
-      depth instead, with a band below to fold the stack back. With `opts.levels` below the rows a track has,
+      slices in the rows below counted without them (explorer/analysis/lod_fold.py); `opts.pyOpen` shows every
+      depth instead (the track's label folds it back: timeline.js). With `opts.levels` below the rows a track has,
       the rows from there down fold into one "+k levels" band that shows where they are busy; `opts.expanded`
       shows every level with the band (to fold) below. */
   class SliceTrack {
@@ -97,13 +97,13 @@
       this.track = track;
       this.env = env;
       this.python = fold ? fold.py : 0;  // the Python stack's depth on this track (0: none)
-      this.pyFolded = !!fold && !o.expanded;
-      const all = levelsOf(track, fold, o.expanded), cap = o.levels ? o.levels : all;
-      this.folds = cap < all || (!!fold && !!o.expanded);
+      this.pyFolded = !!fold && !o.pyOpen;
+      const all = levelsOf(track, fold, o.pyOpen), cap = o.levels ? o.levels : all;
+      this.folds = cap < all;
       this.expanded = this.folds && !!o.expanded;
-      this.levels = cap < all && !this.expanded ? cap : all;
+      this.levels = this.folds && !this.expanded ? cap : all;
       this.cap = Math.min(cap, all);
-      this.hidden = this.python && this.expanded ? this.python : all - this.cap;  // the levels the bottom band stands for
+      this.hidden = all - this.cap;  // the levels the bottom band stands for
       this.bandY = this.levels * ROW_H;
       this.height = this.bandY + (this.folds ? BAND_H : 0);
     }
@@ -183,8 +183,7 @@
         }
       }
       ctx.globalAlpha = 1;
-      const label = this.python && this.expanded ? "▴ fold the Python stack (" + this.python + " levels)"
-        : this.expanded ? "▴ fold " + this.hidden + " levels" : "▾ +" + this.hidden + " levels";
+      const label = this.expanded ? "▴ fold " + this.hidden + " levels" : "▾ +" + this.hidden + " levels";
       const w = ctx.measureText(label).width + 10;
       ctx.fillStyle = c.band_bg; ctx.fillRect(ts.left + 2, y + 1, w, BAND_H - 2);
       ctx.fillStyle = c.band_ink; ctx.fillText(label, ts.left + 7, y + BAND_H / 2);
@@ -240,11 +239,11 @@
       if (!td) return null;
       const tid = this.track.track_id, lane = this.track.lane;
       if (this.folds && y >= this.bandY) {
-        return { band: { track: tid, hidden: this.hidden, expanded: this.expanded, python: this.expanded ? this.python : 0 } };
+        return { band: { track: tid, hidden: this.hidden, expanded: this.expanded } };
       }
       const row = Math.floor(y / ROW_H), t = ts.nsAt(x), slop = ts.nsPerPx * 2;
       const s = td.slices, sf = s && (s.fold || s.depth);
-      if (this.pyFolded && row === 0) return { band: { track: tid, python: this.python, frame: this.frameAt(s, t) } };
+      if (this.pyFolded && row === 0) return { band: { track: tid, action: "openPython", python: this.python, frame: this.frameAt(s, t) } };
       let best = null;
       if (s) for (let i = 0; i < s.ts.length; i++) {
         if (this.row(s.depth[i], sf[i]) !== row) continue;
@@ -274,11 +273,11 @@
       return best < 0 ? "" : this.env.labels.names[s.name[best]];
     }
     tooltip(hit) {
-      if (hit.band && hit.band.python && !hit.band.expanded) {
+      const a = hit.band && hit.band.action;
+      if (a === "openPython") {
         return { name: "Python stack: " + hit.band.python + " levels, folded", lines: hit.band.frame ? [hit.band.frame] : [],
-          meta: "click to show every frame of this thread" };
+          meta: "click to show the frames of this thread" };
       }
-      if (hit.band && hit.band.python) return { name: "fold the Python stack", meta: "click to show it as one row" };
       if (hit.band) {
         return hit.band.expanded ? { name: "fold " + hit.band.hidden + " levels", meta: "click to show the top levels only" }
           : { name: "+" + hit.band.hidden + " deeper levels", meta: "click to show every level of this track" };

@@ -195,26 +195,33 @@ def test_band_opens_on_click_and_the_link_keeps_it(tall_page: Any, server: Any, 
     page = tall_page
     box = open_timeline(page, f"{server.url}/runs/{stack_run.id}/timeline")
     main = main_track(page)
-    page.mouse.click(box["x"] + GUTTER + 400, box["y"] + main["top"] + 8)
     tid = main["trackId"]
-    page.wait_for_function(f"() => new URLSearchParams(location.search).get('open') === '{tid}'")
+    page.mouse.click(box["x"] + GUTTER + 400, box["y"] + main["top"] + 8)
+    page.wait_for_function(f"() => new URLSearchParams(location.search).get('py') === '{tid}'")
     opened = next(r for r in rows(page) if r["trackId"] == tid)
-    # every depth now: the Python frames and the ops under them (the JSON's nesting), a band below to fold back
-    assert not opened["pythonFolded"] and opened["expanded"]
-    assert opened["levels"] == stack_run.all_levels > stack_run.python_levels
-    frames = [s for s in page.evaluate("() => TE.timelineApi.visibleSlices()") if s["name"].endswith("run")]
+    # every depth now (the JSON's nesting), under the level budget: the three lanes still fit the screen
+    assert not opened["pythonFolded"] and opened["levels"] + opened["hiddenLevels"] == stack_run.all_levels
+    for r in rows(page):
+        if r["lane"] in ("framework", "runtime", "hardware"):
+            assert box["y"] + r["top"] + r["h"] <= VIEW_H, r
+    frames = [s for s in page.evaluate("() => TE.timelineApi.visibleSlices()") if s["name"].endswith(": run")]
     assert frames and not any(s["python"] for s in frames)  # a frame in a row of its own
     shot(page, "pyfold-02-python-stack-open")
     page.reload()
     page.wait_for_selector("#timeline[data-ready='1']")
-    page.wait_for_function(f"() => TE.timelineApi.rows().some(r => r.trackId === {tid} && r.expanded)")
+    page.wait_for_function(f"() => TE.timelineApi.rows().some(r => r.trackId === {tid} && r.python && !r.pythonFolded)")
     again = next(r for r in rows(page) if r["trackId"] == tid)
-    assert again["levels"] == opened["levels"]
-    page.evaluate("(y) => TE.timelineApi.scrollTo(y)", again["bandTop"] - 400)
-    band = next(r for r in rows(page) if r["trackId"] == tid)["bandTop"]
-    page.mouse.click(box["x"] + GUTTER + 400, box["y"] + band + 8)
+    assert (again["levels"], again["hiddenLevels"]) == (opened["levels"], opened["hiddenLevels"])
+    # the band under the track shows every level (when some are folded); the track's label folds the stack back
+    if again["hiddenLevels"]:
+        page.mouse.click(box["x"] + GUTTER + 30, box["y"] + again["bandTop"] + 8)
+        page.wait_for_function(f"() => TE.timelineApi.rows().some(r => r.trackId === {tid} && r.expanded)")
+        assert next(r for r in rows(page) if r["trackId"] == tid)["levels"] == stack_run.all_levels
+    page.mouse.move(box["x"] + 60, box["y"] + again["top"] + 8)
+    page.wait_for_function("() => (TE.timelineApi.tooltip() || '').includes('click to fold its Python stack')")
+    page.mouse.click(box["x"] + 60, box["y"] + again["top"] + 8)
     page.wait_for_function(f"() => TE.timelineApi.rows().some(r => r.trackId === {tid} && r.pythonFolded)")
-    page.wait_for_function("() => !new URLSearchParams(location.search).has('open')")
+    page.wait_for_function("() => { const p = new URLSearchParams(location.search); return !p.has('py') && !p.has('open'); }")
 
 
 def test_a_kernels_chain_reveals_its_op_out_of_a_fold(browser: Any, server: Any, stack_run: StackRun,
@@ -236,6 +243,7 @@ def test_a_kernels_chain_reveals_its_op_out_of_a_fold(browser: Any, server: Any,
         page.locator("#tl-chain li", has_text="aten::addmm").first.click()
         page.wait_for_function(f"() => TE.timelineApi.selection().event.slice_id === {op['slice_id']}")
         page.wait_for_function(f"() => TE.timelineApi.rows().some(r => r.trackId === {where['trackId']} && r.expanded)")
+        assert next(r for r in rows(page) if r["trackId"] == where["trackId"])["pythonFolded"]  # the op rows opened, not the stack
         page.wait_for_function("() => TE.timelineApi.covered() && TE.timelineApi.idle()")
         now = page.evaluate("(id) => TE.timelineApi.sliceRow(id)", op["slice_id"])
         after = page.evaluate("([t, d, f]) => TE.timelineApi.rowOfSlice(t, d, f)", [now["trackId"], now["depth"], now["fold"]])
