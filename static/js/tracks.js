@@ -148,12 +148,13 @@
         }
       }
       ctx.globalAlpha = 1;
-      const s = data.slices;
+      const tag = "▸ Python stack · " + this.python + " levels", tagW = ctx.measureText(tag).width + 10;
+      const s = data.slices, x0 = ts.left + tagW + 2;  // labels start right of the tag
       if (s && s.fold) {  // labels of the frames wide enough, innermost last
         for (const i of pythonOrder(s)) {
           let xa = ts.xOf(s.ts[i]), w = s.dur[i] / ts.nsPerPx;
-          if (w <= 40 || xa + w < ts.left || xa > ts.right) continue;
-          if (xa < ts.left) { w -= ts.left - xa; xa = ts.left; }
+          if (xa < x0) { w -= x0 - xa; xa = x0; }
+          if (w <= 40 || xa > ts.right) continue;
           const label = this.env.labels.fit(ctx, s.name[i], w - 6);
           if (!label) continue;
           ctx.fillStyle = c.band_bg; ctx.fillRect(xa, 1, Math.max(1, w - 1), ROW_H - 2);
@@ -162,9 +163,7 @@
           ctx.fillStyle = c.slice_ink; ctx.fillText(label, xa + 3, ROW_H / 2 - 0.5);
         }
       }
-      const tag = "▸ Python stack · " + this.python + " levels";
-      const w = ctx.measureText(tag).width + 10;
-      ctx.fillStyle = c.band_bg; ctx.fillRect(ts.left + 2, 1, w, ROW_H - 2);
+      ctx.fillStyle = c.band_bg; ctx.fillRect(ts.left + 2, 1, tagW, ROW_H - 2);
       ctx.fillStyle = c.band_ink; ctx.fillText(tag, ts.left + 7, ROW_H / 2 - 0.5);
     }
     /** The folded levels as one band: where they are busy (every slice and merged box below the shown
