@@ -210,6 +210,8 @@
     reveal(id) { this.revealId = id; this.tryReveal(); }
     tryReveal() {
       if (this.revealId === undefined || this.revealId === null) return;
+      const sel = this.details.selected;
+      if (!sel || sel.event.slice_id !== this.revealId) { this.revealId = null; return; }  // selected another since
       for (const [tid, td] of this.trackData) {
         const s = td.slices, i = s ? s.id.indexOf(this.revealId) : -1;
         if (i < 0) continue;

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
+from urllib.request import urlopen
 
 import pytest
 
@@ -284,7 +286,9 @@ def test_a_kernels_chain_reveals_its_op_out_of_a_fold(browser: Any, server: Any,
     for page in tall(browser, 330):
         box = open_timeline(page, f"{server.url}/runs/{stack_run.id}/timeline")
         assert page.evaluate("() => TE.timelineApi.levelCap()") == 2  # the band and one row of ops
-        kernel = page.evaluate(f"() => TE.timelineApi.sliceIds({json.dumps(KERNEL)})")[0]
+        query = urlencode({"q": KERNEL, "limit": 1})
+        with urlopen(f"{server.url}/api/runs/{stack_run.id}/search?{query}") as resp:  # sub-pixel here: no id drawn
+            kernel = json.load(resp)["matches"][0]["slice_id"]
         page.evaluate("(id) => TE.timelineApi.select(id)", kernel)
         page.wait_for_selector("#tl-chain li")
         chain = page.evaluate("() => TE.timelineApi.selection().chain")
