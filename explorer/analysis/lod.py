@@ -22,6 +22,7 @@ from explorer.analysis.lod_budget import (
     compute_summaries,
     track_budget,
 )
+from explorer.analysis.lod_fold import fold_keys, track_folds
 from explorer.analysis.lod_pyramid import (
     LEVEL_PIECE,
     Items,
@@ -52,9 +53,11 @@ class TimelineIndex:
     dur: np.ndarray
     end_max: np.ndarray  # running max of ts+dur within each (track, depth) group
     depth: np.ndarray
+    fold: np.ndarray  # per position: the Python-stack fold key (lod_fold); the depth on runs without Python frames
     name: np.ndarray
-    group_track: np.ndarray  # per (track, depth) group
+    group_track: np.ndarray  # per (track, depth, fold) group
     group_depth: np.ndarray
+    group_fold: np.ndarray
     group_lo: np.ndarray
     group_hi: np.ndarray
     track_kind: dict[int, str]
@@ -141,6 +144,7 @@ def build_index_into(sink: IndexSink, slices: pa.Table, tracks: pa.Table, counte
     ts = np.subtract(slices.column("ts_ns").to_numpy(), origin_ns, dtype=I64)
     dur = slices.column("dur_ns").to_numpy().astype(I64, copy=False)
     depth = slices.column("depth").to_numpy().astype(np.int32, copy=False)
+    fold = fold_keys(slices, depth)  # None: no Python frames, every key is the depth
     sink.put("origin_ns", origin_ns)
     with ThreadPoolExecutor(threads, thread_name_prefix="index") if threads > 1 else nullcontext() as pool:
         args = (sink, tracks, counters, flows, instants, origin_ns, track, ts, dur, depth)
@@ -151,7 +155,9 @@ def build_index_into(sink: IndexSink, slices: pa.Table, tracks: pa.Table, counte
         names, codes = _dictionary(slices.column("name")) if slices.num_rows else ([], np.zeros(0, np.int32))
         sink.put("names", names)
         del names
-        order = np.lexsort((ts, depth, track)).astype(I64, copy=False) if len(ts) else np.zeros(0, I64)
+        keys = (ts, depth, track) if fold is None else (ts, fold, depth, track)
+        order = np.lexsort(keys).astype(I64, copy=False) if len(ts) else np.zeros(0, I64)
+        del keys
         ts_o = ts[order]
         del ts
         dur_o = dur[order]
@@ -160,13 +166,15 @@ def build_index_into(sink: IndexSink, slices: pa.Table, tracks: pa.Table, counte
         del codes
         depth_o = depth[order]
         del depth
+        fold_o = depth_o if fold is None else fold[order]
+        del fold
         g_track = track[order]
         sink.put("slice_track", track)
         del track
         sink.put("slice_id", order)
         del order
         if len(g_track):
-            change = np.flatnonzero((np.diff(g_track) != 0) | (np.diff(depth_o) != 0)) + 1
+            change = np.flatnonzero((np.diff(g_track) != 0) | (np.diff(depth_o) != 0) | (np.diff(fold_o) != 0)) + 1
             lo = np.concatenate(([0], change)).astype(I64)
             del change
         else:
@@ -175,8 +183,10 @@ def build_index_into(sink: IndexSink, slices: pa.Table, tracks: pa.Table, counte
         sink.put("group_track", g_track[lo])
         del g_track
         group_depth = depth_o[lo]
+        sink.put("group_fold", fold_o[lo])
+        sink.put("fold", fold_o)
         sink.put("depth", depth_o)
-        del depth_o
+        del depth_o, fold_o
         sink.put("group_depth", group_depth)
         sink.put("group_lo", lo)
         sink.put("group_hi", hi)
@@ -336,6 +346,7 @@ def _slice_windows(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_n
     merged = _merge_per_pixel(concat_items(items, bins) if len(bins) else items, start_ns, width_px, ns_per_px,
                               presorted=not len(bins))
     track_of_slot = ix.group_track[groups]
+    group_fold = ix.group_fold[groups]  # per slot
     results = []
     for tid in track_ids:
         slots = np.flatnonzero(track_of_slot == tid)
@@ -349,9 +360,12 @@ def _slice_windows(ix: TimelineIndex, track_ids: list[int], start_ns: int, end_n
         m = merged.take(np.arange(ma, mb))
         payload = {"track_id": tid, "kind": "slice",
                    "slices": {"id": ix.slice_id[wp], "ts": ix.ts[wp], "dur": ix.dur[wp],
-                              "depth": ix.depth[wp], "name": ix.name[wp]},
-                   "merged": {"ts": m.ts, "dur": m.end - m.ts, "depth": m.depth, "count": m.count,
-                              "busy_ns": m.busy, "name": m.name}}
+                              "depth": ix.depth[wp], "fold": ix.fold[wp], "name": ix.name[wp]},
+                   "merged": {"ts": m.ts, "dur": m.end - m.ts, "depth": m.depth, "fold": group_fold[m.slot],
+                              "count": m.count, "busy_ns": m.busy, "name": m.name}}
+        py_levels, op_levels = track_folds(group_fold[a:b])
+        if py_levels:  # a with_stack track: how many rows its Python frames fold from, and its ops take
+            payload["py_levels"], payload["op_levels"] = py_levels, op_levels
         results.append((tid, payload, np.concatenate((ix.name[wp], m.name))))
     return results
 
@@ -371,8 +385,8 @@ def _merge_per_pixel(items: Items, start_ns: int, width_px: int, ns_per_px: floa
 def _empty_track(tid: int) -> dict[str, Any]:
     e: list[int] = []
     return {"track_id": tid, "kind": "slice",
-            "slices": {"id": e, "ts": e, "dur": e, "depth": e, "name": e},
-            "merged": {"ts": e, "dur": e, "depth": e, "count": e, "busy_ns": e, "name": e}}
+            "slices": {"id": e, "ts": e, "dur": e, "depth": e, "fold": e, "name": e},
+            "merged": {"ts": e, "dur": e, "depth": e, "fold": e, "count": e, "busy_ns": e, "name": e}}
 
 
 def _remap_names(ix: TimelineIndex, tracks: dict[int, dict[str, Any]], used: list[np.ndarray]) -> list[str]:

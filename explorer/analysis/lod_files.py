@@ -20,7 +20,7 @@ from explorer.model.heap import trim_heap
 from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace
 
 INDEX_DIR = "index"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: the Python-stack fold keys (explorer.analysis.lod_fold)
 META = "index.json"
 # the ingest builds a level this many positions at a time (the server's build in memory: LEVEL_PIECE), on two
 # threads (it runs once the slices' Parquet is written: the write's threads are done by then)

@@ -559,6 +559,8 @@ class TrackWindow(TypedDict, total=False):
     merged: dict[str, list[int]]
     counter: dict[str, list[float]]
     instants: dict[str, list[Any]]
+    py_levels: int  # a with_stack track's deepest Python stack (explorer.analysis.lod_fold)
+    op_levels: int  # and the rows its other slices take with the Python frames folded
 
 
 # an arrow between two slices: ids, endpoints (slice ids, tracks, relative ns) and kind; `from` is a

@@ -71,7 +71,7 @@
           if (!tl.openGroups.has(t.group)) continue;
         }
         fixed += TRACK_GAP;
-        if ((t.kind || "slice") === "slice") levels.push(TE.levelsOf(t));
+        if ((t.kind || "slice") === "slice") levels.push(TE.levelsOf(t, tl.pyFolds.get(t.track_id), tl.pyOpen.has(t.track_id)));
         else fixed += TE.makeTrack(t, tl.env).height;
       }
     }
@@ -84,7 +84,8 @@
   function layout(tl) {
     const { groups, keys } = groupTracks(tl.tracks, tl.grouping);
     const levelCap = tl.fitLevels();
-    const opts = (t) => ({ levels: levelCap, expanded: tl.expanded.has(t.track_id) });
+    const opts = (t) => ({ levels: levelCap, expanded: tl.expanded.has(t.track_id), fold: tl.pyFolds.get(t.track_id),
+      pyOpen: tl.pyOpen.has(t.track_id) });
     const trackRow = (t, y) => { const r = TE.makeTrack(t, tl.env, opts(t)); return { kind: "track", track: t, renderer: r, y: y + 2, h: r.height }; };
     const rows = [], pins = new Set(tl.pinned);
     let py = 0;

@@ -123,7 +123,7 @@
       if (!hit) return null;
       const row = tl.rowOfTrack && tl.rowOfTrack.get(hit[0]), s = tl.trackData.get(hit[0]).slices, i = hit[1];
       if (!row || row.collapsed) return null;
-      return { id: id, x: tl.xOf(s.ts[i]), w: Math.max(1, s.dur[i] / tl.nsPerPx), y: tl.rowTop(row) + row.renderer.yOf(s.depth[i]), h: 12 };
+      return { id: id, x: tl.xOf(s.ts[i]), w: Math.max(1, s.dur[i] / tl.nsPerPx), y: tl.rowTop(row) + row.renderer.yOf(s.depth[i], s.fold ? s.fold[i] : s.depth[i]), h: 12 };
     }
     draw(ctx, frame) {
       this.drawn = [];

@@ -20,6 +20,7 @@
         if (e.dur_ns > span * 0.8 || e.dur_ns * 200 < span) tl.setWindow(e.ts_rel_ns - e.dur_ns * 1.5, e.ts_rel_ns + e.dur_ns * 2.5);
         else tl.setWindow(e.ts_rel_ns + e.dur_ns / 2 - span / 2, e.ts_rel_ns + e.dur_ns / 2 + span / 2);
         tl.scrollToTrack(e.track_id);
+        tl.reveal(id);  // out of a fold (the Python band, "+k levels") once its window lands
       }
       tl.saveUrl();
       tl.requestDraw();

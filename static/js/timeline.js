@@ -40,7 +40,9 @@
       this.grouping = "lane";
       this.collapsed = new Set();
       this.pinned = [];             // track ids drawn above the scrolled tracks, in pin order
-      this.expanded = new Set();    // tracks showing every level (their "+k levels" band opened)
+      this.expanded = new Set();    // tracks showing every level (their "+k levels" band opened; URL `open`)
+      this.pyOpen = new Set();      // with_stack tracks showing their Python frames (the Python band opened; URL `py`)
+      this.pyFolds = new Map();     // with_stack tracks: id -> {py, ops} from the windows (tracks.js levelsOf)
       this.levelCap = Infinity;     // the level budget of the last layout (lanes.js levelBudget)
       this.highlight = null;        // [a, b] relative ns from the URL (hl_start, hl_end), drawn over every track
       this.pinH = 0;
@@ -190,6 +192,41 @@
     toggleLevels(tid) {
       if (this.expanded.has(tid)) this.expanded.delete(tid); else this.expanded.add(tid);
       this.relayout();
+      this.saveUrl();
+    }
+    /** A click on a track's band: the Python band opens the stack ("openPython"), the label of a with_stack track
+        opens or folds it back into one row ("togglePython", the deeper levels folded again), the "+k levels" band
+        shows or folds the deeper levels. */
+    bandClick(band) {
+      const tid = band.track, open = this.pyOpen.has(tid);
+      if (band.action === "openPython" || (band.action === "togglePython" && !open)) this.pyOpen.add(tid);
+      else if (band.action === "togglePython") { this.pyOpen.delete(tid); this.expanded.delete(tid); }
+      else return this.toggleLevels(tid);
+      this.relayout();
+      this.saveUrl();
+    }
+    /** Show slice `id` where it is drawn: its track's fold opened when it sits in one (the Python band or the
+        "+k levels" band), the rows scrolled to it. Done once the slice is in a landed window (setData). */
+    reveal(id) { this.revealId = id; this.tryReveal(); }
+    tryReveal() {
+      if (this.revealId === undefined || this.revealId === null) return;
+      const sel = this.details.selected;
+      if (!sel || sel.event.slice_id !== this.revealId) { this.revealId = null; return; }  // selected another since
+      for (const [tid, td] of this.trackData) {
+        const s = td.slices, i = s ? s.id.indexOf(this.revealId) : -1;
+        if (i < 0) continue;
+        this.revealId = null;
+        const row = this.rowOfTrack.get(tid), depth = s.depth[i], fold = s.fold ? s.fold[i] : depth;
+        if (!row || row.kind !== "track") return;
+        if (row.renderer.pyFolded && fold < 0) { this.pyOpen.add(tid); this.relayout(); }  // a Python frame
+        const r = this.rowOfTrack.get(tid).renderer;
+        if (r.row(depth, fold) >= r.levels) { this.expanded.add(tid); this.relayout(); }  // in "+k levels"
+        if (row.renderer !== this.rowOfTrack.get(tid).renderer) this.saveUrl();
+        const open = this.rowOfTrack.get(tid);
+        this.scrollToTrack(tid, open.renderer.yOf(depth, fold));
+        this.requestDraw();
+        return;
+      }
     }
     toggleGroup(key, sub) {
       if (sub) {
@@ -211,11 +248,12 @@
       this.setWindow(link.start_ns - pad, link.end_ns + pad);
       if (mine.length) this.scrollToTrack(mine[0].track_id);
     }
-    scrollToTrack(tid) {
+    /** Scroll the rows so that track `tid` (its row `dy` px below the track's top) is in view. */
+    scrollToTrack(tid, dy) {
       const row = this.rowOfTrack.get(tid);
       if (!row || row.pinned) return;
-      const top = this.scroll.scrollTop, h = this.height - this.bodyTop;
-      if (row.y < top || row.y + ROW_H > top + h) this.scroll.scrollTop = Math.max(0, row.y - h / 3);
+      const top = this.scroll.scrollTop, h = this.height - this.bodyTop, y = row.y + (dy || 0);
+      if (y < top || y + ROW_H > top + h) this.scroll.scrollTop = Math.max(0, y - h / 3);
     }
 
     // -- the view: window, time scale, panels ---------------------------------------------------
@@ -326,6 +364,16 @@
       this.trackData = new Map(w.tracks.map((t) => [t.track_id, t]));
       this.summaries = new Map((w.summaries || []).map((x) => [x.lane, x]));
       if (this.collectives) this.collectives.refresh();
+      let folds = false;  // a with_stack track seen for the first time: laid out with its Python stack folded
+      for (const t of w.tracks) {
+        const was = this.pyFolds.get(t.track_id);
+        if (t.py_levels && (!was || was.py !== t.py_levels || was.ops !== t.op_levels)) {
+          this.pyFolds.set(t.track_id, { py: t.py_levels, ops: t.op_levels });
+          folds = true;
+        }
+      }
+      if (folds) this.relayout();
+      this.tryReveal();
       this.requestDraw();
     }
     showError(err) {
@@ -422,6 +470,7 @@
       ctx.fillStyle = c.ink;
       let label = t.label || String(t.track_id);
       if (this.grouping !== "lane") label = t.lane + " · " + label;
+      if (r.renderer.python) label = (r.renderer.pyFolded ? "▸ " : "▾ ") + label;  // a click opens or folds its Python stack
       const maxChars = Math.floor((PIN_X - 16) / CHAR_W);
       if (label.length > maxChars) label = label.slice(0, maxChars - 1) + "…";
       ctx.fillText(label, 14, y + Math.min(r.h, ROW_H) / 2);
@@ -435,13 +484,11 @@
     chainBox(item) {
       const row = this.rowOfTrack && this.rowOfTrack.get(item.track_id);
       if (!row) return null;
-      let depth = item.depth;
-      if (depth === undefined) {
-        depth = 0;
-        const td = this.trackData.get(item.track_id);
-        if (td && td.slices) { const i = td.slices.id.indexOf(item.slice_id); if (i >= 0) depth = td.slices.depth[i]; }
-      }
-      return { x: this.xOf(item.ts_rel_ns), w: Math.max(1, item.dur_ns / this.nsPerPx), y: this.rowTop(row) + row.renderer.yOf(depth), h: ROW_H };
+      let depth = item.depth, fold;
+      const td = this.trackData.get(item.track_id), i = td && td.slices ? td.slices.id.indexOf(item.slice_id) : -1;
+      if (i >= 0) { depth = td.slices.depth[i]; fold = td.slices.fold ? td.slices.fold[i] : depth; }
+      if (depth === undefined) depth = 0;
+      return { x: this.xOf(item.ts_rel_ns), w: Math.max(1, item.dur_ns / this.nsPerPx), y: this.rowTop(row) + row.renderer.yOf(depth, fold), h: ROW_H };
     }
     drawChain(ctx) {
       const sel = this.details.selected;
@@ -480,7 +527,10 @@
       const same = prev && this.hover && prev.track === this.hover.track && prev.ts === this.hover.ts && prev.depth === this.hover.depth;
       if (!same && (prev || this.hover)) this.requestDraw();
       const row = h && (h.slice || h.merged || h.point || h.band) && this.rowAt(p.y);
-      const text = h && h.gap ? this.gaps.tooltip(h.gap) : row && row.row.renderer.tooltip(h);
+      const lr = h && h.label && !h.pin && h.label.renderer && h.label.renderer.python ? h.label.renderer : null;
+      const text = h && h.gap ? this.gaps.tooltip(h.gap) : lr ? { name: h.label.track.label || "",
+        meta: lr.pyFolded ? "click to show its Python stack (" + lr.python + " levels)" : "click to fold its Python stack into one row" }
+        : row && row.row.renderer.tooltip(h);
       if (!text) { tip.style.display = "none"; return; }
       tip.textContent = "";
       tip.append(TE.el("div", { class: "t-name" }, text.name), ...(text.lines || []).map((l) => TE.el("div", { class: "t-line" }, l)),
@@ -501,6 +551,9 @@
       if (Number.isFinite(s) && Number.isFinite(e) && e > s) { this.start = s; this.end = e; }
       else if (this.highlight) { const pad = (hb - ha) * 0.5; this.start = ha - pad; this.end = hb + pad; }
       this.pinned = (p.get("pin") || "").split(",").map((x) => parseInt(x, 10)).filter(Number.isFinite);
+      const ids = (k) => (p.get(k) || "").split(",").map((x) => parseInt(x, 10)).filter(Number.isFinite);
+      this.expanded = new Set(ids("open"));
+      this.pyOpen = new Set(ids("py"));
       if (GROUPINGS.includes(p.get("group"))) { this.grouping = p.get("group"); this.groupFromUrl = true; }
       const sel = parseInt(p.get("sel"), 10);
       if (Number.isFinite(sel)) this.pendingSel = sel;
@@ -519,6 +572,8 @@
         if (hl) { p.set("hl_start", String(Math.round(hl[0]))); p.set("hl_end", String(Math.round(hl[1]))); }
         else { p.delete("hl_start"); p.delete("hl_end"); }
         if (this.pinned.length) p.set("pin", this.pinned.join(",")); else p.delete("pin");
+        if (this.expanded.size) p.set("open", Array.from(this.expanded).join(",")); else p.delete("open");
+        if (this.pyOpen.size) p.set("py", Array.from(this.pyOpen).join(",")); else p.delete("py");
         p.delete("start_ns"); p.delete("end_ns");  // saved as start/end
         history.replaceState(null, "", location.pathname + "?" + p.toString());
       }, 120);

@@ -35,7 +35,8 @@
         return { kind: r.kind, key: r.key, lane: tr ? r.track.lane : r.lane, trackKind: tr ? r.track.kind : null,
           trackId: tr ? r.track.track_id : null, top: rowTop(r), h: r.h, pinned: !!r.pinned, collapsed: !!r.collapsed,
           levels: tr ? tr.levels : null, hiddenLevels: tr && tr.folds ? tr.hidden : 0, expanded: tr ? !!tr.expanded : false,
-          bandTop: tr && tr.folds ? rowTop(r) + tr.bandY : null };
+          bandTop: tr && tr.folds ? rowTop(r) + tr.bandY : null,
+          python: tr ? tr.python || 0 : 0, pythonFolded: tr ? !!tr.pyFolded : false };
       }),
       /** The landed window's per-lane summaries of the tracks it did not send ({lane, tracks, busy_ns}). */
       summaries: () => Array.from(tl.summaries.values()),
@@ -47,6 +48,20 @@
       /** The instants in the landed window's data: [name, ts (relative ns)]. */
       instantsInData: () => Array.from(tl.trackData.values()).flatMap((td) =>
         td.instants ? td.instants.ts.map((t, i) => [td.instants.name[i], t]) : []),
+      /** Track `trackId`'s row (px below the track's top) for a slice at `depth` with fold key `fold`, and
+          whether that row is a fold (the Python band or the "+k levels" band) rather than its own. */
+      rowOfSlice: (trackId, depth, fold) => {
+        const r = tl.rowOfTrack.get(trackId);
+        return r ? { y: r.renderer.yOf(depth, fold), hidden: r.renderer.hides(depth, fold) } : null;
+      },
+      /** The landed window's depth and fold key of slice `id` ({trackId, depth, fold}), or null. */
+      sliceRow: (id) => {
+        for (const td of tl.trackData.values()) {
+          const s = td.slices, i = s ? s.id.indexOf(id) : -1;
+          if (i >= 0) return { trackId: td.track_id, depth: s.depth[i], fold: s.fold ? s.fold[i] : s.depth[i] };
+        }
+        return null;
+      },
       /** The level budget of the layout: how many levels a slice track shows before folding the rest. */
       levelCap: () => tl.levelCap,
       /** The plot's top (canvas px): where the scrolled tracks start, under the minimap, ruler and pins. */
@@ -71,7 +86,8 @@
           for (const s of r.renderer.visible(3)) {
             const y = y0 + s.y;
             if ((!r.pinned && y < tl.bodyTop + 4) || y > tl.height - 5) continue;
-            out.push({ id: s.id, name: s.name, lane: r.track.lane, w: s.x1 - s.x0, x: b.left + (s.x0 + s.x1) / 2, y: b.top + y });
+            out.push({ id: s.id, name: s.name, lane: r.track.lane, w: s.x1 - s.x0, x: b.left + (s.x0 + s.x1) / 2, y: b.top + y,
+              python: !!s.python });
           }
         }
         return out;

@@ -81,8 +81,9 @@
       const h = tl.hit(p.x, p.y);
       if (h && h.header) tl.toggleGroup(h.header.key, h.header.sub);
       else if (h && h.label && h.pin) tl.togglePin(h.label.track.track_id);
-      else if (h && h.band) tl.toggleLevels(h.band.track);
-      if (h && (h.header || h.pin || h.band)) tl.showTip(p, tl.hit(p.x, p.y));  // the layout moved under the pointer
+      else if (h && h.band) tl.bandClick(h.band);
+      else if (h && h.label && h.label.renderer.python) tl.bandClick({ track: h.label.track.track_id, action: "togglePython" });
+      if (h && (h.header || h.pin || h.band || (h.label && h.label.renderer.python))) tl.showTip(p, tl.hit(p.x, p.y));  // the layout moved under the pointer
       else if (h && h.slice) tl.select(h.slice.id, false);
       else if (h && h.gap) tl.details.showGap(h.gap);
       else if (h && h.merged) { const m = h.merged; tl.setWindow(m.ts - m.dur * 2, m.ts + m.dur * 3); }

@@ -1,7 +1,7 @@
 """End-to-end: the timeline's lanes on one screen. A real `torch.profiler(with_stack=True)` capture of nested
 nn.Modules (a framework lane dozens of levels deep) with a CUDA launch and a kernel added under each
-`aten::addmm`, so the run has all three lanes; in a 1600x1000 viewport the three lanes fit, deep levels
-fold into a "+k levels" band, tracks pin, collapsed lanes keep a busy row, the minimap moves the window,
+`aten::addmm`, so the run has all three lanes; in a 1600x1000 viewport the three lanes fit, with the Python
+stack opened (its band clicked: tests/e2e/test_python_fold.py has it folded) deep levels fold into a "+k levels" band, tracks pin, collapsed lanes keep a busy row, the minimap moves the window,
 and a highlight range from the URL is drawn."""
 
 from __future__ import annotations
@@ -134,10 +134,16 @@ def tall_page(browser: Any) -> Iterator[Any]:
 
 
 def open_timeline(page: Any, server: Any, rid: str, query: str = "") -> dict[str, float]:
+    """The run's timeline, its Python stacks opened (a click on each band): every depth, under the level budget."""
     page.goto(f"{server.url}/runs/{rid}/timeline{query}")
     page.wait_for_selector("#timeline[data-ready='1']")
     page.wait_for_function("() => TE.timelineApi.minimap().lanes.length > 0 && TE.timelineApi.idle()")
-    return page.locator("#tl-canvas").bounding_box()  # type: ignore[no-any-return]
+    box = page.locator("#tl-canvas").bounding_box()
+    for r in rows(page):
+        if r["pythonFolded"]:
+            page.mouse.click(box["x"] + GUTTER + 30, box["y"] + r["top"] + 8)
+            page.wait_for_function(f"() => !TE.timelineApi.rows().find(r => r.trackId === {r['trackId']}).pythonFolded")
+    return box  # type: ignore[no-any-return]
 
 
 def rows(page: Any) -> list[dict[str, Any]]:
