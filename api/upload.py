@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 import re
 import secrets
 import shutil
@@ -182,9 +183,26 @@ def queued_bytes(tmp_dir: Path) -> int:
     """Bytes of the uploads in `tmp_dir` (being received, or waiting for or in their ingest: each is removed after)."""
     total = 0
     for folder in tmp_dir.glob("upload-*"):
-        for path in folder.rglob("*"):
-            with contextlib.suppress(OSError):  # removed meanwhile
-                total += path.stat().st_size if path.is_file() else 0
+        total += _tree_bytes(folder)
+    return total
+
+
+def _tree_bytes(folder: Path) -> int:
+    """The bytes of the files under `folder`, which another upload's ingest may remove while it is walked (its
+    files, its subfolders or the folder itself vanish: what is gone counts nothing, never an error)."""
+    total = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                total += _tree_bytes(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
     return total
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
+import shutil
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -146,3 +149,35 @@ def test_an_upload_and_an_ingest_of_the_same_files_agree_on_hash_and_name(client
     assert record is not None and record.sha256 == expected
     assert run["name"] == default_run_name(paths) == "rank1.pt.trace (+1)"
     assert default_run_name([], "upload") == "upload"
+
+
+def test_queued_bytes_counts_the_uploads_and_never_fails_on_one_that_vanishes(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upload queue's size is read while other uploads' ingests remove their folders: a folder (or a file in
+    it) gone mid-walk counts nothing; it used to raise FileNotFoundError out of the upload route (a flaky 500)."""
+    from api import upload as upload_module
+
+    (tmp_path / "upload-a" / "trees" / "run").mkdir(parents=True)
+    (tmp_path / "upload-a" / "0000.json").write_bytes(b"x" * 100)
+    (tmp_path / "upload-a" / "trees" / "run" / "rank0.json").write_bytes(b"y" * 50)
+    (tmp_path / "ingest-r1").mkdir()
+    (tmp_path / "ingest-r1" / "scratch").write_bytes(b"z" * 7)  # not an upload: not counted
+    assert upload_module.queued_bytes(tmp_path) == 150
+    real_glob = Path.glob
+
+    def with_a_vanished_folder(self: Path, pattern: str) -> Any:
+        yield from real_glob(self, pattern)
+        yield self / "upload-gone"  # listed, then removed by its ingest before the walk reaches it
+
+    monkeypatch.setattr(Path, "glob", with_a_vanished_folder)
+    assert upload_module.queued_bytes(tmp_path) == 150
+    monkeypatch.setattr(Path, "glob", real_glob)
+    real_scandir = os.scandir
+
+    def removed_as_it_is_reached(path: Any) -> Any:
+        if str(path).endswith("trees"):  # the ingest removes the upload's tree just as the walk enters it
+            shutil.rmtree(path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", removed_as_it_is_reached)
+    assert upload_module.queued_bytes(tmp_path) == 100
