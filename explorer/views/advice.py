@@ -1,0 +1,72 @@
+"""The advice page family: a run's findings (explorer.analysis.advice) computed once for the findings page
+`/runs/{id}/advice`, its twin `/api/runs/{id}/advice`, the overview's top findings, the CLI and the notebook."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+
+from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
+from explorer.analysis.device_advice import compute_recommendations
+from explorer.device_pages import compute_device_profiles, load_profile_tables
+from explorer.model.advice_shapes import AdviceResult
+from explorer.model.ranks import run_ranks
+from explorer.model.shapes import Breakdown, RanksResult, RunJson
+from explorer.pages import compute_run_breakdown, compute_run_steps, run_json
+from explorer.rank_pages import compute_run_ranks
+from explorer.store.runs import RunStore
+
+OVERVIEW_FINDINGS = 3  # findings on the overview's first screen
+
+
+def load_op_shapes(store: RunStore, run_id: str) -> dict[int, str]:
+    """The ops' Kineto Input Dims text by slice id (the cached slice columns leave `shapes` out)."""
+    t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "shapes"],
+                      filters=[("is_op", "=", True)])
+    return {int(i): str(s) for i, s in zip(t.column("slice_id").to_pylist(), t.column("shapes").to_pylist(),
+                                           strict=True) if s}
+
+
+def device_recommendations(store: RunStore, run_id: str) -> list[DeviceRecs]:
+    rec = store.require_ready(run_id)
+    out = []
+    for p in compute_device_profiles(store, rec)["profiles"]:
+        out.append(DeviceRecs(p["name"], p["profile_id"],
+                              compute_recommendations(load_profile_tables(store, run_id, p))))
+    return out
+
+
+def compute_run_advice(store: RunStore, run_id: str, breakdown: Breakdown | None = None,
+                       ranks: RanksResult | None = None) -> AdviceResult:
+    """The `/api/runs/{id}/advice` object; a server passes its cached breakdown and per-rank summary."""
+    rec = store.require_ready(run_id)
+    s = rec.summary
+    tracks = store.table(run_id, "tracks")
+    if ranks is None and len(run_ranks(tracks)) > 1:
+        ranks = compute_run_ranks(store, run_id)
+    inputs = AdviceInputs(run_id, s.start_ns, s.span_ns, store.table(run_id, "slices"), store.table(run_id, "flows"),
+                          load_op_shapes(store, run_id),
+                          breakdown if breakdown is not None else compute_run_breakdown(store, run_id),
+                          _step_count(store, run_id), ranks, device_recommendations(store, run_id))
+    return compute_advice(inputs)
+
+
+def _step_count(store: RunStore, run_id: str) -> int:
+    """Steps per rank (ProfilerStep#N ranges): a saving over the trace divided by it is a saving per step."""
+    steps = compute_run_steps(store, run_id)
+    return steps["count"] // max(len(steps["ranks"]), 1)
+
+
+@dataclass
+class AdvicePage:
+    """`/runs/{id}/advice`; twin `/api/runs/{id}/advice`."""
+
+    run: RunJson
+    advice: AdviceResult
+    twin: str = ""
+
+
+def build_advice_page(store: RunStore, run_id: str, advice: AdviceResult | None = None) -> AdvicePage:
+    rec = store.require_ready(run_id)
+    return AdvicePage(run_json(rec), advice or compute_run_advice(store, run_id), f"/api/runs/{run_id}/advice")
