@@ -14,6 +14,7 @@ from api.errors import ERROR_RESPONSES, install_error_handlers
 from api.guard import OriginGuard
 from api.responses import HeadAsGet
 from api.routes import (
+    advice,
     analysis,
     apidocs,
     check,
@@ -83,7 +84,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # the API, then the HTML pages (api/routes/pages.py) last; each module's docstring says what it serves
     for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router,
                    kernels.router, collectives.router, check.router, device.router, device.pages, export.router,
-                   neuron_v1.router, ranks.router, ranks.pages, fleet.router, apidocs.router, pages.router):
+                   neuron_v1.router, ranks.router, ranks.pages, fleet.router, apidocs.router,
+                   advice.router, advice.pages, pages.router):
         app.include_router(router)
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
     app.add_middleware(AccessMiddleware, token=settings.token, catalog=store.catalog,

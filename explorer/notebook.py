@@ -23,6 +23,7 @@ from explorer.analysis.lod_pyramid import gather, window_ranges
 from explorer.config import Settings
 from explorer.errors import BadRequest, RunNotFound
 from explorer.ingest.sources import iter_input_files, sha256_file
+from explorer.model.advice_shapes import AdviceResult
 from explorer.model.lanes import Lane
 from explorer.model.shapes import Breakdown, CompareResult, DiffRow
 from explorer.pages import (
@@ -173,6 +174,12 @@ class Run:
         ids = [self.id, *(o.id if isinstance(o, Run) else o for o in others)]
         data = compute_run_compare(self.store, ids, baseline)
         return compare_table(data, kernels)
+
+    def advice(self) -> AdviceResult:
+        """The advisor's findings, largest expected saving first: GET /api/runs/{id}/advice."""
+        from explorer.views.advice import compute_run_advice
+
+        return self._cached("advice", lambda: compute_run_advice(self.store, self.id, self._breakdown()))
 
     def _breakdown(self) -> Breakdown:
         return self._cached("breakdown", lambda: compute_run_breakdown(self.store, self.id))

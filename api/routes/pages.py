@@ -38,6 +38,7 @@ from explorer.report import build_report, render_report
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
 from explorer.store.sql import MAX_SQL_CHARS
+from explorer.views.advice import OVERVIEW_FINDINGS
 
 router = APIRouter(include_in_schema=False)
 
@@ -100,6 +101,7 @@ def overview_page(request: Request, run: AnyRunDep, state: StateDep, background:
         return _not_ready(request, state, run)
     _warm_timeline(state, run, background)
     page = build_overview(state.store, run.id, state.breakdown(run.id, parse_ranks(rank)), rank or "")
+    page.findings = state.advice(run.id)["findings"][:OVERVIEW_FINDINGS]
     return _render(request, state, "overview.html", page, active="overview", plotly=True)
 
 

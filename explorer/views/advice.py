@@ -10,11 +10,12 @@ import pyarrow.parquet as pq
 from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
 from explorer.analysis.device_advice import compute_recommendations
 from explorer.device_pages import compute_device_profiles, load_profile_tables
-from explorer.model.advice_shapes import AdviceResult
+from explorer.model.advice_shapes import AdviceResult, Finding
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import Breakdown, RanksResult, RunJson
 from explorer.pages import compute_run_breakdown, compute_run_steps, run_json
 from explorer.rank_pages import compute_run_ranks
+from explorer.render import fmt_dur
 from explorer.store.runs import RunStore
 
 OVERVIEW_FINDINGS = 3  # findings on the overview's first screen
@@ -70,3 +71,45 @@ class AdvicePage:
 def build_advice_page(store: RunStore, run_id: str, advice: AdviceResult | None = None) -> AdvicePage:
     rec = store.require_ready(run_id)
     return AdvicePage(run_json(rec), advice or compute_run_advice(store, run_id), f"/api/runs/{run_id}/advice")
+
+
+def fact_text(value: int, unit: str) -> str:
+    """A fact's number as the pages, the CLI and the report show it."""
+    if unit == "ns":
+        return fmt_dur(value)
+    if unit == "bytes":
+        return f"{value:,} B"
+    if unit == "ppm":
+        return f"{value / 10_000:.1f} %"
+    return f"{value:,}"
+
+
+def saving_text(f: Finding, span_ns: int) -> str:
+    """`1.2 ms (12.3 % of the span)`, or `not timed`."""
+    if f["saving_ns"] is None:
+        return "not timed"
+    return f"{fmt_dur(f['saving_ns'])} ({100 * f['saving_ns'] / max(span_ns, 1):.1f} % of the profiled span)"
+
+
+def _md(text: str) -> str:
+    """Trace names in Markdown: markup characters escaped, one line."""
+    return "".join("\\" + c if c in "\\`*_[]<>|#" else c for c in text).replace("\n", " ")
+
+
+def advice_markdown(advice: AdviceResult, run_name: str, base_url: str = "") -> str:
+    """The findings as Markdown for a pull-request comment: a table ranked by saving, then each finding's fix,
+    formula and evidence links (absolute when `base_url` is given)."""
+    lines = [f"### Trace Explorer advice: {_md(run_name)}", ""]
+    if not advice["findings"]:
+        return "\n".join([*lines, "No finding: none of the rules fired on this run.", ""])
+    lines += ["| # | finding | expected saving | confidence | effort |", "|---:|---|---:|---|---|"]
+    for n, f in enumerate(advice["findings"], 1):
+        lines.append(f"| {n} | {_md(f['title'])} | {saving_text(f, advice['span_ns'])} | {f['confidence']} | "
+                     f"{f['effort']} |")
+    for n, f in enumerate(advice["findings"], 1):
+        facts = "; ".join(f"{_md(x['label'])} {fact_text(x['value'], x['unit'])}" for x in f["facts"])
+        links = ", ".join(f"[{_md(e['label'])}]({base_url}{e['path']})" for e in f["evidence"])
+        lines += ["", f"**{n}. {_md(f['title'])}** (`{f['rule']}`)", "", f"- symptom: {_md(f['symptom'])} {facts}",
+                  f"- fix: {_md(f['fix'])}", f"- saving: {saving_text(f, advice['span_ns'])} = {_md(f['formula'])}",
+                  f"- evidence: {links}"]
+    return "\n".join(lines) + "\n"
