@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 import explorer.device_pages
 import explorer.pages
+import explorer.views.advice
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.device_pages import DeviceComparePage, DevicePage
@@ -32,6 +33,7 @@ from explorer.pages import (
     TimelinePage,
 )
 from explorer.service import ingest_paths
+from explorer.views.advice import AdvicePage
 from tests.kernel_trace import write_kernel_trace
 
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"
@@ -108,6 +110,8 @@ def twin_data(page: Any) -> dict[str, Any]:
         return dict(page.data)
     if isinstance(page, SqlPage):  # the schema; the query's result is the page's script's to fetch
         return dict(page.schema)
+    if isinstance(page, AdvicePage):
+        return dict(page.advice)
     raise AssertionError(f"no twin rule for {type(page).__name__}")
 
 
@@ -123,7 +127,8 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/device/compare?a={neuron}:rmsnorm_naive&b={neuron}:matmul",
          "/runs/{gpu}/steps", "/runs/{gpu}/steps?annotation=aten%3A%3Amul", "/runs/{host1}/steps",
          "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201",
-         "/runs/{gpu}/collectives", "/runs/{gpu}/collectives?sort=%2Bseq&limit=1", "/runs/{host1}/collectives"]
+         "/runs/{gpu}/collectives", "/runs/{gpu}/collectives?sort=%2Bseq&limit=1", "/runs/{host1}/collectives",
+         "/runs/{gpu}/advice", "/runs/{host1}/advice", "/runs/{neuron}/advice"]
 
 
 def page_and_twin(client: TestClient, path: str) -> tuple[Any, dict[str, Any]]:
@@ -152,7 +157,7 @@ def test_every_page_context_equals_its_json_twin(served: tuple[TestClient, dict[
 
 def test_the_table_covers_every_page_type(served: tuple[TestClient, dict[str, str], dict[str, Path]]) -> None:
     client, runs, _ = served
-    page_types = {cls for module in (explorer.pages, explorer.device_pages) for cls in vars(module).values()
+    page_types = {cls for module in (explorer.pages, explorer.device_pages, explorer.views.advice) for cls in vars(module).values()
                   if dataclasses.is_dataclass(cls) and "twin" in {f.name for f in dataclasses.fields(cls)}}
     seen = {type(page_and_twin(client, path.format(**runs))[0]) for path in PAGES}
     pending = client.app.state.explorer.store.catalog.create("pending")  # type: ignore[attr-defined]
