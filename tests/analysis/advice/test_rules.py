@@ -4,19 +4,16 @@ with plain json, and one where it must not (a well-fused, device-bound run gets 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from builder import Op, build, rmsnorm_ops  # noqa: E402
-
-from explorer.model.advice_shapes import AdviceResult, Finding  # noqa: E402
-from explorer.service import ingest_paths  # noqa: E402
-from explorer.store.runs import RunStore  # noqa: E402
-from explorer.views.advice import compute_run_advice  # noqa: E402
+from explorer.model.advice_shapes import AdviceResult, Finding
+from explorer.service import ingest_paths
+from explorer.store.runs import RunStore
+from explorer.views.advice import compute_run_advice
+from tests.analysis.advice.builder import Op, build, rmsnorm_ops
 
 US = 1000
 
