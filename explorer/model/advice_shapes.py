@@ -60,4 +60,6 @@ class AdviceResult(TypedDict):
     steps: int
     time_basis: str  # device | cpu
     findings: list[Finding]
+    not_listed: int  # findings whose saving is under min_saving_ns (1/1000 of the span): counted, not listed
+    min_saving_ns: int
     rules: list[str]

@@ -112,4 +112,7 @@ def advice_markdown(advice: AdviceResult, run_name: str, base_url: str = "") -> 
         lines += ["", f"**{n}. {_md(f['title'])}** (`{f['rule']}`)", "", f"- symptom: {_md(f['symptom'])} {facts}",
                   f"- fix: {_md(f['fix'])}", f"- saving: {saving_text(f, advice['span_ns'])} = {_md(f['formula'])}",
                   f"- evidence: {links}"]
+    if advice["not_listed"]:
+        lines += ["", f"{advice['not_listed']} more findings would save under {fmt_dur(advice['min_saving_ns'])} each: "
+                  "not listed."]
     return "\n".join(lines) + "\n"

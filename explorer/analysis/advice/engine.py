@@ -24,6 +24,9 @@ from explorer.model.advice_shapes import AdviceResult, Finding
 from explorer.model.device_shapes import RecommendationJson
 from explorer.model.shapes import Breakdown, RanksResult
 
+# A finding that would save less than 1/1000 of the profiled span is counted, not listed: on a real model the
+# fusion rule finds dozens of tiny chains (a BatchNorm's mul -> add -> add) that bury the findings that matter.
+MIN_SAVING_DEN = 1000
 RULES = ("unfused-attention", "unfused-elementwise", "host-bound", "launch-bound", "sync-points", "pageable-copies",
          "dataloader-stalls", "exposed-communication", "straggler", "neuron")
 
@@ -67,5 +70,8 @@ def compute_advice(inp: AdviceInputs) -> AdviceResult:
         findings += exposed_comm(ctx, inp.ranks) + stragglers(ctx, inp.ranks)
     for d in inp.devices:
         findings += neuron_findings(ctx, d.name, d.profile_id, d.recs)
+    listed = [f for f in findings if f["saving_ns"] is None or f["saving_ns"] * MIN_SAVING_DEN >= ctx.span_ns]
     return {"run_id": inp.run_id, "span_ns": inp.span_ns, "steps": inp.steps,
-            "time_basis": "device" if device else "cpu", "findings": rank_findings(findings), "rules": list(RULES)}
+            "time_basis": "device" if device else "cpu", "findings": rank_findings(listed),
+            "not_listed": len(findings) - len(listed), "min_saving_ns": ctx.span_ns // MIN_SAVING_DEN,
+            "rules": list(RULES)}

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.analysis.advice.finding import Context, fact, make_finding, page_link, timeline_link
+from explorer.analysis.gap_evidence import covers_most
 from explorer.model.advice_shapes import Evidence, Finding
 from explorer.model.lanes import Lane
 from explorer.model.shapes import Breakdown, Gap
@@ -36,19 +37,30 @@ def _gap_links(ctx: Context, gaps: list[Gap]) -> list[Evidence]:
              "path": f"/runs/{ctx.run_id}/timeline?{g['timeline']['query']}"} for n, g in enumerate(gaps[:3])]
 
 
+def _loader_gap(g: Gap) -> bool:
+    """A gap the host spent fetching a batch: the DataLoader rule's time, not counted twice."""
+    return g["top_activity"] is not None and any(a["name"].startswith(DATALOADER_PREFIX) for a in g["host_activity"]
+                                                 if covers_most(a["covered_ns"], g["dur_ns"]))
+
+
 def host_bound(ctx: Context, bd: Breakdown) -> list[Finding]:
-    gaps = [g for g in bd["gaps"]["largest"] if g["cause"] == "host busy"]
+    gaps = [g for g in bd["gaps"]["largest"] if g["cause"] == "host busy" and not _loader_gap(g)]
     busy = sum(g["dur_ns"] for g in gaps)
     if not gaps or busy * HOST_BOUND_MIN_DEN < ctx.span_ns:
         return []
-    acts = [g["top_activity"]["name"] for g in gaps if g["top_activity"] is not None]
-    top = max(set(acts), key=acts.count) if acts else "host work"
+    covered: dict[str, int] = {}
+    for g in gaps:
+        if g["top_activity"] is not None:
+            covered[g["top_activity"]["name"]] = covered.get(g["top_activity"]["name"], 0) + g["dur_ns"]
+    top = min(covered, key=lambda k: (-covered[k], k)) if covered else "host work"
+    gaps = sorted(gaps, key=lambda g: (g["top_activity"] is None or g["top_activity"]["name"] != top, -g["dur_ns"]))
     fix = (f"The device waits while the host runs {top}. Move that work out of the step (precompute it, run it in "
            "DataLoader workers with num_workers > 0, or overlap it on another thread), or cut the host's per-op "
            "cost with torch.compile / CUDA graphs.")
     return [make_finding(
         ctx, "host-bound", f"The device idles while the host is busy in {top}",
-        f"{len(gaps)} of the {bd['gaps']['count']} device gaps are explained by host work ({top} most often).",
+        f"Device gaps are explained by host work; {top} covers the most of them (gaps the DataLoader explains are "
+        "the DataLoader finding's).",
         [fact("gaps with the host busy", len(gaps), "count"), fact("their device idle time", busy),
          fact("all device idle between executions", bd["gaps"]["total_ns"])],
         _gap_links(ctx, gaps), fix, busy, bd["gaps"]["total_ns"],
@@ -76,7 +88,7 @@ def launch_bound(ctx: Context, slices: pa.Table, flows: pa.Table, bd: Breakdown)
     excess = int((dur[frm][short] - dur[to][short]).sum())
     idle = bd["gaps"]["total_ns"]
     return [make_finding(
-        ctx, "launch-bound", f"{count} of {len(to)} kernels are shorter than their launch",
+        ctx, "launch-bound", "Most kernels are shorter than their launch: the device is launch-bound",
         "Most device executions take less time than the host call that launched them, so the device runs as "
         "fast as the host can launch: it is launch-bound.",
         [fact("executions shorter than their launch", count, "count"), fact("executions", len(to), "count"),
@@ -116,7 +128,7 @@ def sync_points(ctx: Context, slices: pa.Table, bd: Breakdown, device: bool) -> 
     links = _gap_links(ctx, gaps) or [timeline_link(ctx, "first sync point", int(ts[first]) - ctx.origin_ns,
                                                     int(ts[first] + dur[first]) - ctx.origin_ns)]
     return [make_finding(
-        ctx, "sync-points", f"Remove {n_ops + n_calls} synchronisation points from the loop",
+        ctx, "sync-points", "Remove the synchronisation points from the loop",
         "The host stops to read a device value (.item(), a blocking copy) or waits for the device "
         "(…Synchronize), so it cannot queue the next work ahead.",
         [fact(".item() / _local_scalar_dense calls", n_ops, "count"), fact("synchronize calls", n_calls, "count"),
@@ -137,7 +149,7 @@ def pageable_copies(ctx: Context, slices: pa.Table) -> list[Finding]:
     total = int(dur[pageable].sum())
     first = int(np.flatnonzero(pageable)[0])
     return [make_finding(
-        ctx, "pageable-copies", f"Pin host memory for {count} pageable copies",
+        ctx, "pageable-copies", "Pin host memory: host↔device copies are pageable",
         "Host↔device copies from pageable memory are staged by the driver and cannot overlap with compute.",
         [fact("pageable copies", count, "count"), fact("their device time", total)],
         [timeline_link(ctx, "first pageable copy", int(ts[first]) - ctx.origin_ns,
@@ -169,7 +181,7 @@ def dataloader_stalls(ctx: Context, slices: pa.Table) -> list[Finding]:
            if not multi else "The workers do not keep up: raise num_workers, make __getitem__ cheaper, or move "
            "decoding/augmentation to the device") + " and pin_memory=True."
     return [make_finding(
-        ctx, "dataloader-stalls", f"The training loop waits {count} times for the DataLoader",
+        ctx, "dataloader-stalls", "The training loop waits for the DataLoader",
         "The main thread spends this time fetching the next batch instead of running the step.",
         [fact("batches fetched", count, "count"), fact("time waiting for them", total),
          fact("slowest fetch", int(dur[slowest]))],

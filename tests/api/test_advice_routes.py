@@ -1,0 +1,68 @@
+"""The advisor where it shows: GET /api/runs/{id}/advice, the findings page, the overview's top findings, the
+`trace-explorer advise` command (text, --json, --markdown) and Run.advice(); trace names stay text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from explorer.cli import main
+from explorer.config import Settings
+from explorer.notebook import open_run
+from explorer.service import ingest_paths
+from explorer.views.advice import compute_run_advice
+from tests.analysis.advice.builder import Op, build
+
+HOSTILE = "<script>alert('advice')</script>"
+
+
+def host_bound_trace(path: Path) -> Path:
+    """A device waiting on host work named by hostile text, plus a pageable copy."""
+    ops = [Op("aten::addmm", 5, [[64, 64]], 10, gap_before=300, busy_name=HOSTILE) for _ in range(5)]
+    ops.append(Op("aten::copy_", 5, [[64]], 40, kernel_name="Memcpy HtoD (Pageable -> Device)"))
+    return build(ops, path)
+
+
+def test_api_page_and_overview_show_the_same_findings(tmp_path: Path) -> None:
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    store = app.state.explorer.store
+    run_id = ingest_paths(store, [host_bound_trace(tmp_path / "t.json")], "adv").id
+    with TestClient(app) as client:
+        api = client.get(f"/api/runs/{run_id}/advice")
+        assert api.status_code == 200
+        body = api.json()
+        assert body == compute_run_advice(store, run_id)
+        assert [f["rule"] for f in body["findings"]] == ["host-bound", "pageable-copies"]
+        page = client.get(f"/runs/{run_id}/advice")
+        assert page.status_code == 200 and page.context["page"].advice == body  # type: ignore[attr-defined]
+        assert HOSTILE not in page.text and "&lt;script&gt;" in page.text
+        assert page.text.count('class="finding"') == 2 and 'id="tab-advice"' in page.text
+        overview = client.get(f"/runs/{run_id}")
+        assert overview.context["page"].findings == body["findings"][:3]  # type: ignore[attr-defined]
+        assert 'id="overview-advice"' in overview.text and HOSTILE not in overview.text
+        missing = client.get("/api/runs/nope/advice")
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "run_not_found"
+    store.catalog.close()
+
+
+def test_cli_advise_prints_text_json_and_markdown(tmp_path: Path) -> None:
+    data = str(tmp_path / "data")
+    runner = CliRunner()
+    path = host_bound_trace(tmp_path / "t.json")
+    assert runner.invoke(main, ["ingest", str(path), "--name", "adv [x]", "--data-dir", data]).exit_code == 0
+    as_json = runner.invoke(main, ["advise", "adv [x]", "--json", "--data-dir", data])
+    assert as_json.exit_code == 0, as_json.output
+    advice = json.loads(as_json.stdout)
+    run = open_run(advice["run_id"], data_dir=data)
+    assert run.advice() == advice
+    text = runner.invoke(main, ["advise", "adv [x]", "--data-dir", data]).stdout
+    assert text.startswith("1. The device idles while the host is busy in " + HOSTILE)  # printed literally
+    md = runner.invoke(main, ["advise", "adv [x]", "--markdown", "--data-dir", data]).stdout
+    assert md.startswith("### Trace Explorer advice: adv \\[x\\]")
+    assert "| 1 | The device idles while the host is busy in \\<script\\>alert('advice')\\</script\\> |" in md
+    assert f"(/runs/{advice['run_id']}/timeline?start=" in md
+    assert runner.invoke(main, ["advise", "no-such-run", "--data-dir", data]).exit_code == 2
