@@ -45,6 +45,7 @@ class Group:
 
     names: tuple[str, ...]
     shape: list[int]
+    parent: str = ""
     count: int = 0
     time_ns: int = 0
     kept_ns: int = 0  # the part the fused call still costs, by the rule's formula
@@ -108,7 +109,7 @@ def _chain_groups(ops: OpSeq, ctx: Context, used: set[int]) -> dict[tuple[object
         if len(run) >= MIN_CHAIN:
             names = tuple(base_name(ops.names[j]) for j in run)
             shape = max((largest_shape(ops.shapes[j]) for j in run), key=len)
-            g = groups.setdefault((names, key, ops.parent_names[run[0]]), Group(names, shape))
+            g = groups.setdefault((names, key, ops.parent_names[run[0]]), Group(names, shape, ops.parent_names[run[0]]))
             times = [int(ops.time[j]) for j in run]
             _add(g, ops, ctx, run, kept=max(times), total=sum(times))
         starts = (k is not None and int(ops.slice_id[i]) not in used and not fused_caller(ops.parent_names[i]))
@@ -126,9 +127,12 @@ def _add(g: Group, ops: OpSeq, ctx: Context, members: list[int], kept: int, tota
     g.kept_ns += kept
 
 
-def _what(names: tuple[str, ...]) -> tuple[str, str]:
+def _what(names: tuple[str, ...], parent: str) -> tuple[str, str]:
     """What a chain looks like, and its fused call."""
     s = set(names)
+    if parent.startswith("Optimizer."):
+        return "optimizer update", "the optimizer's fused or multi-tensor form: torch.optim.AdamW(params, fused=True)" \
+            " (or foreach=True)"
     if {"mean", "rsqrt"} <= s or ({"mean", "sqrt"} <= s and "sub" not in s):
         return "RMSNorm", "torch.nn.functional.rms_norm(x, (hidden,), weight, eps) (or torch.compile the module)"
     if "mean" in s and "sub" in s and s & {"sqrt", "rsqrt", "var"}:
@@ -139,14 +143,15 @@ def _what(names: tuple[str, ...]) -> tuple[str, str]:
         return "softmax", "torch.softmax(x, dim=-1)"
     if "sigmoid" in s and "mul" in s:
         return "SiLU", "torch.nn.functional.silu(x)"
-    return "elementwise chain", "torch.compile the function that holds these ops, so Inductor fuses them into one kernel"
+    return "", "torch.compile the function that holds these ops, so Inductor fuses them into one kernel"
 
 
 def _chain_finding(ctx: Context, ops: OpSeq, g: Group) -> Finding:
-    what, call = _what(g.names)
+    what, call = _what(g.names, g.parent)
     basis = "device" if ops.device_basis else "CPU"
+    title = f"Fuse the {what}" if what == "optimizer update" else (f"Fuse the hand-written {what}" if what else "Fuse the elementwise chain")
     return make_finding(
-        ctx, "unfused-elementwise", f"Fuse the hand-written {what}: {len(g.names)} ops on {g.shape} into one call",
+        ctx, "unfused-elementwise", f"{title}: {len(g.names)} ops on {g.shape} into one call",
         f"{' → '.join(g.names)} run one after another on the same rows, {g.count} times; each op is a separate "
         f"pass over memory ({basis} time).",
         [fact("occurrences", g.count, "count"), fact("ops per occurrence", len(g.names), "count"),
