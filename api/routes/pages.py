@@ -77,7 +77,7 @@ def _report_response(state: AppState, run: RunRecord, readonly: bool, twin: str 
 def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = "") -> str:
     ov = build_overview(state.store, run.id, state.breakdown(run.id))
     report = replace(build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run)),
-                                  kernels=state.kernels(run.id)),
+                                  kernels=state.kernels(run.id), advice=state.advice(run.id)),
                      readonly=readonly, twin=twin)
     env = templates_for(state.settings.templates_dir, state.settings.static_dir).env
     return render_report(report, env, state.settings.static_dir)

@@ -66,3 +66,19 @@ def test_cli_advise_prints_text_json_and_markdown(tmp_path: Path) -> None:
     assert "| 1 | The device idles while the host is busy in \\<script\\>alert('advice')\\</script\\> |" in md
     assert f"(/runs/{advice['run_id']}/timeline?start=" in md
     assert runner.invoke(main, ["advise", "no-such-run", "--data-dir", data]).exit_code == 2
+
+
+def test_offline_report_names_the_findings_without_server_links(tmp_path: Path) -> None:
+    from explorer.report import write_report
+    from explorer.store.runs import RunStore
+
+    store = RunStore(tmp_path / "data")
+    run_id = ingest_paths(store, [host_bound_trace(tmp_path / "t.json")], "adv").id
+    out = tmp_path / "report.html"
+    write_report(store, run_id, out)
+    html = out.read_text()
+    section = html.split('id="report-advice"', 1)[1].split("</section>", 1)[0]
+    assert section.count('class="finding"') == 2 and "Pin host memory" in section
+    assert "&lt;script&gt;" in section and HOSTILE not in html
+    assert "href=" not in section  # a report file has no server to open the evidence in
+    store.catalog.close()
