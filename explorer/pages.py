@@ -50,7 +50,7 @@ from explorer.charts import (
     make_top_ops_figure,
 )
 from explorer.errors import BadRequest
-from explorer.model.advice_shapes import Finding
+from explorer.model.advice_shapes import Finding, FindingChange
 from explorer.model.lanes import Lane
 from explorer.model.rank_slices import RankSlices, check_ranks, parse_ranks, restrict_to_ranks
 from explorer.model.ranks import run_ranks, track_ranks
@@ -292,6 +292,7 @@ class ComparePage:
     compare: CompareResult
     figure: dict[str, Any]
     twin: str = ""
+    findings: list[FindingChange] = field(default_factory=list)  # advisor findings gained/lost vs the baseline
 
     @property
     def metric(self) -> str:

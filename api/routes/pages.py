@@ -38,7 +38,7 @@ from explorer.report import build_report, render_report
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
 from explorer.store.sql import MAX_SQL_CHARS
-from explorer.views.advice import OVERVIEW_FINDINGS
+from explorer.views.advice import OVERVIEW_FINDINGS, compare_findings
 
 router = APIRouter(include_in_schema=False)
 
@@ -164,7 +164,10 @@ def sql_page(request: Request, run: AnyRunDep, state: StateDep, q: str = Query("
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, state: StateDep, runs: str = "", baseline: str | None = None) -> HTMLResponse:
     ids = parse_csv(runs, "runs") or []
-    return _render(request, state, "compare.html", build_compare_page(state.store, ids, baseline), plotly=True)
+    page = build_compare_page(state.store, ids, baseline)
+    first, *rest = [r["id"] for r in page.compare["runs"]]
+    page.findings = [compare_findings(state.advice(first), state.advice(r)) for r in rest]
+    return _render(request, state, "compare.html", page, plotly=True)
 
 
 @router.get("/runs/{run_id}/report", response_class=HTMLResponse)

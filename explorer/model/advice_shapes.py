@@ -63,3 +63,20 @@ class AdviceResult(TypedDict):
     not_listed: int  # findings whose saving is under min_saving_ns (1/1000 of the span): counted, not listed
     min_saving_ns: int
     rules: list[str]
+
+
+@with_config(STRICT)
+class FindingRef(TypedDict):
+    rule: str
+    title: str
+    saving_ns: int | None
+
+
+@with_config(STRICT)
+class FindingChange(TypedDict):
+    """On compare: the findings of one run that the baseline does not have (`appeared`) and the baseline's that
+    it no longer has (`disappeared`), matched by rule and title."""
+
+    run_id: str
+    appeared: list[FindingRef]
+    disappeared: list[FindingRef]

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
 from explorer.analysis.device_advice import compute_recommendations
 from explorer.device_pages import compute_device_profiles, load_profile_tables
-from explorer.model.advice_shapes import AdviceResult, Finding
+from explorer.model.advice_shapes import AdviceResult, Finding, FindingChange, FindingRef
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import Breakdown, RanksResult, RunJson
 from explorer.pages import compute_run_breakdown, compute_run_steps, run_json
@@ -116,3 +116,14 @@ def advice_markdown(advice: AdviceResult, run_name: str, base_url: str = "") -> 
         lines += ["", f"{advice['not_listed']} more findings would save under {fmt_dur(advice['min_saving_ns'])} each: "
                   "not listed."]
     return "\n".join(lines) + "\n"
+
+
+def compare_findings(baseline: AdviceResult, other: AdviceResult) -> FindingChange:
+    """What `other`'s findings gained and lost against the baseline's (a finding is its rule and title)."""
+    def refs(a: AdviceResult) -> dict[tuple[str, str], FindingRef]:
+        return {(f["rule"], f["title"]): {"rule": f["rule"], "title": f["title"], "saving_ns": f["saving_ns"]}
+                for f in a["findings"]}
+
+    b, o = refs(baseline), refs(other)
+    return {"run_id": other["run_id"], "appeared": [v for k, v in o.items() if k not in b],
+            "disappeared": [v for k, v in b.items() if k not in o]}

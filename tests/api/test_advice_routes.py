@@ -82,3 +82,24 @@ def test_offline_report_names_the_findings_without_server_links(tmp_path: Path) 
     assert "&lt;script&gt;" in section and HOSTILE not in html
     assert "href=" not in section  # a report file has no server to open the evidence in
     store.catalog.close()
+
+
+def test_compare_says_which_findings_went_and_came(tmp_path: Path) -> None:
+    from tests.analysis.advice.builder import rmsnorm_ops
+
+    before = build([*rmsnorm_ops(20), Op("aten::addmm", 10, [[64, 2048]], 100)] * 2, tmp_path / "before.json")
+    after = build([Op("aten::rms_norm", 10, [[64, 2048], [2048]], 25), Op("aten::addmm", 10, [[64, 2048]], 100),
+                   Op("aten::copy_", 5, [[64]], 40, kernel_name="Memcpy HtoD (Pageable -> Device)")] * 2,
+                  tmp_path / "after.json")
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    store = app.state.explorer.store
+    a, b = ingest_paths(store, [before], "before").id, ingest_paths(store, [after], "after").id
+    with TestClient(app) as client:
+        resp = client.get(f"/compare?runs={a},{b}&baseline={a}")
+        assert resp.status_code == 200
+        (change,) = resp.context["page"].findings  # type: ignore[attr-defined]
+        assert change["run_id"] == b
+        assert [f["rule"] for f in change["disappeared"]] == ["unfused-elementwise"]
+        assert [f["rule"] for f in change["appeared"]] == ["pageable-copies"]
+        assert 'id="compare-advice"' in resp.text and "gone: Fuse the hand-written RMSNorm" in resp.text
+    store.catalog.close()
