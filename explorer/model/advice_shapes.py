@@ -50,6 +50,33 @@ class Finding(TypedDict):
 
 
 @with_config(STRICT)
+class PeakJson(TypedDict):
+    """A device model's published peaks (explorer.analysis.advice.peaks.PEAKS) and where they come from."""
+
+    model: str
+    bf16_flops: int  # FLOP/s
+    fp32_flops: int
+    hbm_bytes_per_s: int | None
+    source: str
+
+
+@with_config(STRICT)
+class EfficiencyRow(TypedDict):
+    """GEMM ops of one (name, input shapes, dtype): FLOPs and bytes from the shapes, the time they took (device
+    time, or CPU time on a host-only run), and the peaks that apply (None: unknown device or dtype)."""
+
+    name: str
+    input_shapes: str
+    dtype: str
+    calls: int
+    flops: int
+    bytes: int | None
+    time_ns: int
+    peak_flops_per_s: int | None
+    peak_bytes_per_s: int | None
+
+
+@with_config(STRICT)
 class AdviceResult(TypedDict):
     """Every finding of a run, largest expected saving first (unquantified findings last); `span_ns` is what
     a saving is a share of (the profiled span), `steps` how many steps the run marks, `time_basis` whether op
@@ -63,6 +90,9 @@ class AdviceResult(TypedDict):
     not_listed: int  # findings whose saving is under min_saving_ns (1/1000 of the span): counted, not listed
     min_saving_ns: int
     rules: list[str]
+    device: str  # the run's device model ("" none or several)
+    peak: PeakJson | None  # its peaks; None: no device, or a model the peak table does not have
+    efficiency: list[EfficiencyRow]
 
 
 @with_config(STRICT)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 
 from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
+from explorer.analysis.advice.peaks import GEMMS, first_input_type
 from explorer.analysis.device_advice import compute_recommendations
 from explorer.device_pages import compute_device_profiles, load_profile_tables
 from explorer.model.advice_shapes import AdviceResult, Finding, FindingChange, FindingRef
@@ -16,6 +17,7 @@ from explorer.model.shapes import Breakdown, RanksResult, RunJson
 from explorer.pages import compute_run_breakdown, compute_run_steps, run_json
 from explorer.rank_pages import compute_run_ranks
 from explorer.render import fmt_dur
+from explorer.store.catalog import RunRecord
 from explorer.store.runs import RunStore
 
 OVERVIEW_FINDINGS = 3  # findings on the overview's first screen
@@ -49,8 +51,23 @@ def compute_run_advice(store: RunStore, run_id: str, breakdown: Breakdown | None
     inputs = AdviceInputs(run_id, s.start_ns, s.span_ns, store.table(run_id, "slices"), store.table(run_id, "flows"),
                           load_op_shapes(store, run_id),
                           breakdown if breakdown is not None else compute_run_breakdown(store, run_id),
-                          _step_count(store, run_id), ranks, device_recommendations(store, run_id))
+                          _step_count(store, run_id), ranks, device_recommendations(store, run_id),
+                          _device_model(rec), load_gemm_dtypes(store, run_id))
     return compute_advice(inputs)
+
+
+def _device_model(rec: RunRecord) -> str:
+    """The run's one GPU model from deviceProperties ("" for none, or for several models)."""
+    names = {d.name for d in rec.summary.devices if d.source == "deviceProperties"}
+    return names.pop() if len(names) == 1 else ""
+
+
+def load_gemm_dtypes(store: RunStore, run_id: str) -> dict[int, str]:
+    """The GEMM ops' first input dtype by slice id, from their args (Kineto's `Input type`)."""
+    t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "args"],
+                      filters=[("is_op", "=", True), ("name", "in", list(GEMMS))])
+    return {int(i): first_input_type(a or "") for i, a in zip(t.column("slice_id").to_pylist(),
+                                                              t.column("args").to_pylist(), strict=True)}
 
 
 def _step_count(store: RunStore, run_id: str) -> int:

@@ -103,3 +103,20 @@ def test_compare_says_which_findings_went_and_came(tmp_path: Path) -> None:
         assert [f["rule"] for f in change["appeared"]] == ["pageable-copies"]
         assert 'id="compare-advice"' in resp.text and "gone: Fuse the hand-written RMSNorm" in resp.text
     store.catalog.close()
+
+
+def test_findings_page_shows_gemm_efficiency_and_unknown_devices(tmp_path: Path) -> None:
+    mm = [Op("aten::mm", 10, [[4096, 4096], [4096, 8192]], kernel=300, types=["c10::BFloat16"] * 2)] * 3
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    store = app.state.explorer.store
+    h100 = ingest_paths(store, [build(mm, tmp_path / "h.json", device="NVIDIA H100 80GB HBM3")], "h100").id
+    v100 = ingest_paths(store, [build(mm, tmp_path / "v.json", device="Tesla V100-SXM2-32GB")], "v100").id
+    with TestClient(app) as client:
+        page = client.get(f"/runs/{h100}/advice").text
+        table = page.split('id="efficiency"', 1)[1]
+        assert "H100 SXM" in table and "NVIDIA H100 Tensor Core GPU datasheet" in table
+        assert '<td class="num eff-pct">92.6 %</td>' in table  # 2·4096·8192·4096 FLOP / 300 µs / 989 TFLOP/s
+        assert '<td class="num eff-tflops">916.26</td>' in table
+        other = client.get(f"/runs/{v100}/advice").text.split('id="efficiency"', 1)[1]
+        assert "unknown device “Tesla V100-SXM2-32GB”" in other and '<td class="num eff-pct">–</td>' in other
+    store.catalog.close()

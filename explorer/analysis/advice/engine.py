@@ -20,6 +20,7 @@ from explorer.analysis.advice.host import (
     sync_points,
 )
 from explorer.analysis.advice.ops import build_op_seq
+from explorer.analysis.advice.peaks import compute_efficiency, peak_json
 from explorer.model.advice_shapes import AdviceResult, Finding
 from explorer.model.device_shapes import RecommendationJson
 from explorer.model.shapes import Breakdown, RanksResult
@@ -55,13 +56,16 @@ class AdviceInputs:
     steps: int = 0
     ranks: RanksResult | None = None
     devices: list[DeviceRecs] = field(default_factory=list)
+    device: str = ""  # the device model (Kineto deviceProperties name)
+    dtypes: dict[int, str] = field(default_factory=dict)  # GEMM op slice id -> its first input's dtype
 
 
 def compute_advice(inp: AdviceInputs) -> AdviceResult:
     ctx = Context(inp.run_id, inp.origin_ns, max(inp.span_ns, 1), inp.steps)
     device = bool(np.asarray(pc.fill_null(inp.slices.column("device_time"), False)
                              .to_numpy(zero_copy_only=False), bool).any())
-    findings: list[Finding] = compute_fusion_findings(build_op_seq(inp.slices, inp.shapes), ctx)
+    ops = build_op_seq(inp.slices, inp.shapes)
+    findings: list[Finding] = compute_fusion_findings(ops, ctx)
     if device:
         findings += host_bound(ctx, inp.breakdown) + launch_bound(ctx, inp.slices, inp.flows, inp.breakdown)
         findings += pageable_copies(ctx, inp.slices)
@@ -74,4 +78,5 @@ def compute_advice(inp: AdviceInputs) -> AdviceResult:
     return {"run_id": inp.run_id, "span_ns": inp.span_ns, "steps": inp.steps,
             "time_basis": "device" if device else "cpu", "findings": rank_findings(listed),
             "not_listed": len(findings) - len(listed), "min_saving_ns": ctx.span_ns // MIN_SAVING_DEN,
-            "rules": list(RULES)}
+            "rules": list(RULES), "device": inp.device, "peak": peak_json(inp.device) if inp.device else None,
+            "efficiency": compute_efficiency(ops, inp.dtypes, inp.device)}

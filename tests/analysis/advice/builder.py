@@ -20,6 +20,7 @@ class Op:
     gap_before: int = 0  # µs the host spends in `busy_name` before the op
     busy_name: str = "preprocess"
     sync: int = 0  # µs of a cudaStreamSynchronize after the op
+    types: list[str] = field(default_factory=list)  # Kineto's Input type
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Trace:
             self.host += op.gap_before
         self.corr += 1
         self.events.append(_x("cpu_op", op.name, 1, self.host, op.dur,
-                              {"Input Dims": op.shapes, "External id": self.corr}))
+                              {"Input Dims": op.shapes, "Input type": op.types, "External id": self.corr}))
         if op.kernel is not None:
             t = self.host + 1
             self.events.append(_x("cuda_runtime", "cudaLaunchKernel", 1, t, op.launch, {"correlation": self.corr}))
@@ -51,9 +52,9 @@ class Trace:
             self.events.append({**_x("cuda_sync", "cudaStreamSynchronize", 1, self.host, op.sync), "cat": "cuda_sync"})
             self.host += op.sync
 
-    def write(self, path: Path) -> Path:
+    def write(self, path: Path, device: str = "Test GPU") -> Path:
         doc = {"schemaVersion": 1, "baseTimeNanoseconds": 1_700_000_000_000_000_000,
-               "deviceProperties": [{"id": 0, "name": "Test GPU"}], "traceEvents": self.events}
+               "deviceProperties": [{"id": 0, "name": device}], "traceEvents": self.events}
         path.write_text(json.dumps(doc))
         return path
 
@@ -62,11 +63,11 @@ def _x(cat: str, name: str, tid: int, ts: int, dur: int, args: dict[str, Any] | 
     return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args or {}}
 
 
-def build(ops: list[Op], path: Path) -> Path:
+def build(ops: list[Op], path: Path, device: str = "Test GPU") -> Path:
     t = Trace()
     for op in ops:
         t.add(op)
-    return t.write(path)
+    return t.write(path, device)
 
 
 def rmsnorm_ops(kernel: int | None, rows: int = 64, hidden: int = 2048) -> list[Op]:

@@ -151,3 +151,30 @@ def test_host_only_chain_uses_cpu_time(store: RunStore, tmp_path: Path) -> None:
     f = only(advice, "unfused-elementwise")
     durs = [e["dur"] for e in events(path, "cpu_op")]
     assert f["saving_ns"] == (sum(durs) - max(durs)) * US
+
+
+H100_BF16_DENSE = 989 * 10**12  # FLOP/s, NVIDIA H100 SXM datasheet (dense, no sparsity)
+H100_HBM = 3_350 * 10**9  # bytes/s
+
+
+def test_gemm_efficiency_against_the_device_peak(store: RunStore, tmp_path: Path) -> None:
+    a, b = [4096, 4096], [4096, 8192]
+    ops = [Op("aten::mm", 10, [a, b], kernel=300, types=["c10::BFloat16", "c10::BFloat16"]) for _ in range(3)]
+    path = build(ops, tmp_path / "mm.json", device="NVIDIA H100 80GB HBM3")
+    advice = advise(store, path)
+    assert advice["device"] == "NVIDIA H100 80GB HBM3" and advice["peak"] is not None
+    (row,) = advice["efficiency"]
+    kernels = events(path, "kernel")
+    flops = sum(2 * 4096 * 8192 * 4096 for _ in kernels)
+    assert (row["calls"], row["flops"], row["time_ns"]) == (3, flops, sum(k["dur"] for k in kernels) * US)
+    assert row["bytes"] == 3 * (4096 * 4096 + 4096 * 8192 + 4096 * 8192) * 2
+    assert (row["peak_flops_per_s"], row["peak_bytes_per_s"]) == (H100_BF16_DENSE, H100_HBM)
+    # 2·4096·8192·4096 FLOP in 300 µs: 916 TFLOP/s, 92.6 % of the H100's 989
+    assert round(100 * row["flops"] * 10**9 / row["time_ns"] / H100_BF16_DENSE, 1) == 92.6
+
+
+def test_unknown_device_gets_no_peak(store: RunStore, tmp_path: Path) -> None:
+    ops = [Op("aten::mm", 10, [[64, 64], [64, 64]], kernel=5, types=["float", "float"])]
+    advice = advise(store, build(ops, tmp_path / "mm.json", device="Tesla V100-SXM2-32GB"))
+    assert advice["peak"] is None
+    assert advice["efficiency"][0]["peak_flops_per_s"] is None and advice["efficiency"][0]["flops"] == 2 * 64**3
