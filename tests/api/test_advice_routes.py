@@ -120,3 +120,24 @@ def test_findings_page_shows_gemm_efficiency_and_unknown_devices(tmp_path: Path)
         other = client.get(f"/runs/{v100}/advice").text.split('id="efficiency"', 1)[1]
         assert "unknown device “Tesla V100-SXM2-32GB”" in other and '<td class="num eff-pct">–</td>' in other
     store.catalog.close()
+
+
+def test_neuron_recommendations_become_untimed_findings(tmp_path: Path) -> None:
+    """Every recommendation a device profile's summary lists is one `neuron:` finding, after the timed ones."""
+    export = Path(__file__).resolve().parents[1] / "fixtures" / "neuron" / "device_export"
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    store = app.state.explorer.store
+    run_id = ingest_paths(store, [export], "neuron").id
+    with TestClient(app) as client:
+        advice = client.get(f"/api/runs/{run_id}/advice").json()
+        profiles = client.get(f"/api/runs/{run_id}/device/profiles").json()["profiles"]
+        recs = [(p["profile_id"], r) for p in profiles
+                for r in client.get(f"/api/runs/{run_id}/device/summary?profile={p['profile_id']}").json()
+                ["recommendations"]]
+    neuron = [f for f in advice["findings"] if f["rule"].startswith("neuron:")]
+    assert recs and len(neuron) == len(recs)
+    assert all(f["saving_ns"] is None and f["evidence"][0]["kind"] == "device" for f in neuron)
+    assert {f["fix"] for f in neuron} == {r["advice"] for _, r in recs}
+    timed = [n for n, f in enumerate(advice["findings"]) if f["saving_ns"] is not None]
+    assert all(n < advice["findings"].index(neuron[0]) for n in timed)
+    store.catalog.close()

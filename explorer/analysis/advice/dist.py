@@ -43,7 +43,8 @@ def stragglers(ctx: Context, ranks: RanksResult) -> list[Finding]:
         if not r["straggler"]:
             continue
         steps = max(len(r["steps"]), 1)
-        late = max(r["step_time_ns"] - median, 0)
+        # the others wait for it at every collective (its lateness), or its own step is longer than the median's
+        late = min(max(r["step_time_ns"] - median, r["arrival_late_ns"], 0), r["step_time_ns"])
         ev = r["evidence"]
         why = f" ({ev['kind']} {ev['name']} takes {ev['excess_ns']} ns more than on rank {ev['reference_rank']})" \
             if ev is not None and ev["kind"] else ""
@@ -58,7 +59,8 @@ def stragglers(ctx: Context, ranks: RanksResult) -> list[Finding]:
             "Find what that rank does differently (its host, its data shard's sizes, a slower device or link): "
             "balance the data (same sequence lengths per rank), check its host for other load.",
             late * steps, r["step_time_ns"] * steps,
-            "(its step time − median step time) × its steps", "medium", "large"))
+            "max(its step time − median step time, its median lateness to the collectives) × its steps (at most its "
+            "step time each)", "medium", "large"))
     return out
 
 
