@@ -163,30 +163,37 @@ def pageable_copies(ctx: Context, slices: pa.Table) -> list[Finding]:
 
 
 def dataloader_stalls(ctx: Context, slices: pa.Table) -> list[Finding]:
+    """Time the main thread waits in DataLoader __next__, its first and last calls left out: the first waits for the
+    workers to start and the last, at an epoch's end, for them to stop, which more workers do not fix
+    (persistent_workers=True does, from the second epoch on)."""
     names = slices.column("name")
     loader = _mask(pc.starts_with(names, DATALOADER_PREFIX)) & _mask(pc.equal(slices.column("lane"), Lane.FRAMEWORK))
     if not loader.any():
         return []
     parent = slices.column("parent_id").to_numpy().astype(I64)
     ok = (parent >= 0) & (parent < len(loader))
-    outer = loader & ~(ok & loader[np.where(ok, parent, 0)])
+    outer = np.flatnonzero(loader & ~(ok & loader[np.where(ok, parent, 0)]))
     dur = slices.column("dur_ns").to_numpy().astype(I64)
     ts = slices.column("ts_ns").to_numpy().astype(I64)
-    total, count = int(dur[outer].sum()), int(outer.sum())
-    if total * HOST_BOUND_MIN_DEN < ctx.span_ns:
+    outer = outer[np.argsort(ts[outer], kind="stable")]
+    first, rest = int(outer[0]), outer[1:-1]
+    total, count = int(dur[rest].sum()), len(rest)
+    if not count or total * HOST_BOUND_MIN_DEN < ctx.span_ns:
         return []
-    slowest = int(np.flatnonzero(outer)[np.argmax(dur[outer])])
-    multi = any("MultiProcessing" in str(n) for n in names.filter(pa.array(outer)).to_pylist())
+    slowest = int(rest[np.argmax(dur[rest])])
+    multi = any("MultiProcessing" in str(n) for n in names.take(pa.array(rest)).to_pylist())
     fix = ("Add DataLoader workers (num_workers=4 or more, persistent_workers=True, prefetch_factor=2)"
            if not multi else "The workers do not keep up: raise num_workers, make __getitem__ cheaper, or move "
            "decoding/augmentation to the device") + " and pin_memory=True."
     return [make_finding(
         ctx, "dataloader-stalls", "The training loop waits for the DataLoader",
         "The main thread spends this time fetching the next batch instead of running the step.",
-        [fact("batches fetched", count, "count"), fact("time waiting for them", total),
-         fact("slowest fetch", int(dur[slowest]))],
+        [fact("fetches counted (not the first and last)", count, "count"), fact("time waiting for them", total),
+         fact("slowest fetch", int(dur[slowest])), fact("first fetch (not counted)", int(dur[first])),
+         fact("last fetch (not counted)", int(dur[outer[-1]]))],
         [timeline_link(ctx, "slowest fetch", int(ts[slowest]) - ctx.origin_ns,
                        int(ts[slowest] + dur[slowest]) - ctx.origin_ns)],
         fix, total, total,
-        "time in DataLoader __next__ on the main thread (with workers prefetching, a batch is ready when asked "
-        "for; an upper bound when loading is slower than the step)", "medium", "small")]
+        "time in DataLoader __next__ on the main thread but its first and last calls (workers starting and "
+        "stopping); with workers prefetching, a batch is ready when asked for (an upper bound when loading is "
+        "slower than the step)", "medium", "small")]
