@@ -141,3 +141,38 @@ def test_neuron_recommendations_become_untimed_findings(tmp_path: Path) -> None:
     timed = [n for n, f in enumerate(advice["findings"]) if f["saving_ns"] is not None]
     assert all(n < advice["findings"].index(neuron[0]) for n in timed)
     store.catalog.close()
+
+
+def test_every_evidence_link_opens(tmp_path: Path) -> None:
+    """Each rule's evidence paths answer 200 on a real server (pages and their query strings are valid)."""
+    from bench.synth_ranks import RankPlan, write_rank_traces
+    from tests.analysis.advice.builder import rmsnorm_ops
+
+    loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    q, s = [2, 4, 128, 64], [2, 4, 128, 128]
+    traces = {
+        "host": [host_bound_trace(tmp_path / "host.json")],
+        "launch": [build([Op("aten::add", 8, [[16]], kernel=1, launch=5)] * 30, tmp_path / "launch.json")],
+        "sync": [build([Op("aten::addmm", 10, [[64, 64]], 30, sync=50)] * 4, tmp_path / "sync.json")],
+        "loader": [build([Op("aten::addmm", 100, [[64]], 90, gap_before=400, busy_name=loader)] * 5,
+                         tmp_path / "dl.json")],
+        "fusion": [build([*rmsnorm_ops(20), Op("aten::matmul", 10, [q, [2, 4, 64, 128]], 40),
+                          Op("aten::softmax", 10, [s, []], 25), Op("aten::matmul", 10, [s, q], 40)],
+                         tmp_path / "fusion.json")],
+        "ranks": write_rank_traces(tmp_path / "ranks", RankPlan(world=4, steps=3, units=4, late_rank=2,
+                                                                late_ns=5_000_000)),
+        "neuron": [Path(__file__).resolve().parents[1] / "fixtures" / "neuron" / "device_export"],
+    }
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    store = app.state.explorer.store
+    seen: set[str] = set()
+    with TestClient(app) as client:
+        for name, paths in traces.items():
+            run_id = ingest_paths(store, paths, name).id
+            for f in client.get(f"/api/runs/{run_id}/advice").json()["findings"]:
+                seen.add(f["rule"].split(":")[0])
+                for e in f["evidence"]:
+                    assert client.get(e["path"]).status_code == 200, (f["rule"], e["path"])
+    assert seen >= {"host-bound", "pageable-copies", "launch-bound", "sync-points", "dataloader-stalls",
+                    "unfused-elementwise", "unfused-attention", "straggler", "exposed-communication", "neuron"}
+    store.catalog.close()

@@ -93,7 +93,7 @@ def launch_bound(ctx: Context, slices: pa.Table, flows: pa.Table, bd: Breakdown)
         "fast as the host can launch: it is launch-bound.",
         [fact("executions shorter than their launch", count, "count"), fact("executions", len(to), "count"),
          fact("launch time beyond those executions' time", excess), fact("device idle between executions", idle)],
-        [page_link(ctx, "kernels", "kernels, shortest first", "kernels", sort="avg_ns")],
+        [page_link(ctx, "kernels", "kernels, shortest first", "kernels", sort="+avg_ns")],
         "Capture the steady-state step in a CUDA graph (torch.cuda.graphs / torch.compile(mode='reduce-overhead')),"
         " fuse small ops with torch.compile, or give each kernel more work (larger batch).",
         min(excess, idle), idle,
@@ -154,7 +154,7 @@ def pageable_copies(ctx: Context, slices: pa.Table) -> list[Finding]:
         [fact("pageable copies", count, "count"), fact("their device time", total)],
         [timeline_link(ctx, "first pageable copy", int(ts[first]) - ctx.origin_ns,
                        int(ts[first] + dur[first]) - ctx.origin_ns),
-         page_link(ctx, "kernels", "memcpy kernels", "kernels", category="memcpy")],
+         page_link(ctx, "kernels", "the pageable copies", "kernels", q=PAGEABLE)],
         "Allocate the host tensors pinned (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with "
         ".to(device, non_blocking=True); for device→host results, copy into a pinned buffer.",
         total // PINNED_SPEEDUP_DEN, total,
