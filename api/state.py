@@ -79,7 +79,7 @@ class AppState:
         """The advisor's findings of a run, computed once (the findings page, its twin and the overview share it)."""
         ranks = self.ranks(run_id) if len(run_ranks(self.store.table(run_id, "tracks"))) > 1 else None
         return self.memo.get(run_id, "advice", lambda: compute_run_advice(self.store, run_id, self.breakdown(run_id),
-                                                                          ranks))
+                                                                          ranks, self.kernels(run_id)))
 
     def device_view(self, rec: RunRecord, profile: DeviceProfileJson) -> DeviceView:
         """A device profile's whole-profile page data, computed once per profile (the device page, its

@@ -10,11 +10,12 @@ import pyarrow.parquet as pq
 from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
 from explorer.analysis.advice.peaks import GEMMS, first_input_type
 from explorer.analysis.device_advice import compute_recommendations
+from explorer.analysis.kernels import KernelTable, sort_kernel_rows
 from explorer.device_pages import compute_device_profiles, load_profile_tables
 from explorer.model.advice_shapes import AdviceResult, Finding, FindingChange, FindingRef
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import Breakdown, RanksResult, RunJson
-from explorer.pages import compute_run_breakdown, compute_run_steps, run_json
+from explorer.pages import compute_run_breakdown, compute_run_kernels, compute_run_steps, run_json
 from explorer.rank_pages import compute_run_ranks
 from explorer.render import fmt_dur
 from explorer.store.catalog import RunRecord
@@ -41,8 +42,8 @@ def device_recommendations(store: RunStore, run_id: str) -> list[DeviceRecs]:
 
 
 def compute_run_advice(store: RunStore, run_id: str, breakdown: Breakdown | None = None,
-                       ranks: RanksResult | None = None) -> AdviceResult:
-    """The `/api/runs/{id}/advice` object; a server passes its cached breakdown and per-rank summary."""
+                       ranks: RanksResult | None = None, kernels: KernelTable | None = None) -> AdviceResult:
+    """The `/api/runs/{id}/advice` object; a server passes its cached breakdown, per-rank summary and kernels."""
     rec = store.require_ready(run_id)
     s = rec.summary
     tracks = store.table(run_id, "tracks")
@@ -52,7 +53,8 @@ def compute_run_advice(store: RunStore, run_id: str, breakdown: Breakdown | None
                           load_op_shapes(store, run_id),
                           breakdown if breakdown is not None else compute_run_breakdown(store, run_id),
                           _step_count(store, run_id), ranks, device_recommendations(store, run_id),
-                          _device_model(rec), load_gemm_dtypes(store, run_id))
+                          _device_model(rec), load_gemm_dtypes(store, run_id),
+                          sort_kernel_rows((kernels or compute_run_kernels(store, run_id)).table))
     return compute_advice(inputs)
 
 

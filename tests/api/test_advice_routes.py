@@ -162,6 +162,8 @@ def test_every_evidence_link_opens(tmp_path: Path) -> None:
         "ranks": write_rank_traces(tmp_path / "ranks", RankPlan(world=4, steps=3, units=4, late_rank=2,
                                                                 late_ns=5_000_000)),
         "neuron": [Path(__file__).resolve().parents[1] / "fixtures" / "neuron" / "device_export"],
+        "occupancy": [build([Op("aten::addmm", 10, [[64, 64]], 100, kernel_name="sgemm <small>",
+                                kargs={"est. achieved occupancy %": 10})] * 3, tmp_path / "occ.json")],
     }
     app = create_app(Settings(data_dir=tmp_path / "data"))
     store = app.state.explorer.store
@@ -174,5 +176,6 @@ def test_every_evidence_link_opens(tmp_path: Path) -> None:
                 for e in f["evidence"]:
                     assert client.get(e["path"]).status_code == 200, (f["rule"], e["path"])
     assert seen >= {"host-bound", "pageable-copies", "launch-bound", "sync-points", "dataloader-stalls",
-                    "unfused-elementwise", "unfused-attention", "straggler", "exposed-communication", "neuron"}
+                    "unfused-elementwise", "unfused-attention", "straggler", "exposed-communication", "neuron",
+                    "low-occupancy"}
     store.catalog.close()

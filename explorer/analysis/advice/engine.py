@@ -16,6 +16,7 @@ from explorer.analysis.advice.host import (
     dataloader_stalls,
     host_bound,
     launch_bound,
+    low_occupancy,
     pageable_copies,
     sync_points,
 )
@@ -23,13 +24,13 @@ from explorer.analysis.advice.ops import build_op_seq
 from explorer.analysis.advice.peaks import compute_efficiency, peak_json
 from explorer.model.advice_shapes import AdviceResult, Finding
 from explorer.model.device_shapes import RecommendationJson
-from explorer.model.shapes import Breakdown, RanksResult
+from explorer.model.shapes import Breakdown, KernelRow, RanksResult
 
 # A finding that would save less than 1/1000 of the profiled span is counted, not listed: on a real model the
 # fusion rule finds dozens of tiny chains (a BatchNorm's mul -> add -> add) that bury the findings that matter.
 MIN_SAVING_DEN = 1000
 RULES = ("unfused-attention", "unfused-elementwise", "host-bound", "launch-bound", "sync-points", "pageable-copies",
-         "dataloader-stalls", "exposed-communication", "straggler", "neuron")
+         "dataloader-stalls", "low-occupancy", "exposed-communication", "straggler", "neuron")
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class AdviceInputs:
     devices: list[DeviceRecs] = field(default_factory=list)
     device: str = ""  # the device model (Kineto deviceProperties name)
     dtypes: dict[int, str] = field(default_factory=dict)  # GEMM op slice id -> its first input's dtype
+    kernels: list[KernelRow] = field(default_factory=list)  # the kernel table's rows
 
 
 def compute_advice(inp: AdviceInputs) -> AdviceResult:
@@ -68,7 +70,7 @@ def compute_advice(inp: AdviceInputs) -> AdviceResult:
     findings: list[Finding] = compute_fusion_findings(ops, ctx)
     if device:
         findings += host_bound(ctx, inp.breakdown) + launch_bound(ctx, inp.slices, inp.flows, inp.breakdown)
-        findings += pageable_copies(ctx, inp.slices)
+        findings += pageable_copies(ctx, inp.slices) + low_occupancy(ctx, inp.kernels)
     findings += sync_points(ctx, inp.slices, inp.breakdown, device) + dataloader_stalls(ctx, inp.slices)
     if inp.ranks is not None and len(inp.ranks["ranks"]) > 1:
         findings += exposed_comm(ctx, inp.ranks) + stragglers(ctx, inp.ranks)

@@ -12,7 +12,7 @@ from explorer.analysis.advice.finding import Context, fact, make_finding, page_l
 from explorer.analysis.gap_evidence import covers_most
 from explorer.model.advice_shapes import Evidence, Finding
 from explorer.model.lanes import Lane
-from explorer.model.shapes import Breakdown, Gap
+from explorer.model.shapes import Breakdown, Gap, KernelRow
 
 I64 = np.int64
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense")
@@ -197,3 +197,33 @@ def dataloader_stalls(ctx: Context, slices: pa.Table) -> list[Finding]:
         "time in DataLoader __next__ on the main thread but its first and last calls (workers starting and "
         "stopping); with workers prefetching, a batch is ready when asked for (an upper bound when loading is "
         "slower than the step)", "medium", "small")]
+
+
+LOW_OCCUPANCY_PCT = 25  # below a quarter of the SM's warps resident, latency hiding suffers (CUDA best-practices)
+
+
+def low_occupancy(ctx: Context, kernels: list[KernelRow]) -> list[Finding]:
+    """Compute kernels whose launch record says low achieved occupancy (Kineto's `est. achieved occupancy %`),
+    together at least 1/20 of the span. Occupancy does not convert to time, so the finding is not timed."""
+    low = sorted(((k, occ) for k in kernels if k["category"] == "compute"
+                  for occ in [_occupancy(k)] if occ is not None and occ < LOW_OCCUPANCY_PCT),
+                 key=lambda item: (-item[0]["total_ns"], item[0]["name"]))
+    total = sum(k["total_ns"] for k, _ in low)
+    if not low or total * HOST_BOUND_MIN_DEN < ctx.span_ns:
+        return []
+    top, occ = low[0]
+    return [make_finding(
+        ctx, "low-occupancy", f"Kernels run at low occupancy: {top['name']} first",
+        f"The launch records of these kernels estimate under {LOW_OCCUPANCY_PCT} % achieved occupancy (few warps "
+        "resident per SM: too many registers or too much shared memory per block, or too few blocks).",
+        [fact("kernels", len(low), "count"), fact("their device time", total),
+         fact("the first one's device time", top["total_ns"]), fact("its est. occupancy", round(occ * 10_000), "ppm")],
+        [page_link(ctx, "kernels", k["name"], "kernels", q=k["name"]) for k, _ in low[:3]],
+        "Give each launch more work or fewer resources per thread: larger batch or sequence per kernel, "
+        "torch.compile(mode='max-autotune') to autotune tile sizes, or for a custom kernel fewer registers "
+        "(__launch_bounds__) and less shared memory per block.",
+        None, total, "not timed: occupancy does not convert to time", "low", "medium")]
+
+
+def _occupancy(k: KernelRow) -> float | None:
+    return None if k["launch"] is None else k["launch"]["est_occupancy_pct"]

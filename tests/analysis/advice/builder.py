@@ -21,6 +21,7 @@ class Op:
     busy_name: str = "preprocess"
     sync: int = 0  # µs of a cudaStreamSynchronize after the op
     types: list[str] = field(default_factory=list)  # Kineto's Input type
+    kargs: dict[str, Any] = field(default_factory=dict)  # extra args of the kernel (launch parameters)
 
 
 @dataclass
@@ -42,7 +43,7 @@ class Trace:
             self.events.append(_x("cuda_runtime", "cudaLaunchKernel", 1, t, op.launch, {"correlation": self.corr}))
             self.gpu = max(self.gpu, t + op.launch)
             self.events.append({**_x("kernel", op.kernel_name or f"{op.name}_kernel", 7, self.gpu, op.kernel,
-                                     {"correlation": self.corr, "device": 0, "stream": 7}), "pid": 0})
+                                     {"correlation": self.corr, "device": 0, "stream": 7, **op.kargs}), "pid": 0})
             self.events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": self.corr, "pid": 1, "tid": 1, "ts": t})
             self.events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": self.corr, "pid": 0, "tid": 7,
                                 "ts": self.gpu, "bp": "e"})

@@ -178,3 +178,17 @@ def test_unknown_device_gets_no_peak(store: RunStore, tmp_path: Path) -> None:
     advice = advise(store, build(ops, tmp_path / "mm.json", device="Tesla V100-SXM2-32GB"))
     assert advice["peak"] is None
     assert advice["efficiency"][0]["peak_flops_per_s"] is None and advice["efficiency"][0]["flops"] == 2 * 64**3
+
+
+@pytest.mark.parametrize(("occupancy", "fires"), [(12.5, True), (60.0, False)])
+def test_low_occupancy(store: RunStore, tmp_path: Path, occupancy: float, fires: bool) -> None:
+    launch = {"grid": [4, 1, 1], "block": [1024, 1, 1], "registers per thread": 128,
+              "est. achieved occupancy %": occupancy}
+    path = build([Op("aten::addmm", 10, [[64, 64]], 100, kernel_name="sgemm_small", kargs=launch)] * 3,
+                 tmp_path / "occ.json")
+    found = [f for f in advise(store, path)["findings"] if f["rule"] == "low-occupancy"]
+    assert bool(found) == fires
+    if fires:
+        assert found[0]["saving_ns"] is None  # not timed
+        assert found[0]["acts_on_ns"] == sum(e["dur"] for e in events(path, "kernel")) * US
+        assert {x["label"]: x["value"] for x in found[0]["facts"]}["its est. occupancy"] == 125_000  # 12.5 %
