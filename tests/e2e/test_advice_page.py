@@ -18,7 +18,8 @@ REAL = {  # name -> a GPU capture under ../shared/traces, and the rule the advis
     "resnet50-workers0": ("kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
                           "dataloader-stalls"),
     "nccl-a100": ("HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz", "host-bound"),
-    "v100-trace-diff": ("HolisticTraceAnalysis/tests/data/trace_diff/test/test.json.gz", "launch-bound"),
+    "resnet50-workers4": ("kineto/tb_plugin/samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+                          "launch-bound"),
 }
 
 

@@ -130,9 +130,10 @@ def _add(g: Group, ops: OpSeq, ctx: Context, members: list[int], kept: int, tota
 def _what(names: tuple[str, ...], parent: str) -> tuple[str, str]:
     """What a chain looks like, and its fused call."""
     s = set(names)
-    if parent.startswith("Optimizer."):
-        return "optimizer update", "the optimizer's fused or multi-tensor form: torch.optim.AdamW(params, fused=True)" \
-            " (or foreach=True)"
+    if parent.startswith("Optimizer."):  # torch names the range Optimizer.step#SGD.step
+        opt = parent.split("#", 1)[1].split(".", 1)[0] if "#" in parent else "AdamW"
+        return "optimizer update", f"the optimizer's multi-tensor or fused form: torch.optim.{opt}(params, ..., " \
+            "foreach=True), or fused=True where the optimizer has it"
     if {"mean", "rsqrt"} <= s or ({"mean", "sqrt"} <= s and "sub" not in s):
         return "RMSNorm", "torch.nn.functional.rms_norm(x, (hidden,), weight, eps) (or torch.compile the module)"
     if "mean" in s and "sub" in s and s & {"sqrt", "rsqrt", "var"}:

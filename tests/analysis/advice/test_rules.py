@@ -192,3 +192,20 @@ def test_low_occupancy(store: RunStore, tmp_path: Path, occupancy: float, fires:
         assert found[0]["saving_ns"] is None  # not timed
         assert found[0]["acts_on_ns"] == sum(e["dur"] for e in events(path, "kernel")) * US
         assert {x["label"]: x["value"] for x in found[0]["facts"]}["its est. occupancy"] == 125_000  # 12.5 %
+
+
+def test_a_chain_in_the_optimizer_step_gets_the_fused_optimizer(store: RunStore, tmp_path: Path) -> None:
+    from tests.analysis.advice.builder import Trace
+
+    t = Trace()
+    for _ in range(4):
+        t.add(Op("aten::mul_", 10, [[64], []], 5))
+        t.add(Op("aten::add_", 10, [[64], [64]], 5))
+        t.add(Op("aten::add_", 10, [[64], [64]], 6))
+    t.events.append({"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "pid": 1, "tid": 1,
+                     "ts": 0, "dur": t.host, "args": {}})
+    path = t.write(tmp_path / "opt.json")
+    f = only(advise(store, path), "unfused-elementwise")
+    assert f["title"].startswith("Fuse the optimizer update") and "torch.optim.SGD(" in f["fix"]
+    k = [e["dur"] for e in events(path, "kernel")]  # the 12 ops run back to back: one chain
+    assert f["saving_ns"] == (sum(k) - max(k)) * US
