@@ -60,3 +60,15 @@ def test_findings_page_and_evidence_link(page: Any, server: Any, real_runs: dict
     page.wait_for_url("**/timeline?**")
     page.wait_for_selector("#timeline[data-ready='1']")
     assert href is not None and href.split("?", 1)[1] in page.url
+
+
+def test_compare_shows_the_finding_that_the_fix_removed(page: Any, server: Any, traces: Any, shot: Any) -> None:
+    """The e2e RMSNorm pair (real CPU captures): the naive run's fusion finding is gone in the fused run."""
+    naive = ingest_paths(server.state.store, [traces.naive], "rmsnorm naive (advice)").id
+    fused = server.runs["fused"]
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.goto(f"{server.url}/compare?runs={naive},{fused}&baseline={naive}")
+    page.wait_for_selector("body[data-init='1']")
+    gone = page.locator("#compare-advice .finding-gone")
+    assert gone.count() >= 1 and "Fuse the hand-written RMSNorm" in gone.first.inner_text()
+    shot(page, "advice-compare-rmsnorm")

@@ -106,15 +106,26 @@ def _chain_groups(ops: OpSeq, ctx: Context, used: set[int]) -> dict[tuple[object
         if joins:
             run.append(i)
             continue
-        if len(run) >= MIN_CHAIN:
-            names = tuple(base_name(ops.names[j]) for j in run)
-            shape = max((largest_shape(ops.shapes[j]) for j in run), key=len)
-            g = groups.setdefault((names, key, ops.parent_names[run[0]]), Group(names, shape, ops.parent_names[run[0]]))
-            times = [int(ops.time[j]) for j in run]
-            _add(g, ops, ctx, run, kept=max(times), total=sum(times))
+        for part in _periods(run, ops) if len(run) >= MIN_CHAIN else []:
+            names = tuple(base_name(ops.names[j]) for j in part)
+            shape = max((largest_shape(ops.shapes[j]) for j in part), key=len)
+            parent = ops.parent_names[part[0]]
+            g = groups.setdefault((names, key, parent), Group(names, shape, parent))
+            times = [int(ops.time[j]) for j in part]
+            _add(g, ops, ctx, part, kept=max(times), total=sum(times))
         starts = (k is not None and int(ops.slice_id[i]) not in used and not fused_caller(ops.parent_names[i]))
         run, key = ([i], k) if starts else ([], None)
     return groups
+
+
+def _periods(run: list[int], ops: OpSeq) -> list[list[int]]:
+    """A chain that is one sequence of ops repeated (a norm called three times in a row) as its repetitions: each
+    call fuses into a kernel of its own, so each is an occurrence."""
+    names = [ops.names[j] for j in run]
+    for p in range(MIN_CHAIN, len(run) // 2 + 1):
+        if len(run) % p == 0 and all(names[i] == names[i % p] for i in range(len(run))):
+            return [run[i:i + p] for i in range(0, len(run), p)]
+    return [run]
 
 
 def _add(g: Group, ops: OpSeq, ctx: Context, members: list[int], kept: int, total: int) -> None:

@@ -207,5 +207,15 @@ def test_a_chain_in_the_optimizer_step_gets_the_fused_optimizer(store: RunStore,
     path = t.write(tmp_path / "opt.json")
     f = only(advise(store, path), "unfused-elementwise")
     assert f["title"].startswith("Fuse the optimizer update") and "torch.optim.SGD(" in f["fix"]
-    k = [e["dur"] for e in events(path, "kernel")]  # the 12 ops run back to back: one chain
-    assert f["saving_ns"] == (sum(k) - max(k)) * US
+    k = [e["dur"] for e in events(path, "kernel")]  # four repetitions of mul_ -> add_ -> add_: four occurrences
+    assert f["saving_ns"] == sum(sum(k[i:i + 3]) - max(k[i:i + 3]) for i in range(0, 12, 3)) * US
+
+
+def test_a_norm_called_three_times_in_a_row_is_three_occurrences(store: RunStore, tmp_path: Path) -> None:
+    kernels = [20, 12, 3, 3, 20, 21]
+    ops = [Op(o.name, o.dur, o.shapes, k) for _ in range(3) for o, k in zip(rmsnorm_ops(0), kernels, strict=True)]
+    path = build(ops, tmp_path / "rms3.json")
+    f = only(advise(store, path), "unfused-elementwise")
+    assert "6 ops" in f["title"] and {x["label"]: x["value"] for x in f["facts"]}["occurrences"] == 3
+    k = [e["dur"] for e in events(path, "kernel")]
+    assert f["saving_ns"] == sum(sum(k[i:i + 6]) - max(k[i:i + 6]) for i in range(0, 18, 6)) * US
