@@ -207,9 +207,10 @@ LOW_OCCUPANCY_PCT = 25  # below a quarter of the SM's warps resident, latency hi
 
 def low_occupancy(ctx: Context, kernels: list[KernelRow]) -> list[Finding]:
     """Compute kernels whose launch record says low achieved occupancy (Kineto's `est. achieved occupancy %`),
-    together at least 1/20 of the span. Occupancy does not convert to time, so the finding is not timed."""
+    together at least 1/20 of the span (0 % is CUPTI's "not measured", not a reading). Occupancy does not convert
+    to time, so the finding is not timed."""
     low = sorted(((k, occ) for k in kernels if k["category"] == "compute"
-                  for occ in [_occupancy(k)] if occ is not None and occ < LOW_OCCUPANCY_PCT),
+                  for occ in [_occupancy(k)] if occ is not None and 0 < occ < LOW_OCCUPANCY_PCT),
                  key=lambda item: (-item[0]["total_ns"], item[0]["name"]))
     total = sum(k["total_ns"] for k, _ in low)
     if not low or total * HOST_BOUND_MIN_DEN < ctx.span_ns:

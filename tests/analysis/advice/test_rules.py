@@ -219,3 +219,8 @@ def test_a_norm_called_three_times_in_a_row_is_three_occurrences(store: RunStore
     assert "6 ops" in f["title"] and {x["label"]: x["value"] for x in f["facts"]}["occurrences"] == 3
     k = [e["dur"] for e in events(path, "kernel")]
     assert f["saving_ns"] == sum(sum(k[i:i + 6]) - max(k[i:i + 6]) for i in range(0, 18, 6)) * US
+
+
+def test_zero_occupancy_is_not_a_reading(store: RunStore, tmp_path: Path) -> None:
+    path = build([Op("aten::add", 10, [[64]], 100, kargs={"est. achieved occupancy %": 0})] * 3, tmp_path / "o.json")
+    assert "low-occupancy" not in {f["rule"] for f in advise(store, path)["findings"]}
