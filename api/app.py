@@ -15,6 +15,7 @@ from api.guard import OriginGuard
 from api.mcp.http import mount_mcp
 from api.responses import HeadAsGet
 from api.routes import (
+    advice,
     analysis,
     apidocs,
     check,
@@ -86,7 +87,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # the API, then the HTML pages (api/routes/pages.py) last; each module's docstring says what it serves
     for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router,
                    kernels.router, collectives.router, check.router, device.router, device.pages, export.router,
-                   neuron_v1.router, ranks.router, ranks.pages, fleet.router, apidocs.router, memory.router, pages.router):
+                   neuron_v1.router, ranks.router, ranks.pages, fleet.router, apidocs.router, memory.router,
+                   advice.router, advice.pages, pages.router):
         app.include_router(router)
     agent_tools = mount_mcp(app, state)
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed

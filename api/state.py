@@ -16,6 +16,7 @@ from explorer.analysis.lod import TimelineIndex
 from explorer.config import Settings
 from explorer.device_pages import compute_device_view
 from explorer.export import load_device_timeline
+from explorer.model.advice_shapes import AdviceResult
 from explorer.model.device_shapes import DeviceProfileJson, DeviceView
 from explorer.model.rank_slices import rank_key
 from explorer.model.ranks import run_ranks
@@ -32,6 +33,7 @@ from explorer.runs.ingesters import Ingester
 from explorer.store.catalog import RunRecord
 from explorer.store.memo import RunMemo
 from explorer.store.runs import RunStore
+from explorer.views.advice import compute_run_advice
 
 __all__ = ["AppState", "RunMemo"]
 
@@ -72,6 +74,12 @@ class AppState:
         """Whether the run nav shows the Collectives tab: a slice named like a collective execution (not the
         matching itself, which a page of a large run would otherwise wait for)."""
         return self.memo.get(run_id, "has_collectives", lambda: has_executions(self.store.table(run_id, "slices")))
+
+    def advice(self, run_id: str) -> AdviceResult:
+        """The advisor's findings of a run, computed once (the findings page, its twin and the overview share it)."""
+        ranks = self.ranks(run_id) if len(run_ranks(self.store.table(run_id, "tracks"))) > 1 else None
+        return self.memo.get(run_id, "advice", lambda: compute_run_advice(self.store, run_id, self.breakdown(run_id),
+                                                                          ranks, self.kernels(run_id)))
 
     def device_view(self, rec: RunRecord, profile: DeviceProfileJson) -> DeviceView:
         """A device profile's whole-profile page data, computed once per profile (the device page, its

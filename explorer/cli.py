@@ -599,3 +599,35 @@ def worker(concurrency: int | None, data_dir: Path | None) -> None:
     except ExplorerError as exc:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
+
+
+@main.command(epilog=RUN_HELP)
+@click.argument("run_id", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON (the /api/runs/{id}/advice object)")
+@click.option("--markdown", is_flag=True, help="Print Markdown for a pull-request comment")
+@store_options
+def advise(run_id: str, as_json: bool, markdown: bool, data_dir: Path | None) -> None:
+    """What to fix first in a run: the advisor's findings, ranked by expected saving (docs/advice.md)."""
+    from explorer.views.advice import advice_markdown, compute_run_advice, fact_text, saving_text
+
+    store = _store(data_dir)
+    run_id = _run_id(store, run_id)
+    try:
+        advice = compute_run_advice(store, run_id)
+    except ExplorerError as exc:
+        console.print(f"error: {exc.message}", markup=False, highlight=False)
+        sys.exit(2)
+    if as_json:
+        out.print_json(json.dumps(advice))
+        return
+    if markdown:
+        out.print(advice_markdown(advice, store.get(run_id).name), end="")
+        return
+    if not advice["findings"]:
+        out.print("no finding: none of the rules fired on this run")
+    for n, f in enumerate(advice["findings"], 1):
+        out.print(f"{n}. {f['title']}  [saves {saving_text(f, advice['span_ns'])}; {f['confidence']} confidence, "
+                  f"{f['effort']} effort]")
+        out.print("   " + "; ".join(f"{x['label']} {fact_text(x['value'], x['unit'])}" for x in f["facts"]))
+        out.print(f"   fix: {f['fix']}")
+        out.print(f"   saving = {f['formula']}")

@@ -23,6 +23,7 @@ from explorer.analysis.lod import TimelineIndex
 from explorer.analysis.lod_pyramid import gather, window_ranges
 from explorer.config import Settings
 from explorer.errors import BadRequest, RunNotFound
+from explorer.model.advice_shapes import AdviceResult
 from explorer.model.lanes import Lane
 from explorer.model.shapes import Breakdown, CompareResult, DiffRow
 from explorer.pages import (
@@ -183,6 +184,12 @@ class Run:
         """What an instruction or DMA transfer of a device profile waited on and what waited on it, walked one
         step (`mode="step"`) or to its root cause: GET /api/runs/{id}/device/{profile}/chain's answer."""
         return dict(run_chain_json(self.store, self.record, profile, node, mode))
+
+    def advice(self) -> AdviceResult:
+        """The advisor's findings, largest expected saving first: GET /api/runs/{id}/advice."""
+        from explorer.views.advice import compute_run_advice
+
+        return self._cached("advice", lambda: compute_run_advice(self.store, self.id, self._breakdown()))
 
     def _breakdown(self) -> Breakdown:
         return self._cached("breakdown", lambda: compute_run_breakdown(self.store, self.id))

@@ -51,6 +51,7 @@ from explorer.charts import (
     make_top_ops_figure,
 )
 from explorer.errors import BadRequest
+from explorer.model.advice_shapes import Finding, FindingChange
 from explorer.model.lanes import Lane
 from explorer.model.rank_slices import RankSlices, check_ranks, parse_ranks, restrict_to_ranks
 from explorer.model.ranks import run_ranks, track_ranks
@@ -147,6 +148,7 @@ class OverviewPage:
     twin: str = ""
     rank: str = ""  # the `rank=` filter of the breakdown as given ("" every rank)
     ranks: list[int] = field(default_factory=list)  # the run's ranks (the filter is offered when several)
+    findings: list[Finding] = field(default_factory=list)  # the advisor's top findings (explorer.views.advice)
 
     @property
     def device_busy_pct(self) -> float | None:
@@ -291,6 +293,7 @@ class ComparePage:
     compare: CompareResult
     figure: dict[str, Any]
     twin: str = ""
+    findings: list[FindingChange] = field(default_factory=list)  # advisor findings gained/lost vs the baseline
 
     @property
     def metric(self) -> str:

@@ -20,6 +20,7 @@ from explorer.analysis.lod import TimelineIndex, WindowPart, compute_bounded_win
 from explorer.analysis.lod_budget import MAX_HEIGHT_PX, track_budget
 from explorer.config import asset_dir
 from explorer.device_pages import DevicePage, build_device_pages
+from explorer.model.advice_shapes import AdviceResult
 from explorer.model.shapes import RunJson
 from explorer.pages import (
     CollectivesPage,
@@ -40,6 +41,7 @@ from explorer.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly
 from explorer.snapshot import snapshot_chains, snapshot_rules
 from explorer.store.run_queries import load_slice_column
 from explorer.store.runs import RunStore
+from explorer.views.advice import compute_run_advice
 from explorer.views.memory import MemoryPage, build_memory_page
 
 SNAPSHOT_WIDTH_PX = 4000
@@ -66,6 +68,7 @@ class ReportPage:
     memory: MemoryPage | None = None  # None: no [memory] events in the run
     ops_total: int = 0  # the op table's rows before REPORT_TABLE_ROWS
     kernels_total: int = 0
+    advice: AdviceResult | None = None  # the advisor's findings (explorer.views.advice)
     generated_at: float = field(default_factory=time.time)
     version: str = __version__
     readonly: bool = True
@@ -119,7 +122,7 @@ def snapshot_details(store: RunStore, run_id: str, slice_ids: list[int],
 
 def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = None,
                  index: TimelineIndex | None = None, kernels: KernelTable | None = None,
-                 table_rows: int = REPORT_TABLE_ROWS) -> ReportPage:
+                 table_rows: int = REPORT_TABLE_ROWS, advice: AdviceResult | None = None) -> ReportPage:
     """The report's pages, each by the server page's own builder; tables cut to their first `table_rows`."""
     kernel_page = build_kernels_page(store, run_id, kernels=kernels)
     ops = build_ops_page(store, run_id)
@@ -134,7 +137,8 @@ def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = N
                       ranks=ranks if ranks.ranks["ranks"] else None,
                       collectives=colls if colls.data["total"] or colls.data["mismatches"] else None,
                       ops_total=len(ops.rows), kernels_total=len(kernel_page.rows),
-                      memory=memory if memory.memory["report"] is not None else None)
+                      memory=memory if memory.memory["report"] is not None else None,
+                      advice=advice if advice is not None else compute_run_advice(store, run_id))
 
 
 # ---- rendering --------------------------------------------------------------------------------

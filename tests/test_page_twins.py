@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 import explorer.device_pages
 import explorer.pages
 import explorer.views
+import explorer.views.advice
 import explorer.views.device_chain
 import explorer.views.device_side
 from api.app import create_app
@@ -37,6 +38,7 @@ from explorer.pages import (
     TimelinePage,
 )
 from explorer.runs.ingest import ingest_paths
+from explorer.views.advice import AdvicePage
 from explorer.views.device_chain import DeviceChainPage
 from explorer.views.device_side import DeviceSidePage
 from explorer.views.memory import MemoryPage
@@ -120,6 +122,8 @@ def twin_data(page: Any) -> dict[str, Any]:
         return dict(page.memory)
     if isinstance(page, SqlPage):  # the schema; the query's result is the page's script's to fetch
         return dict(page.schema)
+    if isinstance(page, AdvicePage):
+        return dict(page.advice)
     raise AssertionError(f"no twin rule for {type(page).__name__}")
 
 
@@ -138,7 +142,8 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/runs/{gpu}/steps", "/runs/{gpu}/steps?annotation=aten%3A%3Amul", "/runs/{host1}/steps",
          "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201",
          "/runs/{gpu}/collectives", "/runs/{gpu}/collectives?sort=%2Bseq&limit=1", "/runs/{host1}/collectives",
-         "/runs/{gpu}/memory", "/runs/{host1}/memory"]
+         "/runs/{gpu}/memory", "/runs/{host1}/memory",
+         "/runs/{gpu}/advice", "/runs/{host1}/advice", "/runs/{neuron}/advice"]
 
 
 def page_and_twin(client: TestClient, path: str) -> tuple[Any, dict[str, Any]]:

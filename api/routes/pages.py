@@ -40,6 +40,7 @@ from explorer.report import build_report, render_report
 from explorer.store.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
 from explorer.store.sql import MAX_SQL_CHARS
+from explorer.views.advice import OVERVIEW_FINDINGS, compare_findings
 
 router = APIRouter(include_in_schema=False)
 
@@ -54,7 +55,7 @@ def _report_response(state: AppState, run: RunRecord, readonly: bool, twin: str 
 def _report_html(state: AppState, run: RunRecord, readonly: bool, twin: str = "") -> str:
     ov = build_overview(state.store, run.id, state.breakdown(run.id))
     report = replace(build_report(state.store, run.id, overview=ov, index=state.timeline_index(run.id, origin_ns(run)),
-                                  kernels=state.kernels(run.id)),
+                                  kernels=state.kernels(run.id), advice=state.advice(run.id)),
                      readonly=readonly, twin=twin)
     env = templates_for(state.settings.templates_dir, state.settings.static_dir).env
     return render_report(report, env, state.settings.static_dir)
@@ -76,6 +77,7 @@ def overview_page(request: Request, run: PageRunDep, state: StateDep, background
                   rank: RankFilter = None) -> HTMLResponse:
     _warm_timeline(state, run, background)
     page = build_overview(state.store, run.id, state.breakdown(run.id, parse_ranks(rank)), rank or "")
+    page.findings = state.advice(run.id)["findings"][:OVERVIEW_FINDINGS]
     return render_page(request, state, "overview.html", page, active="overview", plotly=True)
 
 
@@ -126,7 +128,10 @@ def sql_page(request: Request, run: PageRunDep, state: StateDep, q: str = Query(
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, state: StateDep, runs: str = "", baseline: str | None = None) -> HTMLResponse:
     ids = parse_csv(runs, "runs") or []
-    return render_page(request, state, "compare.html", build_compare_page(state.store, ids, baseline), plotly=True)
+    page = build_compare_page(state.store, ids, baseline)
+    first, *rest = [r["id"] for r in page.compare["runs"]]
+    page.findings = [compare_findings(state.advice(first), state.advice(r)) for r in rest]
+    return render_page(request, state, "compare.html", page, plotly=True)
 
 
 @router.get("/runs/{run_id}/report", response_class=HTMLResponse)

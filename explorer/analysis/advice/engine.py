@@ -1,0 +1,84 @@
+"""The advisor: every rule over one run's inputs, the findings ranked by expected saving. Pure: the caller
+(explorer.views.advice) loads the tables and the analyses the rules read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from explorer.analysis.advice.dist import exposed_comm, neuron_findings, stragglers
+from explorer.analysis.advice.finding import Context, rank_findings
+from explorer.analysis.advice.fusion import compute_fusion_findings
+from explorer.analysis.advice.host import (
+    dataloader_stalls,
+    host_bound,
+    launch_bound,
+    low_occupancy,
+    pageable_copies,
+    sync_points,
+)
+from explorer.analysis.advice.ops import build_op_seq
+from explorer.analysis.advice.peaks import compute_efficiency, peak_json
+from explorer.model.advice_shapes import AdviceResult, Finding
+from explorer.model.device_shapes import RecommendationJson
+from explorer.model.shapes import Breakdown, KernelRow, RanksResult
+
+# A finding that would save less than 1/1000 of the profiled span is counted, not listed: on a real model the
+# fusion rule finds dozens of tiny chains (a BatchNorm's mul -> add -> add) that bury the findings that matter.
+MIN_SAVING_DEN = 1000
+RULES = ("unfused-attention", "unfused-elementwise", "host-bound", "launch-bound", "sync-points", "pageable-copies",
+         "dataloader-stalls", "low-occupancy", "exposed-communication", "straggler", "neuron")
+
+
+@dataclass(frozen=True)
+class DeviceRecs:
+    """The Neuron recommendations of one device profile."""
+
+    name: str
+    profile_id: str
+    recs: list[RecommendationJson]
+
+
+@dataclass(frozen=True)
+class AdviceInputs:
+    """One run: its cached slice columns and flows, the ops' input shapes (slice id -> Kineto Input Dims text),
+    its breakdown, how many steps it marks, its per-rank summary (several ranks) and Neuron recommendations."""
+
+    run_id: str
+    origin_ns: int
+    span_ns: int
+    slices: pa.Table
+    flows: pa.Table
+    shapes: dict[int, str]
+    breakdown: Breakdown
+    steps: int = 0
+    ranks: RanksResult | None = None
+    devices: list[DeviceRecs] = field(default_factory=list)
+    device: str = ""  # the device model (Kineto deviceProperties name)
+    dtypes: dict[int, str] = field(default_factory=dict)  # GEMM op slice id -> its first input's dtype
+    kernels: list[KernelRow] = field(default_factory=list)  # the kernel table's rows
+
+
+def compute_advice(inp: AdviceInputs) -> AdviceResult:
+    ctx = Context(inp.run_id, inp.origin_ns, max(inp.span_ns, 1), inp.steps)
+    device = bool(np.asarray(pc.fill_null(inp.slices.column("device_time"), False)
+                             .to_numpy(zero_copy_only=False), bool).any())
+    ops = build_op_seq(inp.slices, inp.shapes)
+    findings: list[Finding] = compute_fusion_findings(ops, ctx)
+    if device:
+        findings += host_bound(ctx, inp.breakdown) + launch_bound(ctx, inp.slices, inp.flows, inp.breakdown)
+        findings += pageable_copies(ctx, inp.slices) + low_occupancy(ctx, inp.kernels)
+    findings += sync_points(ctx, inp.slices, inp.breakdown, device) + dataloader_stalls(ctx, inp.slices)
+    if inp.ranks is not None and len(inp.ranks["ranks"]) > 1:
+        findings += exposed_comm(ctx, inp.ranks) + stragglers(ctx, inp.ranks)
+    for d in inp.devices:
+        findings += neuron_findings(ctx, d.name, d.profile_id, d.recs)
+    listed = [f for f in findings if f["saving_ns"] is None or f["saving_ns"] * MIN_SAVING_DEN >= ctx.span_ns]
+    return {"run_id": inp.run_id, "span_ns": inp.span_ns, "steps": inp.steps,
+            "time_basis": "device" if device else "cpu", "findings": rank_findings(listed),
+            "not_listed": len(findings) - len(listed), "min_saving_ns": ctx.span_ns // MIN_SAVING_DEN,
+            "rules": list(RULES), "device": inp.device, "peak": peak_json(inp.device) if inp.device else None,
+            "efficiency": compute_efficiency(ops, inp.dtypes, inp.device)}

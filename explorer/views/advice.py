@@ -1,0 +1,148 @@
+"""The advice page family: a run's findings (explorer.analysis.advice) computed once for the findings page
+`/runs/{id}/advice`, its twin `/api/runs/{id}/advice`, the overview's top findings, the CLI and the notebook."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+
+from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
+from explorer.analysis.advice.peaks import GEMMS, first_input_type
+from explorer.analysis.device_advice import compute_recommendations
+from explorer.analysis.kernels import KernelTable, sort_kernel_rows
+from explorer.device_pages import compute_device_profiles, load_profile_tables
+from explorer.model.advice_shapes import AdviceResult, Finding, FindingChange, FindingRef
+from explorer.model.ranks import run_ranks
+from explorer.model.shapes import Breakdown, RanksResult, RunJson
+from explorer.pages import compute_run_breakdown, compute_run_kernels, compute_run_steps, run_json
+from explorer.rank_pages import compute_run_ranks
+from explorer.render import fmt_dur
+from explorer.store.catalog import RunRecord
+from explorer.store.runs import RunStore
+
+OVERVIEW_FINDINGS = 3  # findings on the overview's first screen
+
+
+def load_op_shapes(store: RunStore, run_id: str) -> dict[int, str]:
+    """The ops' Kineto Input Dims text by slice id (the cached slice columns leave `shapes` out)."""
+    t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "shapes"],
+                      filters=[("is_op", "=", True)])
+    return {int(i): str(s) for i, s in zip(t.column("slice_id").to_pylist(), t.column("shapes").to_pylist(),
+                                           strict=True) if s}
+
+
+def device_recommendations(store: RunStore, run_id: str) -> list[DeviceRecs]:
+    rec = store.require_ready(run_id)
+    out = []
+    for p in compute_device_profiles(store, rec)["profiles"]:
+        out.append(DeviceRecs(p["name"], p["profile_id"],
+                              compute_recommendations(load_profile_tables(store, run_id, p))))
+    return out
+
+
+def compute_run_advice(store: RunStore, run_id: str, breakdown: Breakdown | None = None,
+                       ranks: RanksResult | None = None, kernels: KernelTable | None = None) -> AdviceResult:
+    """The `/api/runs/{id}/advice` object; a server passes its cached breakdown, per-rank summary and kernels."""
+    rec = store.require_ready(run_id)
+    s = rec.summary
+    tracks = store.table(run_id, "tracks")
+    if ranks is None and len(run_ranks(tracks)) > 1:
+        ranks = compute_run_ranks(store, run_id)
+    inputs = AdviceInputs(run_id, s.start_ns, s.span_ns, store.table(run_id, "slices"), store.table(run_id, "flows"),
+                          load_op_shapes(store, run_id),
+                          breakdown if breakdown is not None else compute_run_breakdown(store, run_id),
+                          _step_count(store, run_id), ranks, device_recommendations(store, run_id),
+                          _device_model(rec), load_gemm_dtypes(store, run_id),
+                          sort_kernel_rows((kernels or compute_run_kernels(store, run_id)).table))
+    return compute_advice(inputs)
+
+
+def _device_model(rec: RunRecord) -> str:
+    """The run's one GPU model from deviceProperties ("" for none, or for several models)."""
+    names = {d.name for d in rec.summary.devices if d.source == "deviceProperties"}
+    return names.pop() if len(names) == 1 else ""
+
+
+def load_gemm_dtypes(store: RunStore, run_id: str) -> dict[int, str]:
+    """The GEMM ops' first input dtype by slice id, from their args (Kineto's `Input type`)."""
+    t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "args"],
+                      filters=[("is_op", "=", True), ("name", "in", list(GEMMS))])
+    return {int(i): first_input_type(a or "") for i, a in zip(t.column("slice_id").to_pylist(),
+                                                              t.column("args").to_pylist(), strict=True)}
+
+
+def _step_count(store: RunStore, run_id: str) -> int:
+    """Steps per rank (ProfilerStep#N ranges): a saving over the trace divided by it is a saving per step."""
+    steps = compute_run_steps(store, run_id)
+    return steps["count"] // max(len(steps["ranks"]), 1)
+
+
+@dataclass
+class AdvicePage:
+    """`/runs/{id}/advice`; twin `/api/runs/{id}/advice`."""
+
+    run: RunJson
+    advice: AdviceResult
+    twin: str = ""
+
+
+def build_advice_page(store: RunStore, run_id: str, advice: AdviceResult | None = None) -> AdvicePage:
+    rec = store.require_ready(run_id)
+    return AdvicePage(run_json(rec), advice or compute_run_advice(store, run_id), f"/api/runs/{run_id}/advice")
+
+
+def fact_text(value: int, unit: str) -> str:
+    """A fact's number as the pages, the CLI and the report show it."""
+    if unit == "ns":
+        return fmt_dur(value)
+    if unit == "bytes":
+        return f"{value:,} B"
+    if unit == "ppm":
+        return f"{value / 10_000:.1f} %"
+    return f"{value:,}"
+
+
+def saving_text(f: Finding, span_ns: int) -> str:
+    """`1.2 ms (12.3 % of the span)`, or `not timed`."""
+    if f["saving_ns"] is None:
+        return "not timed"
+    return f"{fmt_dur(f['saving_ns'])} ({100 * f['saving_ns'] / max(span_ns, 1):.1f} % of the profiled span)"
+
+
+def _md(text: str) -> str:
+    """Trace names in Markdown: markup characters escaped, one line."""
+    return "".join("\\" + c if c in "\\`*_[]<>|#" else c for c in text).replace("\n", " ")
+
+
+def advice_markdown(advice: AdviceResult, run_name: str, base_url: str = "") -> str:
+    """The findings as Markdown for a pull-request comment: a table ranked by saving, then each finding's fix,
+    formula and evidence links (absolute when `base_url` is given)."""
+    lines = [f"### Trace Explorer advice: {_md(run_name)}", ""]
+    if not advice["findings"]:
+        return "\n".join([*lines, "No finding: none of the rules fired on this run.", ""])
+    lines += ["| # | finding | expected saving | confidence | effort |", "|---:|---|---:|---|---|"]
+    for n, f in enumerate(advice["findings"], 1):
+        lines.append(f"| {n} | {_md(f['title'])} | {saving_text(f, advice['span_ns'])} | {f['confidence']} | "
+                     f"{f['effort']} |")
+    for n, f in enumerate(advice["findings"], 1):
+        facts = "; ".join(f"{_md(x['label'])} {fact_text(x['value'], x['unit'])}" for x in f["facts"])
+        links = ", ".join(f"[{_md(e['label'])}]({base_url}{e['path']})" for e in f["evidence"])
+        lines += ["", f"**{n}. {_md(f['title'])}** (`{f['rule']}`)", "", f"- symptom: {_md(f['symptom'])} {facts}",
+                  f"- fix: {_md(f['fix'])}", f"- saving: {saving_text(f, advice['span_ns'])} = {_md(f['formula'])}",
+                  f"- evidence: {links}"]
+    if advice["not_listed"]:
+        lines += ["", f"{advice['not_listed']} more findings would save under {fmt_dur(advice['min_saving_ns'])} each: "
+                  "not listed."]
+    return "\n".join(lines) + "\n"
+
+
+def compare_findings(baseline: AdviceResult, other: AdviceResult) -> FindingChange:
+    """What `other`'s findings gained and lost against the baseline's (a finding is its rule and title)."""
+    def refs(a: AdviceResult) -> dict[tuple[str, str], FindingRef]:
+        return {(f["rule"], f["title"]): {"rule": f["rule"], "title": f["title"], "saving_ns": f["saving_ns"]}
+                for f in a["findings"]}
+
+    b, o = refs(baseline), refs(other)
+    return {"run_id": other["run_id"], "appeared": [v for k, v in o.items() if k not in b],
+            "disappeared": [v for k, v in b.items() if k not in o]}
