@@ -15,7 +15,19 @@ from starlette.responses import Response
 
 from api.deps import TIME_BOUND_NS, get_ready_run
 from api.mcp.bounds import DEFAULT_CHARS, DEFAULT_ROWS, Chars, Rows
-from api.routes import analysis, check, collectives, device, kernels, memory, ranks, runs, sql, timeline
+from api.routes import (
+    advice,
+    analysis,
+    check,
+    collectives,
+    device,
+    kernels,
+    memory,
+    ranks,
+    runs,
+    sql,
+    timeline,
+)
 from api.state import AppState
 from api.views import run_json
 from explorer.analysis.collectives import DEFAULT_SORT as COLLECTIVES_SORT
@@ -234,6 +246,13 @@ def memory_tool(state: AppState, run: RunRef,
     return body(memory.memory(ready(state, run), state, baseline=baseline))
 
 
+def advice_tool(state: AppState, run: RunRef, limit: Rows = DEFAULT_ROWS,
+                max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
+    """What to fix first: the advisor's findings, largest expected saving first, each with its symptom, evidence,
+    the fix, the expected saving (ns, never more than the time it acts on) and its formula, confidence, effort."""
+    return body(advice.advice(ready(state, run), state))
+
+
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("list_runs", list_runs, "name=, tag= or status=", "GET /api/runs"),
     ToolSpec("ingest_path", ingest_path, "fewer paths", "POST /api/runs (upload)", local_only=True),
@@ -254,4 +273,6 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("device_summary", device_summary, "profile=, start_ns=/end_ns= or core=",
              "GET /api/runs/{id}/device/summary"),
     ToolSpec("memory", memory_tool, "baseline= or another run", "GET /api/runs/{id}/memory"),
+    ToolSpec("advice", advice_tool, "the findings' evidence links, or ops / kernels for one finding",
+             "GET /api/runs/{id}/advice"),
 )

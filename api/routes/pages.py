@@ -3,7 +3,9 @@ is what the page's JSON twin returns. No SQL, no plotly, no formatting here (CON
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
+from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import HTMLResponse, Response
@@ -43,6 +45,7 @@ from explorer.store.sql import MAX_SQL_CHARS
 from explorer.views.advice import OVERVIEW_FINDINGS, compare_findings
 
 router = APIRouter(include_in_schema=False)
+log = logging.getLogger(__name__)
 
 
 def _report_response(state: AppState, run: RunRecord, readonly: bool, twin: str = "",
@@ -72,12 +75,22 @@ def _warm_timeline(state: AppState, run: RunRecord, background: BackgroundTasks)
     background.add_task(state.timeline_index, run.id, origin_ns(run))
 
 
+def overview_findings(state: AppState, run_id: str) -> list[Any]:
+    """The overview's top findings. The advisor failing on an unusual run (AdviceBug, or any bug) is logged and
+    leaves the panel out; the overview itself still shows (the Advice page reports the error)."""
+    try:
+        return list(state.advice(run_id)["findings"][:OVERVIEW_FINDINGS])
+    except Exception:
+        log.exception("the advisor failed on run %s; the overview shows no findings", run_id)
+        return []
+
+
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def overview_page(request: Request, run: PageRunDep, state: StateDep, background: BackgroundTasks,
                   rank: RankFilter = None) -> HTMLResponse:
     _warm_timeline(state, run, background)
     page = build_overview(state.store, run.id, state.breakdown(run.id, parse_ranks(rank)), rank or "")
-    page.findings = state.advice(run.id)["findings"][:OVERVIEW_FINDINGS]
+    page.findings = overview_findings(state, run.id)
     return render_page(request, state, "overview.html", page, active="overview", plotly=True)
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from explorer.analysis.advice.finding import AdviceBug
 from explorer.cli import main
 from explorer.config import Settings
 from explorer.notebook import open_run
@@ -46,6 +48,23 @@ def test_api_page_and_overview_show_the_same_findings(tmp_path: Path) -> None:
         assert 'id="overview-advice"' in overview.text and HOSTILE not in overview.text
         missing = client.get("/api/runs/nope/advice")
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "run_not_found"
+    store.catalog.close()
+
+
+def test_an_advisor_bug_leaves_the_overview_standing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rule that breaks on an unusual run must not take the overview down: the panel is left out (logged)."""
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    store = app.state.explorer.store
+    run_id = ingest_paths(store, [host_bound_trace(tmp_path / "t.json")], "adv").id
+
+    def broken(run: str) -> object:
+        raise AdviceBug("a finding claims more than it acts on")
+
+    monkeypatch.setattr(app.state.explorer, "advice", broken)
+    with TestClient(app) as client:
+        overview = client.get(f"/runs/{run_id}")
+        assert overview.status_code == 200 and 'id="overview-advice"' not in overview.text
+        assert overview.context["page"].findings == []  # type: ignore[attr-defined]
     store.catalog.close()
 
 

@@ -49,6 +49,7 @@ def twin_cases(s: Served, kernel_id: int, window: tuple[int, int]) -> list[tuple
         ("collectives", {"run": gpu}, f"/api/runs/{gpu}/collectives", {}),
         ("device_profiles", {"run": dev}, f"/api/runs/{dev}/device/profiles", {}),
         ("memory", {"run": gpu}, f"/api/runs/{gpu}/memory", {}),
+        ("advice", {"run": gpu}, f"/api/runs/{gpu}/advice", {}),
         ("device_summary", {"run": dev, "profile": "matmul"}, f"/api/runs/{dev}/device/summary", {"profile": "matmul"}),
         ("device_summary", {"run": dev, "profile": "matmul", "start_ns": window[0], "end_ns": window[1]},
          f"/api/runs/{dev}/device/summary", {"profile": "matmul", "start_ns": window[0], "end_ns": window[1]}),
