@@ -79,6 +79,14 @@ def fmt_pct(p: float | int | None, signed: bool = False) -> str:
     return f"{float(p):+.1f} %" if signed else f"{float(p):.1f} %"
 
 
+def fmt_ratio(r: float | int | None, signed: bool = False) -> str:
+    """A fraction of 1 (a Neuron Summary `*_percent` field, as published) as a percent; a difference of
+    two such fractions (`signed`) in percentage points."""
+    if r is None:
+        return "–"
+    return f"{100 * float(r):+.1f} pp" if signed else f"{100 * float(r):.1f} %"
+
+
 def fmt_time(epoch_s: float | None) -> str:
     if not epoch_s:
         return "–"
@@ -147,6 +155,7 @@ def make_environment(templates_dir: Path | None = None, static_dir: Path | None 
         lstrip_blocks=True,
     )
     env.filters.update(ns=fmt_ns, us=fmt_us, dur=fmt_dur, thousands=fmt_int, pct=fmt_pct, when=fmt_time, script_json=json_for_script)
+    env.filters["ratio"] = fmt_ratio  # fractions of 1 as %: the Neuron Summary's `*_percent` fields
     env.globals["demo_note"] = demo_note  # the "what you are looking at" note of the demo's compare page
     env.globals.update(page_csp=PAGE_CSP, report_csp=REPORT_CSP)
     env.globals.update(theme=THEME, theme_css=theme_css)  # the one colour table, for CSS and the scripts

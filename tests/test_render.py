@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.pages import ComparePage, NotReadyPage, OpsPage, OverviewPage, RunsPage, TimelinePage
-from explorer.render import fmt_dur, fmt_ns, inline_plotly, json_for_script, make_environment
+from explorer.render import fmt_dur, fmt_ns, fmt_ratio, inline_plotly, json_for_script, make_environment
 from explorer.report import build_report, render_report
 from explorer.runs.ingest import ingest_paths
 from tests.helpers.support import bench_module
@@ -279,3 +279,11 @@ def test_pages_work_behind_a_path_prefix(tmp_path: Path) -> None:
         html = client.get("/").text
     assert re.search(r'href="/te/static/css/app\.css\?v=[0-9a-f]{16}"', html) and 'data-base="/te"' in html
     assert 'href="/te/api/runs"' in html
+
+
+def test_ratio_filter_shows_a_fraction_of_one_as_percent() -> None:
+    """Neuron Summary `*_percent` fields are fractions of 1 (a real export: 0.9740211517776104 active)."""
+    assert fmt_ratio(0.9740211517776104) == "97.4 %"
+    assert fmt_ratio(0) == "0.0 %" and fmt_ratio(None) == "–"
+    assert fmt_ratio(0.715032 - 0.742206, signed=True) == "-2.7 pp"
+    assert make_environment().from_string("{{ x|ratio }}").render(x=0.2112) == "21.1 %"

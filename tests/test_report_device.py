@@ -57,8 +57,8 @@ def test_report_has_each_profiles_summary_and_roofline(report: str, index: int, 
     section = report.split(f'id="report-device-{index}"', 1)[1].split("</section>", 1)[0]
     summary, meta = first(profile, "Summary"), first(profile, "Metadata")
     assert f"Neuron device profile {profile}" in section
-    assert f"{summary['hfu_estimated_percent']:.1f} %" in section
-    assert f"{summary['mbu_estimated_percent']:.1f} %" in section
+    assert f"{100 * summary['hfu_estimated_percent']:.1f} %" in section  # the file's fraction, shown as %
+    assert f"{100 * summary['mbu_estimated_percent']:.1f} %" in section
     fig = figure(report, f"fig-roofline-{index}")
     traces = {t["name"]: t for t in fig["data"]}
     max_ops = 2 * meta["tensor_engine_num_rows"] * meta["tensor_engine_num_cols"] * Fraction(

@@ -233,7 +233,7 @@ def device_summary(state: AppState, run: RunRef, profile: str | None = None, sta
                    end_ns: RelTime = None, core: Annotated[int | None, Field(ge=0, le=4096)] = None,
                    limit: Rows = DEFAULT_ROWS, max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """A Neuron device profile's Summary metrics and recommendations; with start_ns/end_ns (relative) or core,
-    recomputed over that window."""
+    recomputed over that window. `*_percent` metrics are fractions of 1, as the export writes them (0.974 = 97.4 %)."""
     return body(device.device_summary(ready(state, run), state, profile=profile, start_ns=start_ns, end_ns=end_ns,
                                       core=core))
 

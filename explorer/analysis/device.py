@@ -2,7 +2,7 @@
 own row for the whole profile, or the same metrics recomputed from the raw `Instruction`, `DmaPacket`,
 `CcOp` and `CcInstruction` rows for the whole profile, any window or one physical core (PROFILE_SCHEMA.md's
 definitions; the counting rules are in `recompute_device_summary`). Times stay int64 ns until the final
-float seconds and percents; formatting and the API shape are elsewhere.
+float seconds; `*_percent` fields are fractions of 1, as the export writes them; formatting is elsewhere.
 """
 
 from __future__ import annotations
@@ -126,10 +126,10 @@ def recompute_device_summary(tables: Tables, start_ns: int | None = None, end_ns
 
 
 def _put_time(metrics: Metrics, key: str, ns: int, window: Window) -> None:
-    """`key` in seconds and `key_percent` of the window (absent for an empty window)."""
+    """`key` in seconds and `key_percent`, its fraction of the window (absent for an empty window)."""
     metrics[key] = ns / NS_PER_S
     if window.length_ns:
-        metrics[f"{key}_percent"] = 100 * ns / window.length_ns
+        metrics[f"{key}_percent"] = ns / window.length_ns
 
 
 def _engine_metrics(metrics: Metrics, rows: pa.Table, window: Window) -> tuple[np.ndarray, np.ndarray]:
@@ -165,7 +165,7 @@ def _dma_metrics(metrics: Metrics, rows: pa.Table, window: Window) -> tuple[np.n
     dynamic = classes != DMA_CLASSES.index("static")
     if window.length_ns:
         metrics["dynamic_dma_active_time_percent"] = (
-            100 * union_ns(start[dynamic], end[dynamic], window) / window.length_ns)
+            union_ns(start[dynamic], end[dynamic], window) / window.length_ns)
     parts = {"dynamic": dynamic} | {c: classes == i for i, c in enumerate(DMA_CLASSES)}
     for name, mine in parts.items():
         part_count = int(mine.sum())
@@ -175,9 +175,9 @@ def _dma_metrics(metrics: Metrics, rows: pa.Table, window: Window) -> tuple[np.n
             metrics[f"{name}_dma_packet_count"] = part_count
             metrics[f"{name}_dma_size"] = part_size
         if count:
-            metrics[f"{name}_dma_packet_percent"] = 100 * part_count / count
+            metrics[f"{name}_dma_packet_percent"] = part_count / count
         if total:
-            metrics[f"{name}_dma_size_percent"] = 100 * part_size / total
+            metrics[f"{name}_dma_size_percent"] = part_size / total
     return start, end
 
 
@@ -207,15 +207,15 @@ def _ratio_metrics(metrics: Metrics, tables: Tables, window: Window, model_flops
         return
     metrics["peak_flops_bandwidth_ratio"] = float(peak.ridge)
     if intensity is not None:
-        metrics["mfu_max_achievable_estimated_percent"] = float(100 * min(Fraction(1), intensity / peak.ridge))
+        metrics["mfu_max_achievable_estimated_percent"] = float(min(Fraction(1), intensity / peak.ridge))
     if not window.length_ns:
         return
     capacity = peak.flops_per_ns * window.length_ns  # FLOPs the tensor engine could do in the window
     if hardware is not None:
-        metrics["hfu_estimated_percent"] = float(100 * int(hardware) / capacity)
-        metrics["mfu_inst_estimated_percent"] = float(100 * (int(hardware) - int(transpose)) / capacity)
+        metrics["hfu_estimated_percent"] = float(int(hardware) / capacity)
+        metrics["mfu_inst_estimated_percent"] = float((int(hardware) - int(transpose)) / capacity)
     if model_flops is not None:
-        metrics["mfu_estimated_percent"] = float(100 * model_flops / capacity)
+        metrics["mfu_estimated_percent"] = float(model_flops / capacity)
     if hbm is not None:
         metrics["mbu_estimated_percent"] = float(
-            100 * Fraction(hbm * NS_PER_S, window.length_ns) / peak.hbm_bytes_per_s)
+            Fraction(hbm * NS_PER_S, window.length_ns) / peak.hbm_bytes_per_s)

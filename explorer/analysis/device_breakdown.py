@@ -1,7 +1,7 @@
 """Breakdowns of a Neuron device profile for any window and core: the opcode summary (per engine and opcode),
 DMA by queue type and by transfer size (transfers under SMALL_DMA_BYTES flagged small) and throttling
 (`1-k/n`) per physical core and throttle type. Same counting rules as explorer.analysis.device (clip,
-merge, pro rata); plain results in ints and ns, no formatting."""
+merge, pro rata); plain results in ints, ns and fractions of 1 (`*_percent`), no formatting."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ DMA_SIZE_BOUNDS = (0, SMALL_DMA_BYTES, 32 * 1024, 1024 * 1024)
 
 
 def _percent(part: int, whole: int) -> float | None:
-    return 100 * part / whole if whole else None
+    return part / whole if whole else None
 
 
 def compute_opcode_summary(tables: Tables, start_ns: int | None = None, end_ns: int | None = None,
@@ -129,7 +129,7 @@ def compute_throttle_summary(tables: Tables, start_ns: int | None = None, end_ns
         lost = sum((Fraction(d * (b - a), b) for d, a, b in
                     zip((e - s).tolist(), k[mine].tolist(), n[mine].tolist(), strict=True)), Fraction(0))
         active = union_ns(start[mine], end[mine], window)
-        util = float(100 * (1 - lost / window.length_ns)) if window.length_ns else None
+        util = float(1 - lost / window.length_ns) if window.length_ns else None
         worst = max((int(b) - int(a)) / int(b) for a, b in zip(k[mine].tolist(), n[mine].tolist(), strict=True))
         out.append({"pcore_idx": pcore, "throttle_type": kind, "throttle_active_time_ns": active,
                     "throttle_active_time_percent": _percent(active, window.length_ns),

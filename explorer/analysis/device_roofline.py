@@ -53,7 +53,7 @@ def make_point(peak: Peaks, kind: PointKind, label: str, flops: int, hbm_bytes: 
             "intensity": None if intensity is None else float(intensity),
             "attainable_flops_per_s": float(attainable), "bound": bound,
             "distance_to_roof": float(attainable / achieved) if achieved else None,
-            "mfu_inst_estimated_percent": None if achieved is None else float(100 * achieved / peak.max_ops)}
+            "mfu_inst_estimated_percent": None if achieved is None else float(achieved / peak.max_ops)}
 
 
 def _summary_point(peak: Peaks, kind: PointKind, label: str,
@@ -92,8 +92,8 @@ def compute_roofline(tables: Tables, start_ns: int | None = None, end_ns: int | 
 
 def summary_peaks(metrics: dict[str, int | float]) -> Peaks | None:
     """The roofs a Summary alone implies, by the published definitions: `mfu_inst_estimated_percent` =
-    (hardware - transpose FLOPs) / (max_ops x total_time), so max_ops = FLOPs / (total_time x mfu / 100), and
-    the HBM roof = max_ops / `peak_flops_bandwidth_ratio`. None unless all of them are known and positive
+    (hardware - transpose FLOPs) / (max_ops x total_time), a fraction of 1, so max_ops = FLOPs / (total_time x
+    mfu), and the HBM roof = max_ops / `peak_flops_bandwidth_ratio`. None unless all of them are known and positive
     (a profile without Metadata, such as a summary-text one)."""
     names = ("hardware_flops", "total_time", "mfu_inst_estimated_percent", "peak_flops_bandwidth_ratio")
     if not all(isinstance(metrics.get(n), int | float) for n in names):
@@ -103,7 +103,7 @@ def summary_peaks(metrics: dict[str, int | float]) -> Peaks | None:
     ridge = Fraction(metrics["peak_flops_bandwidth_ratio"])
     if min(flops, seconds, mfu, ridge) <= 0:
         return None
-    max_ops = flops * 100 / (seconds * mfu)
+    max_ops = flops / (seconds * mfu)
     return Peaks(max_ops / NS_PER_S, max_ops / ridge)
 
 

@@ -157,7 +157,7 @@
       try { res = await this.tl.source.deviceSummary(a, b); } catch (err) { box.append(el("p", { class: "muted" }, err.message)); return; }
       if (!this.range || this.range[0] !== a || this.range[1] !== b) return;  // a newer range replaced this one
       for (const s of res.summaries) {
-        const m = s.metrics, pct = (k) => (m[k] === undefined ? "–" : m[k].toFixed(1) + " %");
+        const m = s.metrics, pct = (k) => (m[k] === undefined ? "–" : (100 * m[k]).toFixed(1) + " %");  // *_percent: fractions of 1
         const rows = [["window", TE.fmtNs(s.end_ns - s.start_ns)]];
         for (const e of ["tensor", "vector", "scalar", "gpsimd", "sync"]) {
           if (m[e + "_engine_instruction_count"]) rows.push([e + " engine active", pct(e + "_engine_active_time_percent") + " · " + TE.fmtInt(m[e + "_engine_instruction_count"]) + " instructions"]);

@@ -50,7 +50,7 @@ def test_opcode_summary_matches_the_rows(make, window: tuple[int, int] | None) -
         mine = [r for r in rows if (ENGINE_OF[r["engine"]], r["opcode"]) == key]
         active = union_length([cut(r["start_ts"] + r["evt_wait_time_ns"], r["end_ts"], t0, t1) for r in mine])
         want[key] = (len(mine), sum(b - a for a, b in (cut(r["start_ts"], r["end_ts"], t0, t1) for r in mine)),
-                     active, 100 * active / (t1 - t0))
+                     active, active / (t1 - t0))
     got = _call(compute_opcode_summary, tables, window)
     assert {(r["engine"], r["opcode"]): (r["instruction_count"], r["instruction_time_ns"], r["active_time_ns"],
                                          r["active_time_percent"]) for r in got} == want
@@ -111,8 +111,8 @@ def test_throttling_is_one_minus_k_over_n_weighted_by_time() -> None:
     assert set(rows) == {(0, "power"), (1, "power")}
     power = rows[0, "power"]
     assert power["throttle_active_time_ns"] == 100 + 100
-    assert power["throttle_active_time_percent"] == 100 * 200 / 400
-    assert power["max_achievable_util_with_throttling_percent"] == 100 * (
+    assert power["throttle_active_time_percent"] == 200 / 400
+    assert power["max_achievable_util_with_throttling_percent"] == (
         1 - (100 * (1 - 3 / 4) + 100 * (1 - 1 / 2)) / 400)
     assert power["max_throttling"] == 1 - 1 / 2
 
@@ -122,6 +122,6 @@ def test_throttling_in_a_window_and_on_one_core() -> None:
     (power,) = [r for r in compute_throttle_summary(tables, B + 50, B + 300) if r["pcore_idx"] == 0]
     # [50, 100) at 1/4 lost and [200, 300) at 1/2 lost, over 250 ns
     assert power["throttle_active_time_ns"] == 50 + 100
-    assert power["max_achievable_util_with_throttling_percent"] == 100 * (1 - (50 / 4 + 100 / 2) / 250)
+    assert power["max_achievable_util_with_throttling_percent"] == (1 - (50 / 4 + 100 / 2) / 250)
     assert [r["pcore_idx"] for r in compute_throttle_summary(tables, core=1)] == [1]
     assert compute_throttle_summary(rmsnorm_profile()) == []

@@ -40,7 +40,7 @@ def expected_point(flops: int, hbm: int, time_ns: int) -> dict:
             "attainable_flops_per_s": float(attainable),
             "bound": "compute" if intensity is None or intensity >= MAX_OPS / BANDWIDTH else "memory",
             "distance_to_roof": float(attainable / achieved) if achieved else None,
-            "mfu_inst_estimated_percent": None if achieved is None else float(100 * achieved / MAX_OPS)}
+            "mfu_inst_estimated_percent": None if achieved is None else float(achieved / MAX_OPS)}
 
 
 def as_dict(point: Mapping[str, object]) -> dict:
@@ -145,7 +145,7 @@ def test_hand_points_at_the_ridge_and_edges() -> None:
     assert points["at_ridge"]["distance_to_roof"] == 49_152 / 7_680
     assert points["no_bytes"]["intensity"] is None and points["no_bytes"]["bound"] == "compute"
     assert points["no_bytes"]["attainable_flops_per_s"] == 49_152 * 10**9
-    assert points["at_ridge"]["mfu_inst_estimated_percent"] == 100 * 7_680 / 49_152
+    assert points["at_ridge"]["mfu_inst_estimated_percent"] == 7_680 / 49_152
     assert points["no_flops"]["distance_to_roof"] is None and points["no_flops"]["bound"] == "memory"
 
 

@@ -36,7 +36,7 @@ def test_two_overlapping_instructions_on_one_engine_count_once_as_active() -> No
     assert m["vector_engine_instruction_count"] == 2
     assert m["vector_engine_instruction_time"] == (10 + 15) / 1e9  # plain sum: overlap counted twice
     assert m["vector_engine_active_time"] == (20 - 0) / 1e9        # union [0, 20)
-    assert m["vector_engine_active_time_percent"] == 100 * 20 / 100
+    assert m["vector_engine_active_time_percent"] == 20 / 100
     assert m["scalar_engine_instruction_count"] == 0 and m["scalar_engine_active_time"] == 0
     assert m["total_time"] == 100 / 1e9
 
@@ -56,9 +56,9 @@ def test_window_cutting_an_instruction_takes_its_flops_and_bytes_pro_rata() -> N
     assert m["hardware_flops"] == 1000 * 25 // 100
     assert m["hbm_read_bytes"] == 400 * 25 // 100
     assert m["tensor_engine_instruction_count"] == 1          # overlapping rows count whole
-    assert m["tensor_engine_active_time_percent"] == 100.0
+    assert m["tensor_engine_active_time_percent"] == 1.0
     flops_per_ns = Fraction(2 * 128 * 128) * Fraction(1.4)
-    assert m["hfu_estimated_percent"] == float(100 * Fraction(250) / (flops_per_ns * 25))
+    assert m["hfu_estimated_percent"] == float(Fraction(250) / (flops_per_ns * 25))
 
 
 def test_pro_rata_shares_are_summed_exactly_then_rounded_once() -> None:
@@ -115,10 +115,10 @@ def test_dma_split_by_queue_type() -> None:
                                Pkt(50, 10, 500, "software_dynamic"), Pkt(70, 10, 500, "hardware_dynamic")])
     m = metrics(tables)
     assert m["static_dma_active_time"] == (30 - 0) / 1e9 and m["static_dma_size"] == 4000
-    assert m["static_dma_packet_count"] == 2 and m["static_dma_packet_percent"] == 100 * 2 / 4
-    assert m["software_dynamic_dma_size_percent"] == 100 * 500 / 5000
-    assert m["dynamic_dma_active_time_percent"] == 100 * (10 + 10) / 100
-    assert m["dma_active_time_percent"] == 100 * (30 + 10 + 10) / 100
+    assert m["static_dma_packet_count"] == 2 and m["static_dma_packet_percent"] == 2 / 4
+    assert m["software_dynamic_dma_size_percent"] == 500 / 5000
+    assert m["dynamic_dma_active_time_percent"] == (10 + 10) / 100
+    assert m["dma_active_time_percent"] == (30 + 10 + 10) / 100
     assert m["dma_transfer_average_bytes"] == 5000 / 4 and m["dma_queue_count"] == 1
 
 
@@ -170,7 +170,7 @@ def test_whole_profile_recompute_equals_a_consistent_summary_row(make) -> None: 
 
 def test_without_window_the_exports_own_summary_row_wins() -> None:
     tables, row = _with_consistent_summary(rmsnorm_profile())
-    published = {**row, "total_time": 1.25, "hfu_estimated_percent": 12.5, "hardware_flops": 77}
+    published = {**row, "total_time": 1.25, "hfu_estimated_percent": 0.125, "hardware_flops": 77}
     tables["Summary"] = summary_table(published)
     whole = compute_device_summary(tables)
     assert {k: whole.metrics[k] for k in published} == published
@@ -204,6 +204,6 @@ def test_collectives_count_in_their_own_metrics_and_in_total_activity() -> None:
     assert m["cc_op_count"] == 1 and m["cc_op_active_time"] == 30 / 1e9
     assert m["cc_cores_instruction_count"] == 2
     assert m["cc_cores_instruction_time"] == (30 + 20) / 1e9
-    assert m["cc_cores_instruction_active_time_percent"] == 100 * (90 - 50) / 100
+    assert m["cc_cores_instruction_active_time_percent"] == (90 - 50) / 100
     assert m["total_active_time"] == (90 - 0) / 1e9   # [0, 60) vector, [40, 70) op, [50, 90) CC cores
     assert metrics(tables, core=1)["cc_cores_instruction_count"] == 2   # no pcore_idx: kept on every core

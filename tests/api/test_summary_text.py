@@ -192,3 +192,26 @@ def test_the_two_profile_compare_takes_summary_text_profiles(served: tuple[TestC
     assert (row["a"], row["b"], row["delta"]) == (int(want_a["hbm_write_bytes"]), int(want_b["hbm_write_bytes"]),
                                                   int(want_b["hbm_write_bytes"]) - int(want_a["hbm_write_bytes"]))
     assert body["opcodes"] == [] and client.get(f"/device/compare?{query}").status_code == 200
+
+
+def test_a_published_fraction_is_shown_as_its_percent(tmp_path: Path) -> None:
+    """A real neuron-explorer Summary holds total_time 0.213808050051 s, total_active_time 0.20825356317 s and
+    total_active_time_percent 0.9740211517776104 (= their ratio): the card says 97.4 %, not 1.0 %."""
+    text = tmp_path / "published.txt"
+    text.write_text("$ neuron-explorer view --output-format summary-text -n unet.neff -s unet.ntff\n1234\n"
+                    "    total_time                  0.213808050051\n"
+                    "    total_active_time           0.20825356317\n"
+                    "    total_active_time_percent   0.9740211517776104\n"
+                    "    tensor_engine_active_time_percent   0.2112\n"
+                    "    dma_active_time_percent     0.5\n")
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    run = ingest_paths(app.state.explorer.store, [text], "published").id
+    with TestClient(app) as client:
+        (p,) = profiles(client, run)
+        metrics = client.get(p["links"]["summary"]).json()["metrics"]
+        assert metrics["total_active_time_percent"] == 0.9740211517776104  # kept as the file has it
+        html = client.get(p["links"]["page"]).text
+    assert '<div class="d">97.4 % active</div>' in html
+    assert 'data-metric="dma_active_time_percent"><div class="k">DMA active</div><div class="v">50.0 %</div>' in html
+    tensor = html.split('<tr data-engine="tensor">', 1)[1].split("</tr>", 1)[0]
+    assert "<span>21.1 %</span>" in tensor and 'style="width:21.1' in tensor

@@ -40,8 +40,8 @@ def test_device_page_from_the_nav_with_its_roofline(page: Any, server: Any, neur
     drawable = [p for p in twin["points"] if p["achieved_flops_per_s"]]  # no FLOPs: no place on a log axis
     assert points == len(drawable) >= 2  # the profile and aten::mm (aten::t only transposes)
     row = summary_row("matmul")
-    assert page.inner_text("[data-metric='hfu_estimated_percent'] .v") == f"{row['hfu_estimated_percent']:.1f} %"
-    assert page.inner_text("[data-metric='mbu_estimated_percent'] .v") == f"{row['mbu_estimated_percent']:.1f} %"
+    assert page.inner_text("[data-metric='hfu_estimated_percent'] .v") == f"{100 * row['hfu_estimated_percent']:.1f} %"
+    assert page.inner_text("[data-metric='mbu_estimated_percent'] .v") == f"{100 * row['mbu_estimated_percent']:.1f} %"
     assert page.locator("#tab-device-2").get_attribute("class") == "on"  # matmul starts second
     shot(page, "device-01-matmul", full_page=True)
 

@@ -94,7 +94,7 @@ def test_open_device_profile_and_range_summary(page: Any, server: Any, device_ru
     [mine] = [s for s in want if s["profile"] == "rmsnorm_naive"]
     text = page.inner_text("#tl-range-device")
     assert "Device rmsnorm_naive" in text
-    assert f"{mine['metrics']['vector_engine_active_time_percent']:.1f} %" in text
+    assert f"{100 * mine['metrics']['vector_engine_active_time_percent']:.1f} %" in text
     assert f"{mine['metrics']['vector_engine_instruction_count']:,} instructions" in text
     shot(page, "n11-03-device-range")
 

@@ -38,7 +38,7 @@ def test_three_summary_text_files_side_by_side(page: Any, server: Any, neuron_ru
     page.goto(f"{server.url}/runs/{neuron_runs['two_kernels.txt']}/device/vector_add_fd2k")
     page.wait_for_selector("#summary-only")
     want = plain_profiles(FIXTURES / "two_kernels.txt")[0]
-    assert page.inner_text("[data-metric='mbu_estimated_percent'] .v") == f"{float(want['mbu_estimated_percent']):.1f} %"
+    assert page.inner_text("[data-metric='mbu_estimated_percent'] .v") == f"{100 * float(want['mbu_estimated_percent']):.1f} %"
     assert page.inner_text("#summary-fields tr[data-field='instance_type'] td.num") == want["instance_type"]
     shot(page, "issue41-01-summary-text-device", full_page=True)
     page.goto(f"{server.url}/")  # the runs list: pick the three files' runs, then the device side-by-side button

@@ -237,7 +237,7 @@ def reference_summary(tables: dict[str, pa.Table], t0: int, t1: int, core: int |
                                                                          for r in mine)) / 10**9
         out[f"{engine}_engine_active_time"] = union_length(active) / 10**9
         if T:
-            out[f"{engine}_engine_active_time_percent"] = 100 * union_length(active) / T
+            out[f"{engine}_engine_active_time_percent"] = union_length(active) / T
     sums = {"hardware_flops": "raw_flops", "transpose_flops": "flops_transpose", "hbm_read_bytes": "hbm_read_bytes",
             "hbm_write_bytes": "hbm_write_bytes", "spill_reload_bytes": "spill_reload_bytes"}
     for key, col in sums.items():
@@ -260,8 +260,8 @@ def reference_summary(tables: dict[str, pa.Table], t0: int, t1: int, core: int |
             busy.append(cut(op["start_ts"], op["end_ts"], t0, t1))
     out["total_active_time"] = union_length(busy) / 10**9
     if T:
-        out["dma_active_time_percent"] = 100 * union_length(dma) / T
-        out["total_active_time_percent"] = 100 * union_length(busy) / T
+        out["dma_active_time_percent"] = union_length(dma) / T
+        out["total_active_time_percent"] = union_length(busy) / T
     out.update(reference_ratios(tables, out, T, model_flops))
     return out
 
@@ -279,11 +279,11 @@ def reference_ratios(tables: dict[str, pa.Table], m: dict[str, int | float], T: 
     if hbm:
         out["mm_arithmetic_intensity"] = float(Fraction(hw - tr, hbm))
     if T:
-        out["hfu_estimated_percent"] = float(100 * hw / (flops_per_ns * T))
-        out["mfu_inst_estimated_percent"] = float(100 * (hw - tr) / (flops_per_ns * T))
-        out["mbu_estimated_percent"] = float(100 * hbm / (bandwidth_per_ns * T))
+        out["hfu_estimated_percent"] = float(hw / (flops_per_ns * T))
+        out["mfu_inst_estimated_percent"] = float((hw - tr) / (flops_per_ns * T))
+        out["mbu_estimated_percent"] = float(hbm / (bandwidth_per_ns * T))
         if model_flops is not None:
-            out["mfu_estimated_percent"] = float(100 * model_flops / (flops_per_ns * T))
+            out["mfu_estimated_percent"] = float(model_flops / (flops_per_ns * T))
     return out
 
 

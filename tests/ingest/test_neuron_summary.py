@@ -5,6 +5,7 @@ profiles in one file. Every stored value is checked against a plain reading of t
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,16 @@ def test_a_bad_number_is_a_warning_and_a_null(store: RunStore, tmp_path: Path) -
     assert row["hardware_flops"] is None and row["hbm_read_bytes"] is None and row["dma_transfer_count"] == 7
     warning = {w["code"]: w for w in store.run_json(run.id)["summary"]["warnings"]}["summary_text_value"]
     assert warning["count"] == 2 and "stored as null" in warning["message"]
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_files_percent_fields_are_fractions_of_one(name: str) -> None:
+    """summary-text prints the Summary's `*_percent` fields as the export stores them, fractions of 1; where
+    a file also gives the time, the share is that time over total_time."""
+    for profile in plain_profiles(FIXTURES / name):
+        shares = {k: Decimal(v) for k, v in profile.items() if k.endswith("_percent") and v != "None"}
+        assert shares and all(0 <= v <= 1 for v in shares.values()), shares
+        for key, share in shares.items():
+            time = profile.get(key.removesuffix("_percent"))
+            if time is not None:
+                assert share == pytest.approx(Decimal(time) / Decimal(profile["total_time"]), rel=Decimal("1e-4")), key
