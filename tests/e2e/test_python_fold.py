@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -223,13 +224,16 @@ def shared_h100_with_stack(root: Path) -> list[Path]:
 
 def test_a_shared_h100_with_stack_capture_shows_all_three_lanes_first(tall_page: Any, server: Any, shared_traces: Path,
                                                                       shot: Any) -> None:
-    """The issue's own case, on a real H100 capture from ../shared/traces when it holds one (INDEX.md lists none
-    today: this skips until one is added)."""
+    """The issue's own case, on a real H100 capture made with with_stack=True: from ../shared/traces when it holds
+    one (INDEX.md lists none today), else from the public captures of TRUTH_CORPUS (docs/truth-corpus.md: TraceLens's
+    H100 inference traces are such captures)."""
     from explorer.runs.ingest import ingest_paths
 
-    paths = shared_h100_with_stack(shared_traces)
+    corpus = os.environ.get("TRUTH_CORPUS")
+    paths = shared_h100_with_stack(shared_traces) or (shared_h100_with_stack(Path(corpus)) if corpus else [])
     if not paths:
-        pytest.skip("no H100 capture made with with_stack=True among the shared captures (INDEX.md lists none)")
+        pytest.skip("no H100 capture made with with_stack=True among the shared captures (INDEX.md lists none); "
+                    "TRUTH_CORPUS=DIR adds the public ones")
     page = tall_page
     rid = ingest_paths(server.state.store, [paths[0]], "shared h100 with_stack").id
     box = open_timeline(page, f"{server.url}/runs/{rid}/timeline")
