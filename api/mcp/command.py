@@ -32,5 +32,5 @@ def mcp_command(data_dir: Path | None) -> None:
     try:
         build_server(state, local=True).run("stdio")
     finally:
-        state.worker.shutdown()
+        state.ingester.shutdown()
         state.store.catalog.close()

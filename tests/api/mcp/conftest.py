@@ -4,6 +4,7 @@ client over HTTP and over stdio, and the check that a tool's answer is its HTTP 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -65,7 +66,10 @@ def run_session(connect: Callable[[], Any], steps: Callable[[Any], Awaitable[T]]
         async with Client(connect()) as client:
             return await steps(client)
 
-    return asyncio.run(main())
+    # on a thread of its own: a browser test earlier in this worker (Playwright's sync API) keeps an event loop
+    # running on the main thread for the whole session, where asyncio.run() refuses to start another
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-client") as pool:
+        return pool.submit(asyncio.run, main()).result()
 
 
 def http_transport(url: str, token: str | None, statuses: list[int] | None = None) -> Callable[[], Any]:

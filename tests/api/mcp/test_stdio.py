@@ -10,6 +10,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from api.mcp.tools import TOOLS
 from explorer.config import Settings
 from tests.api.mcp.conftest import HOSTILE, TINY, assert_bounded_twin, call, run_session, stdio_params
 
@@ -30,7 +31,7 @@ def test_stdio_server_ingests_and_answers_as_the_api(tmp_path: Path) -> None:
                 "report": (await client.read_resource(f"run://{run['id']}/report.md")).contents[0].text}
 
     got = run_session(lambda: stdio_params(data), steps)
-    assert "ingest_path" in got["names"] and len(got["names"]) == 17
+    assert "ingest_path" in got["names"] and got["names"] == {t.name for t in TOOLS}
     assert got["run"]["name"] == HOSTILE and got["run"]["status"] == "ready"
     assert got["again"]["reused"] is True and got["again"]["run"]["id"] == got["run"]["id"]
     assert '"code":"run_not_found"' in got["missing"]
