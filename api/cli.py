@@ -149,6 +149,9 @@ def serve(paths: tuple[Path, ...], host: str | None, port: int | None, data_dir:
     click.echo(f"Data folder {Path(settings.data_dir).resolve()}: {count} run{'' if count == 1 else 's'}")
     for line in tunnel_hint(settings.port, settings.root_path):
         click.echo(line)
+    if any(getattr(route, "path", "") == "/mcp" for route in app.routes):  # the mcp extra is installed
+        click.echo(f"Agent tools (MCP, streamable HTTP): {tunnel_hint(settings.port, settings.root_path)[0].split()[-1]}"
+                   "mcp   (docs/agents.md)")
     for rec in opened:
         click.echo(f"Run {rec.name}: {tunnel_hint(settings.port, settings.root_path)[0].split()[-1]}runs/{rec.id}")
     for folder in settings.watch_dirs:

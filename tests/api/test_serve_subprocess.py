@@ -88,6 +88,8 @@ def test_serve_a_trace_opens_it_and_reuses_it(tmp_path: Path) -> None:
         assert any(line.startswith(f"{trace}: ingested as run ") for line in lines), lines
         assert any(line.startswith(f"Data folder {data.resolve()}: 1 run") for line in lines), lines
         assert any("ssh -L" in line and socket.gethostname() in line for line in lines), lines
+        assert any(line.startswith("Agent tools (MCP, streamable HTTP): ") and line.split()[-2] == base + "/mcp"
+                   for line in lines), lines  # the dev install has the mcp extra
         url = lines[-1].split(": ", 1)[1]
         assert url.startswith(base + "/runs/")
         page = httpx.get(url)
