@@ -62,9 +62,14 @@ def test_findings_page_and_evidence_link(page: Any, server: Any, real_runs: dict
     assert href is not None and href.split("?", 1)[1] in page.url
 
 
-def test_compare_shows_the_finding_that_the_fix_removed(page: Any, server: Any, traces: Any, shot: Any) -> None:
+def test_compare_shows_the_finding_that_the_fix_removed(page: Any, server: Any, traces: Any, shot: Any,
+                                                        tmp_path: Path) -> None:
     """The e2e RMSNorm pair (real CPU captures): the naive run's fusion finding is gone in the fused run."""
-    naive = ingest_paths(server.state.store, [traces.naive], "rmsnorm naive (advice)").id
+    # the same events in other bytes: the session's server must not hold the naive trace itself, which
+    # test_ui.py uploads and expects to be new (an upload of identical bytes is answered "already uploaded")
+    copy = tmp_path / "advice_pair_before.json"
+    copy.write_bytes(traces.naive.read_bytes() + b"\n")
+    naive = ingest_paths(server.state.store, [copy], "advice pair: before").id
     fused = server.runs["fused"]
     page.set_viewport_size({"width": 1600, "height": 1000})
     page.goto(f"{server.url}/compare?runs={naive},{fused}&baseline={naive}")

@@ -18,7 +18,7 @@ from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from explorer.store.runs import build_summary
 from tests.helpers.span_traces import all_bounds, device_intervals, is_marker, real_bounds, union_ns
-from tests.ingest.test_pipeline_shared_traces import NOT_TIMELINES, SHARED
+from tests.ingest.test_pipeline_shared_traces import MEMORY_TIMELINES, NOT_TIMELINES, SHARED
 
 pytestmark = [pytest.mark.shared, pytest.mark.slow]
 KINETO_DIRS = ("HolisticTraceAnalysis", "kineto", "dtu_mlops")
@@ -28,7 +28,8 @@ def kineto_traces() -> list[Path]:
     if not SHARED.is_dir():
         return []
     return sorted(p for d in KINETO_DIRS if (SHARED / d).is_dir() for p in (SHARED / d).rglob("*")
-                  if p.is_file() and p.name not in NOT_TIMELINES and p.name != "INDEX.md")
+                  if p.is_file() and p.name not in NOT_TIMELINES and p.name not in MEMORY_TIMELINES
+                  and p.name != "INDEX.md")
 
 
 def load_events(path: Path) -> list[dict[str, Any]]:
