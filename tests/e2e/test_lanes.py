@@ -104,17 +104,24 @@ class DeepRun:
     origin_us: Decimal
 
 
+def profile_with_device_events(folder: Path, script: tuple[str, str], name: str,
+                               launches: int) -> tuple[Path, list[dict[str, Any]]]:
+    """Run a profiling script (file name, source; it writes the trace named by its argument), add a CUDA launch and
+    a kernel under its ops (add_device_events: at least `launches`); the trace and its complete events (Decimal us)."""
+    (folder / script[0]).write_text(script[1])
+    path = folder / name
+    subprocess.run([sys.executable, str(folder / script[0]), str(path)], check=True, capture_output=True, timeout=120)
+    assert add_device_events(path) >= launches
+    trace = json.loads(path.read_text(), parse_float=Decimal)
+    return path, [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+
+
 @pytest.fixture(scope="module")
 def deep_run(server: Any, tmp_path_factory: pytest.TempPathFactory) -> DeepRun:
     from explorer.runs.ingest import ingest_paths
 
-    d = tmp_path_factory.mktemp("deep")
-    (d / "profile_deep.py").write_text(DEEP_SCRIPT)
-    path = d / "deep_with_stack.json"
-    subprocess.run([sys.executable, str(d / "profile_deep.py"), str(path)], check=True, capture_output=True, timeout=120)
-    assert add_device_events(path) >= 3
-    trace = json.loads(path.read_text(), parse_float=Decimal)
-    xs = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    path, xs = profile_with_device_events(tmp_path_factory.mktemp("deep"), ("profile_deep.py", DEEP_SCRIPT),
+                                          "deep_with_stack.json", 3)
     kernels = sorted((e["ts"], e["dur"]) for e in xs if e.get("cat") == "kernel")
     tid = next(e["tid"] for e in xs if e.get("cat") == "cpu_op")
     rid = ingest_paths(server.state.store, [path], "deep with_stack").id

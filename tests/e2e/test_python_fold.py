@@ -10,8 +10,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -23,7 +21,7 @@ from urllib.request import urlopen
 import pytest
 
 from tests.e2e.conftest import guard_page
-from tests.e2e.test_lanes import add_device_events
+from tests.e2e.test_lanes import profile_with_device_events
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -102,13 +100,8 @@ def folded_levels(path: Path, tid: int) -> tuple[int, int, int]:
 def stack_run(server: Any, tmp_path_factory: pytest.TempPathFactory) -> StackRun:
     from explorer.runs.ingest import ingest_paths
 
-    d = tmp_path_factory.mktemp("pystack")
-    (d / "profile_stack.py").write_text(STACK_SCRIPT)
-    path = d / "with_stack_gpu.json"
-    subprocess.run([sys.executable, str(d / "profile_stack.py"), str(path)], check=True, capture_output=True, timeout=120)
-    assert add_device_events(path) >= 4
-    trace = json.loads(path.read_text(), parse_float=Decimal)
-    xs = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    path, xs = profile_with_device_events(tmp_path_factory.mktemp("pystack"), ("profile_stack.py", STACK_SCRIPT),
+                                          "with_stack_gpu.json", 4)
     tid = next(e["tid"] for e in xs if e.get("cat") == "cpu_op")
     steps = sorted(e["name"] for e in xs if e["name"].startswith("ProfilerStep#"))
     python, ops, deepest = folded_levels(path, tid)
