@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.model.lanes import Lane
-from explorer.model.nesting import nearest_ancestor_where
+from explorer.model.nesting import links_to_root, nearest_ancestor_where
 
 PYTHON_CATEGORY = "python_function"
 
@@ -33,15 +33,7 @@ def python_frames(slices: pa.Table) -> np.ndarray | None:
 def count_ancestors_where(parent: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """For every slice, how many of its proper ancestors have `mask` True: the nearest such ancestor by pointer
     jumping, then list ranking along those links (O(n log depth))."""
-    nearest = nearest_ancestor_where(parent, mask)
-    count = (nearest >= 0).astype(np.int32)
-    up = nearest.copy()
-    active = np.flatnonzero(up >= 0)
-    while len(active):
-        count[active] += count[up[active]]
-        up[active] = up[up[active]]
-        active = active[up[active] >= 0]
-    return count
+    return links_to_root(nearest_ancestor_where(parent, mask))
 
 
 def fold_keys(slices: pa.Table, depth: np.ndarray) -> np.ndarray | None:

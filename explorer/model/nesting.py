@@ -185,11 +185,17 @@ def count_same_lane_ancestors(parent: np.ndarray, lane: np.ndarray) -> np.ndarra
     for value in np.unique(lane).tolist():
         own = lane == value
         nearest[own] = nearest_ancestor_where(parent, own)[own]
-    depth = (nearest >= 0).astype(np.int32)  # (fewer ancestors than slices: < 2**31)
+    return links_to_root(nearest)
+
+
+def links_to_root(nearest: np.ndarray) -> np.ndarray:
+    """For every slice, how many `nearest` links lead from it to a root (-1): list ranking by pointer jumping,
+    O(n log depth); int32 (fewer links than slices: < 2**31)."""
+    count = (nearest >= 0).astype(np.int32)
     up = nearest.copy()
     active = np.flatnonzero(up >= 0)
     while len(active):
-        depth[active] += depth[up[active]]
+        count[active] += count[up[active]]
         up[active] = up[up[active]]
         active = active[up[active] >= 0]
-    return depth
+    return count

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.api.mcp.conftest import GPU_TRACE, call, run_session
+from tests.helpers.span_traces import union_ns
 
 pytestmark = pytest.mark.slow
 
@@ -28,18 +29,6 @@ def events(path: Path) -> list[dict[str, Any]]:
     doc = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
     found: list[dict[str, Any]] = doc["traceEvents"]
     return [e for e in found if e.get("ph") == "X"]
-
-
-def union_ns(intervals: list[tuple[int, int]]) -> int:
-    total, end = 0, None
-    for s, e in sorted(intervals):
-        if end is None or s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
 
 
 def server_over(tmp: Path, traces: dict[str, Path]) -> tuple[Any, dict[str, str]]:
