@@ -6,6 +6,7 @@ the system allocator (api/launch.py). Each in a fresh interpreter: the heap and 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +72,7 @@ def test_a_memo_build_keeps_only_what_it_returns() -> None:
 SERVE = r"""
 import sys
 from api.launch import main
-sys.argv = ["trace-explorer", sys.argv[1], "--help"]
+sys.argv = ["trace-explorer", sys.argv[1], "--no-such-option"]  # a usage error once prepared (--help prepares nothing)
 try:
     main()
 except SystemExit:
@@ -83,7 +84,8 @@ print(pa.default_memory_pool().backend_name)
 
 @pytest.mark.parametrize("command", ["serve", "demo"])
 def test_a_server_allocates_arrow_memory_from_the_system(command: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}  # not inherited from an earlier test
     proc = subprocess.run([sys.executable, "-c", SERVE, command], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+                          cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "system"
