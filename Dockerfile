@@ -7,7 +7,7 @@
 FROM python:3.11-slim AS wheel
 
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-# a C compiler for the C helpers (hatch_build.py compiles explorer/ingest/_kscan.c and explorer/model/_nest.c
+# a C compiler for the C helpers (hatch_build.py compiles explorer/ingest/chrome/_kscan.c and explorer/analysis/_nest.c
 # into the wheel)
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src

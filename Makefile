@@ -26,8 +26,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # the C helpers (hatch_build.py compiles them at install; again here when a C file changes)
-NATIVE := explorer/ingest/_kscan.so.1 explorer/ingest/_gather.so.1 explorer/model/_nest.so.1
-$(NATIVE) &: explorer/ingest/_kscan.c explorer/ingest/_gather.c explorer/model/_nest.c $(VENV)/.installed
+NATIVE := explorer/ingest/chrome/_kscan.so.1 explorer/ingest/chrome/_gather.so.1 explorer/analysis/_nest.so.1
+$(NATIVE) &: explorer/ingest/chrome/_kscan.c explorer/ingest/chrome/_gather.c explorer/analysis/_nest.c $(VENV)/.installed
 	$(PY) hatch_build.py
 
 install: $(VENV)/.installed $(NATIVE)

@@ -1,10 +1,10 @@
 """Build hook: compiles the C helpers (SOURCES: the events reader, the text gather, nesting's stack pass) into
-shared libraries beside them (explorer.model.native loads them).
+shared libraries beside them (explorer.native.loader loads them).
 
 hatchling runs this for a wheel and for an editable install (`make install`); `python hatch_build.py` compiles
 them alone (the Makefile does, when a C file changes). The libraries are plain C loaded through ctypes (no
 Python headers). Without a C compiler the install still succeeds and prints why: big Chrome/Kineto files are
-then read by DuckDB's reader (explorer.ingest.kscan.available() is False) and slices nested in numpy.
+then read by DuckDB's reader (explorer.ingest.chrome.kscan.available() is False) and slices nested in numpy.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
-SOURCES = ("explorer/ingest/_kscan.c", "explorer/ingest/_gather.c", "explorer/model/_nest.c")
-LIBRARY_SUFFIX = ".so.1"  # explorer.model.native.LIBRARY_SUFFIX
+SOURCES = ("explorer/ingest/chrome/_kscan.c", "explorer/ingest/chrome/_gather.c", "explorer/analysis/_nest.c")
+LIBRARY_SUFFIX = ".so.1"  # explorer.native.loader.LIBRARY_SUFFIX
 FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
 
 

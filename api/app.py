@@ -9,10 +9,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api.compression import Compression
 from api.errors import ERROR_RESPONSES, install_error_handlers
-from api.guard import OriginGuard
 from api.mcp.http import mount_mcp
+from api.middleware.access import AccessMiddleware
+from api.middleware.guard import OriginGuard
+from api.middleware.gzip import Compression
 from api.responses import HeadAsGet
 from api.routes import (
     advice,
@@ -34,18 +35,17 @@ from api.routes import (
     sql,
     timeline,
 )
-from api.security import AccessMiddleware
 from api.state import AppState, RunMemo
 from api.static import mount_assets
 from explorer import __version__
 from explorer.config import Settings
 from explorer.errors import require_extra
 from explorer.ingest.limits import IngestLimits
-from explorer.render import assets_for
 from explorer.runs.apart import IngestProcesses
 from explorer.runs.ingesters import Ingester, InlineIngester, QueuedIngester
 from explorer.runs.watch import Watcher
 from explorer.store.runs import RunStore
+from explorer.views.render import assets_for
 
 log = logging.getLogger(__name__)
 WARM_AT_START = 2  # latest ready runs whose timeline index is built when the server starts

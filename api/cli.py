@@ -19,7 +19,7 @@ from explorer.cli import STORAGE_HELP, main
 from explorer.errors import ExplorerError
 
 if TYPE_CHECKING:
-    from explorer.store.catalog import RunRecord
+    from explorer.store.catalog.catalog import RunRecord
     from explorer.store.runs import RunStore
 
 LOOPBACK_NAMES = ("localhost",)

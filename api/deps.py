@@ -12,7 +12,7 @@ from fastapi import Depends, Query, Request
 
 from api.state import AppState
 from explorer.errors import BadRequest, RunNotReady, ShareNotFound
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
 
 
 def get_state(request: Request) -> AppState:
@@ -74,7 +74,7 @@ def origin_ns(run: RunRecord) -> int:
     return run.summary.start_ns
 
 
-# `rank=0,3`: the ranks a table keeps (explorer.model.rank_slices.parse_ranks reads it)
+# `rank=0,3`: the ranks a table keeps (explorer.analysis.rank_slices.parse_ranks reads it)
 RankFilter = Annotated[str | None, Query(max_length=20000, description="comma-separated ranks, e.g. 0,3")]
 # A time in ns relative to the run's origin: bounded well inside int64 so window arithmetic never overflows.
 TIME_BOUND_NS = 2**62

@@ -64,7 +64,7 @@ STATUS_BY_ERROR: dict[type[ExplorerError], int] = {
     RunNotReady: 409,
     TooLarge: 413,
     DiskFull: 507,  # no space left for an upload or its ingest (Insufficient Storage)
-    TooManyAttempts: 429,  # failed authentications from one address (api/security.py), with Retry-After
+    TooManyAttempts: 429,  # failed authentications from one address (api/middleware/access.py), with Retry-After
     ServerBusy: 503,
     StorageUnavailable: 503,  # --storage names no usable storage, or a run's files cannot be fetched from it
     MissingExtra: 503,  # a team-server setting (PostgreSQL, the job queue, S3) without the `team` extra installed
@@ -98,7 +98,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what} for status, what in (
         (400, "bad request: a parameter out of range, a bad trace, a refused query"),
         (401, "a token is required"),
-        (403, "a state-changing request from another origin without the bearer header (api/guard.py)"),
+        (403, "a state-changing request from another origin without the bearer header (api/middleware/guard.py)"),
         (404, "no such run, event, share or device profile"),
         (409, "the run is not ready"),
         (413, "too large"),
@@ -152,7 +152,7 @@ def error_page(request: Request, code: str, message: str, status: int,
                headers: dict[str, str] | None = None) -> Response:
     """The error as a page of the site (base.html: the same header, CSP and theme), the message escaped."""
     from api.templating import templates_for  # the page layer; loaded only when a page failed
-    from explorer.render import APP_SCRIPTS
+    from explorer.views.render import APP_SCRIPTS
 
     settings = request.app.state.explorer.settings
     page = SimpleNamespace(title=TITLE_BY_STATUS.get(status, "Error"), message=message, status=status, code=code,

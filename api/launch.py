@@ -7,11 +7,11 @@ from __future__ import annotations
 import gc
 import sys
 
-from explorer.ingest.memory import as_ingest_process, ingest_environment
+from explorer.native.memory import as_ingest_process, ingest_environment
 
 INGEST_COMMANDS = frozenset({"ingest", "worker"})
 # long-running processes that hold runs' tables: Arrow's system pool too, whose freed pages go back (a server's
-# memo and table cache trim the heap: explorer.model.heap); mimalloc kept what a table's read once used
+# memo and table cache trim the heap: explorer.native.heap); mimalloc kept what a table's read once used
 SERVER_COMMANDS = frozenset({"serve", "demo"})
 
 

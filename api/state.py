@@ -10,30 +10,30 @@ import logging
 from dataclasses import dataclass, field
 
 from explorer.analysis.collectives import has_executions
-from explorer.analysis.device_tracks import DeviceTimeline, build_device_index
+from explorer.analysis.device.tracks import DeviceTimeline, build_device_index
 from explorer.analysis.kernels import KernelTable
-from explorer.analysis.lod import TimelineIndex
+from explorer.analysis.rank_slices import rank_key
+from explorer.analysis.timeline.index import TimelineIndex
 from explorer.config import Settings
-from explorer.device_pages import compute_device_view
-from explorer.export import load_device_timeline
 from explorer.model.advice_shapes import AdviceResult
 from explorer.model.device_shapes import DeviceProfileJson, DeviceView
-from explorer.model.rank_slices import rank_key
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import Breakdown, RanksResult
-from explorer.pages import (
+from explorer.report.perfetto import load_device_timeline
+from explorer.runs.ingesters import Ingester
+from explorer.store.catalog.catalog import RunRecord
+from explorer.store.memo import RunMemo
+from explorer.store.runs import RunStore
+from explorer.views.advice import compute_run_advice
+from explorer.views.device import compute_device_view
+from explorer.views.pages import (
     RunCollectives,
     compute_run_breakdown,
     compute_run_collectives,
     compute_run_kernels,
     timeline_index,
 )
-from explorer.rank_pages import compute_run_ranks
-from explorer.runs.ingesters import Ingester
-from explorer.store.catalog import RunRecord
-from explorer.store.memo import RunMemo
-from explorer.store.runs import RunStore
-from explorer.views.advice import compute_run_advice
+from explorer.views.ranks import compute_run_ranks
 
 __all__ = ["AppState", "RunMemo"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 
-from explorer.render import Assets
+from explorer.views.render import Assets
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 MEDIA_TYPES = {".js": "application/javascript", ".css": "text/css", ".json": "application/json"}
@@ -20,7 +20,7 @@ REVALIDATE = "no-cache"  # a URL without the hash may change content: the browse
 
 
 def mount_assets(app: FastAPI, assets: Assets) -> None:
-    """Serve `assets` under /static/ (the path `explorer.render.Assets.url` writes)."""
+    """Serve `assets` under /static/ (the path `explorer.views.render.Assets.url` writes)."""
 
     @app.get("/static/{rel:path}", include_in_schema=False)
     def static_asset(rel: str, request: Request, v: str | None = None) -> Response:

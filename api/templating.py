@@ -12,11 +12,11 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from api.state import AppState
-from explorer.device_pages import device_nav
-from explorer.pages import NotReadyPage, run_json
-from explorer.rank_pages import rank_nav
-from explorer.render import APP_SCRIPTS, make_environment
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
+from explorer.views.device import device_nav
+from explorer.views.pages import NotReadyPage, run_json
+from explorer.views.ranks import rank_nav
+from explorer.views.render import APP_SCRIPTS, make_environment
 
 
 @lru_cache(maxsize=4)
@@ -26,7 +26,7 @@ def templates_for(templates_dir: Path, static_dir: Path) -> Jinja2Templates:
 
 def render_page(request: Request, state: AppState, template: str, page: Any, *, active: str = "",
                 plotly: bool = False, status_code: int = 200) -> HTMLResponse:
-    """A page of the site: `page` is the template's one typed context (explorer.pages and its peers)."""
+    """A page of the site: `page` is the template's one typed context (explorer.views.pages and its peers)."""
     run = getattr(page, "run", None)
     context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": active,
                "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,

@@ -1,12 +1,12 @@
 """JSON shapes of catalog records (runs, shares) as docs/API.md defines them; no computation.
 
-A run's shape is defined once, in explorer.pages (pages and the offline report use it too)."""
+A run's shape is defined once, in explorer.views.pages (pages and the offline report use it too)."""
 
 from __future__ import annotations
 
 from api.schemas import ShareJson
-from explorer.pages import run_json, run_links
-from explorer.store.catalog import ShareRecord
+from explorer.store.catalog.catalog import ShareRecord
+from explorer.views.pages import run_json, run_links
 
 __all__ = ["run_json", "run_links", "share_json"]
 

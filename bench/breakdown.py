@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from window import ensure_run  # noqa: E402
 
-from explorer.pages import compute_run_breakdown, compute_run_steps  # noqa: E402
 from explorer.store.runs import RunStore  # noqa: E402
+from explorer.views.pages import compute_run_breakdown, compute_run_steps  # noqa: E402
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:

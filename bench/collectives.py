@@ -22,8 +22,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from api.app import create_app  # noqa: E402
 from explorer.config import Settings  # noqa: E402
-from explorer.pages import compute_run_collectives  # noqa: E402
 from explorer.runs.ingest import ingest_paths  # noqa: E402
+from explorer.views.pages import compute_run_collectives  # noqa: E402
 from tests.analysis.collectives.synthetic import BASE_NS, rank_events, straggler_calls  # noqa: E402
 
 EVENTS_PER_COLLECTIVE = 5  # record_param_comms, launch, flow start, kernel, flow end

@@ -23,10 +23,10 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from explorer.analysis.device import compute_device_summary  # noqa: E402
-from explorer.analysis.device_advice import compute_recommendations  # noqa: E402
-from explorer.analysis.device_breakdown import compute_dma_breakdown, compute_opcode_summary  # noqa: E402
-from explorer.analysis.device_roofline import compute_roofline  # noqa: E402
+from explorer.analysis.device.advice import compute_recommendations  # noqa: E402
+from explorer.analysis.device.breakdown import compute_dma_breakdown, compute_opcode_summary  # noqa: E402
+from explorer.analysis.device.roofline import compute_roofline  # noqa: E402
+from explorer.analysis.device.summary import compute_device_summary  # noqa: E402
 
 BASE_NS = 1_700_000_000_000_000_000
 SPAN_NS = 2_000_000_000

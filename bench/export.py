@@ -23,7 +23,7 @@ from explorer.store.runs import RunStore  # noqa: E402
 EXPORT = """
 import sys, time
 from pathlib import Path
-from explorer.export import load_device_timeline, write_perfetto_json
+from explorer.report.perfetto import load_device_timeline, write_perfetto_json
 from explorer.store.runs import RunStore
 def hwm_kib():  # this process's own peak (ru_maxrss would carry the parent's peak across exec)
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))

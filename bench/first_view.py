@@ -1,6 +1,6 @@
 """The first timeline view of a stored run, as a server makes it: its tables read into memory, its timeline index
 mapped from the run's folder where it is stored there (its ingest, EXPLORER_INDEX_FILES=ingest, or an earlier first
-build wrote it), else built (explorer.analysis.lod) — into the run's folder (--index-files first_build, the
+build wrote it), else built (explorer.analysis.timeline.index) — into the run's folder (--index-files first_build, the
 default) or in memory (off) —, the heap trimmed, then one window of the whole run at 2,000 px. Prints the seconds
 of each, how the index came ("mapped", "written", "built"), the memory the tables and the index hold after, and
 the process's peak RSS. Run it as a server runs (Arrow's system pool, as `serve` sets it) in a fresh process;
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from explorer.analysis.lod import compute_window
-from explorer.analysis.lod_files import INDEX_DIR
-from explorer.model.heap import trim_heap
-from explorer.pages import timeline_index
+from explorer.analysis.timeline.index import compute_window
+from explorer.native.heap import trim_heap
+from explorer.store.index_files import INDEX_DIR
 from explorer.store.runs import RunStore
+from explorer.views.pages import timeline_index
 
 TABLES = ("slices", "tracks", "counters", "flows", "instants")
 

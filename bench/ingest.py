@@ -34,7 +34,7 @@ from synth import write_kineto_trace  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
-from explorer.ingest.memory import as_ingest_process, ingest_environment
+from explorer.native.memory import as_ingest_process, ingest_environment
 ingest_environment()  # as the console script does for `ingest` (api/launch.py), before pyarrow loads
 as_ingest_process()  # as `trace-explorer ingest` does (before the ingest's imports), and with its settings
 from explorer.config import Settings

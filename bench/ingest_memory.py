@@ -32,7 +32,7 @@ def rss_bytes() -> int:
 
 
 def children_rss_bytes() -> int:
-    """The RSS of this process's children together (the check of explorer/ingest/json_check.py runs in one)."""
+    """The RSS of this process's children together (the check of explorer/ingest/chrome/json_check.py runs in one)."""
     me, total = os.getpid(), 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -82,7 +82,7 @@ def main() -> None:
                     help="ingest this trace file instead of writing one (e.g. a 10M-event file kept from bench/ingest.py)")
     args = ap.parse_args()
 
-    from explorer.ingest.memory import as_ingest_process, ingest_environment
+    from explorer.native.memory import as_ingest_process, ingest_environment
 
     ingest_environment()  # as the console script does for `ingest` (api/launch.py), before pyarrow loads
     as_ingest_process()  # as `trace-explorer ingest` does, before the ingest's imports
@@ -131,7 +131,7 @@ def main() -> None:
         print(f"{events} {size / 1e6:,.1f} MB file, memory setting {args.memory_mb} MB; "
               f"{wall:.1f} s; RSS before the ingest {start_rss / mb:,.0f} MiB, peak {peak / mb:,.0f} MiB "
               f"({peak / size:.2f}x the file)")
-        print(f"the check's process beside it (explorer/ingest/json_check.py): peak {sampler.children_peak / mb:,.0f} MiB; "
+        print(f"the check's process beside it (explorer/ingest/chrome/json_check.py): peak {sampler.children_peak / mb:,.0f} MiB; "
               f"the two together at most {sampler.together_peak / mb:,.0f} MiB ({sampler.together_peak / size:.2f}x)")
         print(f"{'step':<20} {'RSS at start':>13} {'peak during':>12} {'RSS at end':>11}  (MiB)")
         for name, r0, rp, r1 in rows:

@@ -26,7 +26,7 @@ STEPS = 10
 INGEST = r"""
 import json, resource, sys, time
 from pathlib import Path
-from explorer.ingest.memory import as_ingest_process, ingest_environment
+from explorer.native.memory import as_ingest_process, ingest_environment
 ingest_environment()  # as the console script does for `ingest` (api/launch.py), before pyarrow loads
 as_ingest_process()  # as `trace-explorer ingest` does, before the ingest's imports
 from explorer.runs.ingest import ingest_paths

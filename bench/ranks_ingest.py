@@ -57,7 +57,7 @@ def sample():
     while not stop.wait(0.1):
         tree_cpu(seen)
 threading.Thread(target=sample, daemon=True).start()
-from explorer.ingest.memory import as_ingest_process, ingest_environment
+from explorer.native.memory import as_ingest_process, ingest_environment
 ingest_environment()  # as the console script does for `ingest` (api/launch.py), before pyarrow loads
 as_ingest_process()  # as `trace-explorer ingest` does, before the ingest's imports
 import explorer.ingest.builder as builder

@@ -27,7 +27,7 @@ from explorer.errors import ExplorerError, require_extra
 
 if TYPE_CHECKING:  # the heavy layers are imported by the commands that use them: --help and --version stay fast
     from explorer.config import Settings
-    from explorer.store.catalog import RunRecord
+    from explorer.store.catalog.catalog import RunRecord
     from explorer.store.runs import RunStore
 
 # Names from traces are printed literally: no console interprets `[...]` as markup or `:x:` as an emoji code
@@ -146,9 +146,9 @@ def ingest(paths: tuple[Path, ...], name: str | None, tags: tuple[str, ...], aga
     becomes one run per step and folder (ranks of one step together), as `serve --watch` groups them; each id
     is printed. Files already ingested (the same bytes) are not ingested again: their run's id is printed
     (--again makes a new run)."""
-    from explorer.ingest.memory import as_ingest_process
+    from explorer.native.memory import as_ingest_process
 
-    as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
+    as_ingest_process()  # this process exists to ingest (explorer.native.memory): before the ingest's imports
     from explorer.runs.watch import plan_runs
 
     # an ingest bug's traceback goes to bugs/<run>.txt (its error line says so), not to the terminal
@@ -361,7 +361,7 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
 @store_options
 def report(run_id: str, output: Path | None, data_dir: Path | None) -> None:
     """Write one self-contained HTML report of a run (opens offline, without the server)."""
-    from explorer.report import write_report
+    from explorer.report.html import write_report
 
     store = _store(data_dir)
     run_id = _run_id(store, run_id)
@@ -403,7 +403,7 @@ def check(baseline: str, candidate: str, metrics: tuple[str, ...], max_regressio
     unless a run holds exactly these files). Exit codes: 0 no regression, 1 regression, 2 bad usage or
     reference."""
     from explorer.analysis.check import DEFAULT_MAX_REGRESSION  # here: `ingest` need not import the gate
-    from explorer.gate import compute_run_check
+    from explorer.views.check import compute_run_check
 
     store = _store(data_dir, create=True)  # trace paths given as refs are ingested into it
     try:
@@ -498,7 +498,7 @@ def check_markdown(result: Any) -> str:
 @store_options
 def export(run_id: str, fmt: str, output: Path | None, data_dir: Path | None) -> None:
     """Export a run (all lanes, counters, flows, Neuron device tracks) for another tool."""
-    from explorer.export import check_format, load_device_timeline, write_perfetto_json
+    from explorer.report.perfetto import check_format, load_device_timeline, write_perfetto_json
 
     store = _store(data_dir)
     run_id = _run_id(store, run_id)
@@ -549,7 +549,7 @@ def db_upgrade(data_dir: Path | None) -> None:
     """Bring the catalog's schema to this version's revision: on a team server, once, before starting
     the new version's processes (the embedded SQLite catalog is upgraded whenever it is opened)."""
     settings = _settings(data_dir)
-    from explorer.store.catalog_db import make_engine, shown, sqlite_url, upgrade
+    from explorer.store.catalog.db import make_engine, shown, sqlite_url, upgrade
 
     url = settings.catalog_url or sqlite_url(settings.data_dir / "catalog.sqlite")
     try:
@@ -582,14 +582,14 @@ def worker(concurrency: int | None, data_dir: Path | None) -> None:
     """Run ingest jobs from the job queue in the catalog's PostgreSQL database (serve --ingest-queue postgres)
     until stopped (SIGTERM or Ctrl-C: running jobs finish first). Any number, on any machines that share the
     data folder; each logs the jobs it takes."""
-    from explorer.ingest.memory import as_ingest_process
+    from explorer.native.memory import as_ingest_process
 
     try:
         require_extra("procrastinate", "trace-explorer worker")
     except ExplorerError as exc:
         console.print(f"error: {exc.message}")
         sys.exit(2)
-    as_ingest_process()  # this process exists to ingest (explorer.ingest.memory): before the ingest's imports
+    as_ingest_process()  # this process exists to ingest (explorer.native.memory): before the ingest's imports
     from explorer.runs.jobs.worker import run_worker
 
     settings = _settings(data_dir)

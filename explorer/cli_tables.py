@@ -60,7 +60,7 @@ def _fail(exc: ExplorerError) -> NoReturn:
 @store_options
 def kernels(run_id: str, sort: str, category: str, limit: int, fmt: str, data_dir: Path | None) -> None:
     """Device executions of a run by name: calls, total / avg / p50 / p95, % of device time."""
-    from explorer.pages import compute_run_kernels, kernels_json
+    from explorer.views.pages import compute_run_kernels, kernels_json
 
     store = _store(data_dir)
     try:
@@ -79,7 +79,7 @@ def kernels(run_id: str, sort: str, category: str, limit: int, fmt: str, data_di
 @store_options
 def steps(run_id: str, annotation: str, fmt: str, data_dir: Path | None) -> None:
     """One row per step: step time, device busy, compute / communication / memcpy / idle."""
-    from explorer.pages import compute_run_steps
+    from explorer.views.pages import compute_run_steps
 
     store = _store(data_dir)
     try:
@@ -98,7 +98,7 @@ def steps(run_id: str, annotation: str, fmt: str, data_dir: Path | None) -> None
 @store_options
 def gaps(run_id: str, limit: int, fmt: str, data_dir: Path | None) -> None:
     """The largest gaps between a run's device executions, each with its cause and the host evidence over it."""
-    from explorer.pages import compute_run_breakdown
+    from explorer.views.pages import compute_run_breakdown
 
     store = _store(data_dir)
     try:
@@ -116,7 +116,7 @@ def gaps(run_id: str, limit: int, fmt: str, data_dir: Path | None) -> None:
 @store_options
 def ranks(run_id: str, fmt: str, data_dir: Path | None) -> None:
     """One row per rank: step time, compute, exposed communication, idle, lateness, stragglers."""
-    from explorer.rank_pages import compute_run_ranks
+    from explorer.views.ranks import compute_run_ranks
 
     store = _store(data_dir)
     try:

@@ -123,7 +123,7 @@ class Settings(BaseSettings):
     ingest_workers: int = Field(2, ge=1, description="Concurrent background ingests (a slow upload does not hold back the next)")
     native_reader: bool = Field(
         True, description="Read big Chrome/Kineto files with the compiled events reader where it is built "
-        "(explorer/ingest/_kscan.c); false: DuckDB's reader, as before it")
+        "(explorer/ingest/chrome/_kscan.c); false: DuckDB's reader, as before it")
     ingest_processes: int = Field(
         2, ge=1, description="Files (ranks) of one multi-file Chrome/Kineto run parsed at once: the ingest's own "
         "process and this many minus one parsers beside it (1: every file in turn in the ingest's own process)")

@@ -19,14 +19,22 @@ import numpy as np
 import pyarrow as pa
 
 from explorer.analysis.kernels import DEFAULT_KERNEL_SORT
-from explorer.analysis.lod import TimelineIndex
-from explorer.analysis.lod_pyramid import gather, window_ranges
+from explorer.analysis.timeline.index import TimelineIndex
+from explorer.analysis.timeline.levels import gather, window_ranges
 from explorer.config import Settings
 from explorer.errors import BadRequest, RunNotFound
 from explorer.model.advice_shapes import AdviceResult
 from explorer.model.lanes import Lane
 from explorer.model.shapes import Breakdown, CompareResult, DiffRow
-from explorer.pages import (
+from explorer.runs.ingest import ingest_paths
+from explorer.runs.records import content_sha256
+from explorer.store.catalog.catalog import RunRecord
+from explorer.store.queries import DEFAULT_OP_VIEW
+from explorer.store.runs import RunStore
+from explorer.store.sql import run_sql
+from explorer.views.device_chain import run_chain_json
+from explorer.views.memory import MemoryResult, compute_run_memory
+from explorer.views.pages import (
     build_ops_page,
     compute_run_breakdown,
     compute_run_compare,
@@ -36,15 +44,7 @@ from explorer.pages import (
     run_json,
     timeline_index,
 )
-from explorer.render import make_environment
-from explorer.runs.ingest import ingest_paths
-from explorer.runs.records import content_sha256
-from explorer.store.catalog import RunRecord
-from explorer.store.queries import DEFAULT_OP_VIEW
-from explorer.store.runs import RunStore
-from explorer.store.sql import run_sql
-from explorer.views.device_chain import run_chain_json
-from explorer.views.memory import MemoryResult, compute_run_memory
+from explorer.views.render import make_environment
 
 SLICE_COLUMNS = ("slice_id", "track_id", "lane", "ts_ns", "dur_ns", "depth", "name", "cat", "parent_id",
                  "correlation", "external_id")

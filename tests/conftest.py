@@ -37,7 +37,7 @@ os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="trace-explorer-tests-")
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-# Starlette's TestClient names the server `testserver`: a Host the guard (api/guard.py) refuses unless told
+# Starlette's TestClient names the server `testserver`: a Host the guard (api/middleware/guard.py) refuses unless told
 os.environ.setdefault("EXPLORER_ALLOWED_HOSTS", '["testserver"]')
 TEST_CATALOG_URL = os.environ.get("EXPLORER_TEST_CATALOG_URL", "")  # the PostgreSQL switch (docstring)
 

@@ -37,7 +37,7 @@ def test_cache_sizes_reach_the_caches(tmp_path: Path) -> None:
 # not configuration: the process environment handed to a child whole, unread
 PASSED_ON = {"explorer/runs/apart.py": "the server's environment, as it is now, for its ingest process",
              # a variable set for Arrow's C++ library to read as pyarrow loads (a user's own value is kept)
-             "explorer/ingest/memory.py": "ARROW_DEFAULT_MEMORY_POOL for the processes that will ingest"}
+             "explorer/native/memory.py": "ARROW_DEFAULT_MEMORY_POOL for the processes that will ingest"}
 
 
 def test_nothing_else_reads_the_environment() -> None:

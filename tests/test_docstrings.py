@@ -101,7 +101,7 @@ POINTER = re.compile(r'\b(docs/[\w.-]+\.md)(?:,\s+"([^"]+)")?')
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_docstring_pointers_resolve(path: Path) -> None:
-    """A pointer such as `docs/architecture.md, "ingest/memory.py"` names a page that exists and, when it names
+    """A pointer such as `docs/architecture.md, "native/memory.py"` names a page that exists and, when it names
     a section, a heading or a bold item of that page (where the moved text now lives)."""
     text = " ".join((docstring(path) or "").split())
     for page, section in POINTER.findall(text):

@@ -22,18 +22,16 @@ class Layer:
     independent: bool = False  # its units may not import one another
 
 
-# Lowest first: model <- ingest, store, analysis <- runs <- charts <- render <- pages <- cli <- api.
+# Lowest first: base <- model <- analysis <- ingest, store <- runs <- views <- entry <- api.
 LAYERS: tuple[Layer, ...] = (
-    Layer("base", ("explorer", "explorer.errors", "explorer.config", "explorer.theme")),
+    Layer("base", ("explorer", "explorer.errors", "explorer.config", "explorer.theme", "explorer.native")),
     Layer("model", ("explorer.model",)),
-    Layer("core", ("explorer.ingest", "explorer.store", "explorer.analysis"), independent=True),
+    Layer("analysis", ("explorer.analysis",)),
+    Layer("io", ("explorer.ingest", "explorer.store"), independent=True),
     Layer("runs", ("explorer.runs",)),
-    Layer("charts", ("explorer.charts",)),
-    Layer("render", ("explorer.render",)),
-    Layer("pages", ("explorer.pages", "explorer.device_pages", "explorer.report", "explorer.snapshot", "explorer.gate",
-                    "explorer.export", "explorer.rank_pages", "explorer.fleet", "explorer.views")),
-    Layer("cli", ("explorer.demo", "explorer.upload_client", "explorer.cli", "explorer.notebook", "explorer.cli_output",
-                  "explorer.cli_tables")),
+    Layer("views", ("explorer.views", "explorer.report")),
+    Layer("entry", ("explorer.demo", "explorer.upload_client", "explorer.cli", "explorer.notebook", "explorer.cli_output",
+                    "explorer.cli_tables")),
     Layer("api", ("api",)),
 )
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer.units}
@@ -107,21 +105,23 @@ def test_each_layer_imports_only_itself_and_below(layer: str) -> None:
 
 
 @pytest.mark.parametrize(("importer", "imported", "allowed"), [
-    ("explorer.store.runs", "explorer.analysis.kernels", False),  # siblings of the core layer
+    ("explorer.store.runs", "explorer.ingest.builder", False),  # siblings of the io layer
     ("explorer.ingest.builder", "explorer.store.runs", False),
-    ("explorer.analysis.lod", "explorer.ingest.times", False),
+    ("explorer.analysis.kernels", "explorer.store.runs", False),  # analysis sits below io
+    ("explorer.analysis.timeline.index", "explorer.ingest.times", False),
     ("explorer.model.lanes", "explorer.analysis.chain", False),  # upwards
-    ("explorer.render", "explorer.demo", False),
-    ("explorer.charts", "explorer.render", False),
+    ("explorer.views.render", "explorer.demo", False),
+    ("explorer.runs.ingest", "explorer.views.pages", False),
     ("explorer.cli", "api.app", False),
     ("explorer.model.tables", "explorer.nowhere", False),  # a module in no layer
-    ("explorer.analysis.lod", "explorer.analysis.lod_pyramid", True),  # within a package
-    ("explorer.store.runs", "explorer.model.op_stats", True),
-    ("explorer.model.op_stats", "explorer.errors", True),
-    ("explorer.pages", "explorer.report", True),  # one layer, not independent
-    ("explorer.report", "explorer.store.queries", True),
-    ("api.routes.pages", "explorer.pages", True),
-    ("explorer.ingest.chrome", "numpy", True),
+    ("explorer.analysis.timeline.index", "explorer.analysis.timeline.levels", True),  # within a package
+    ("explorer.store.runs", "explorer.analysis.op_stats", True),  # io may call analysis's pure functions
+    ("explorer.ingest.builder", "explorer.native.heap", True),
+    ("explorer.analysis.op_stats", "explorer.errors", True),
+    ("explorer.views.pages", "explorer.report.html", True),  # one layer, not independent
+    ("explorer.report.html", "explorer.store.queries", True),
+    ("api.routes.pages", "explorer.views.pages", True),
+    ("explorer.ingest.chrome.decode", "numpy", True),
 ])
 def test_layering_rule(importer: str, imported: str, allowed: bool) -> None:
     assert (layering_problem(importer, imported) is None) == allowed

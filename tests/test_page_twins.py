@@ -1,5 +1,5 @@
 """Compute once, render twice, for every page: each page's context holds exactly what its JSON twin
-returns (one builder per page in explorer.pages), host-only runs included; where the page and the API
+returns (one builder per page in explorer.views.pages), host-only runs included; where the page and the API
 had two copies of a rule, the API's rule is pinned here."""
 
 from __future__ import annotations
@@ -16,16 +16,21 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-import explorer.device_pages
-import explorer.pages
 import explorer.views
 import explorer.views.advice
+import explorer.views.device
 import explorer.views.device_chain
 import explorer.views.device_side
+import explorer.views.pages
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
-from explorer.device_pages import DeviceComparePage, DevicePage
-from explorer.pages import (
+from explorer.runs.ingest import ingest_paths
+from explorer.views.advice import AdvicePage
+from explorer.views.device import DeviceComparePage, DevicePage
+from explorer.views.device_chain import DeviceChainPage
+from explorer.views.device_side import DeviceSidePage
+from explorer.views.memory import MemoryPage
+from explorer.views.pages import (
     CollectivesPage,
     ComparePage,
     KernelsPage,
@@ -37,11 +42,6 @@ from explorer.pages import (
     StepsPage,
     TimelinePage,
 )
-from explorer.runs.ingest import ingest_paths
-from explorer.views.advice import AdvicePage
-from explorer.views.device_chain import DeviceChainPage
-from explorer.views.device_side import DeviceSidePage
-from explorer.views.memory import MemoryPage
 from tests.helpers.kernel_trace import write_kernel_trace
 
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"
@@ -173,7 +173,7 @@ def test_every_page_context_equals_its_json_twin(served: tuple[TestClient, dict[
 def test_the_table_covers_every_page_type(served: tuple[TestClient, dict[str, str], dict[str, Path]]) -> None:
     client, runs, _ = served
     views = [importlib.import_module(f"explorer.views.{m.name}") for m in pkgutil.iter_modules(explorer.views.__path__)]
-    page_types = {cls for module in (explorer.pages, explorer.device_pages, *views) for cls in vars(module).values()
+    page_types = {cls for module in (explorer.views.pages, explorer.views.device, *views) for cls in vars(module).values()
                   if dataclasses.is_dataclass(cls) and "twin" in {f.name for f in dataclasses.fields(cls)}}
     seen = {type(page_and_twin(client, path.format(**runs))[0]) for path in PAGES}
     pending = client.app.state.explorer.store.catalog.create("pending")  # type: ignore[attr-defined]
@@ -216,4 +216,4 @@ def test_compare_run_limit_is_one_rule(served: tuple[TestClient, dict[str, str],
     for path in (f"/compare?runs={nine}", f"/api/compare?runs={nine}", f"/compare?runs={runs['host1']}",
                  f"/api/compare?runs={runs['host1']}"):
         assert client.get(path).status_code == 400, path
-    assert explorer.pages.MAX_COMPARE_RUNS == 8
+    assert explorer.views.pages.MAX_COMPARE_RUNS == 8

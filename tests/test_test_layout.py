@@ -54,7 +54,7 @@ def mirrored(test: Path) -> Path | None:
     folder = ROOT / source / Path(*parts[1 if mirror else 0:-1])
     stem = test.stem.removeprefix("test_")
     words = stem.split("_")
-    for n in range(len(words), 0, -1):  # the longest name first: test_lod_budget.py is lod_budget's, not lod's
+    for n in range(len(words), 0, -1):  # the longest name first: test_device_rows.py is device_rows's, not device's
         module = folder / ("_".join(words[:n]) + suffix)
         if module.is_file():
             return module
@@ -107,7 +107,7 @@ def test_the_readme_names_the_level_folders() -> None:
 
 @pytest.mark.parametrize(("test", "module"), [
     ("test_theme.py", "explorer/theme.py"),
-    ("analysis/test_lod_budget.py", "explorer/analysis/lod_budget.py"),
+    ("analysis/timeline/test_layout.py", "explorer/analysis/timeline/layout.py"),
     ("analysis/test_check_rules.py", "explorer/analysis/check.py"),
     ("analysis/collectives/test_real.py", "explorer/analysis/collectives.py"),
     ("runs/jobs/test_queue.py", "explorer/runs/jobs/queue.py"),

@@ -11,10 +11,10 @@ import re
 
 import pytest
 
-from explorer import charts
 from explorer.config import PROJECT_ROOT
-from explorer.render import make_environment
 from explorer.theme import load_theme
+from explorer.views import charts
+from explorer.views.render import make_environment
 
 STATIC = PROJECT_ROOT / "static"
 TABLE = json.loads((STATIC / "theme.json").read_text(encoding="utf-8"))

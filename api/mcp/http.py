@@ -1,6 +1,6 @@
 """The agent tools on the running server at `/mcp` (MCP streamable HTTP, stateless, JSON answers): mounted inside
-the app, so the same middleware stands in front of it as in front of the API (api/guard.py: Host and Origin;
-api/security.py: the token). Without the `mcp` extra installed nothing is mounted and `/mcp` is a 404."""
+the app, so the same middleware stands in front of it as in front of the API (api/middleware/guard.py: Host and Origin;
+api/middleware/access.py: the token). Without the `mcp` extra installed nothing is mounted and `/mcp` is a 404."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from api.errors import explorer_error_response
-from api.security import Receive, Scope, Send
+from api.middleware.access import Receive, Scope, Send
 from api.state import AppState
 from explorer.errors import ServerBusy
 
@@ -35,7 +35,7 @@ class AgentTools:
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         from mcp.server.transport_security import TransportSecuritySettings
 
-        # Host and Origin are api/guard.py's to check, for /mcp as for every path: the SDK's own check is off
+        # Host and Origin are api/middleware/guard.py's to check, for /mcp as for every path: the SDK's own check is off
         manager = StreamableHTTPSessionManager(
             app=self.server._lowlevel_server, json_response=True, stateless=True,  # noqa: SLF001 - documented mount
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))

@@ -31,7 +31,7 @@ from api.routes import (
 from api.state import AppState
 from api.views import run_json
 from explorer.analysis.collectives import DEFAULT_SORT as COLLECTIVES_SORT
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
 from explorer.store.refs import REF_HELP, resolve_cli_ref
 
 RunRef = Annotated[str, Field(min_length=1, max_length=300, description=f"the run: {REF_HELP}, or its exact name")]

@@ -8,12 +8,12 @@ from fastapi import APIRouter, Query
 
 from api.deps import RankFilter, RelNs, RunDep, StateDep, parse_csv
 from api.responses import FastJSONResponse, fast_json
+from explorer.analysis.rank_slices import parse_ranks
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, MAX_ANNOTATION_CHARS
-from explorer.model.rank_slices import parse_ranks
 from explorer.model.shapes import Breakdown, CompareResult, OpsResult, StepsResult
 from explorer.model.source_links import SourceLinker
-from explorer.pages import compute_run_compare, compute_run_ops, compute_run_steps
 from explorer.store.queries import DEFAULT_OP_VIEW
+from explorer.views.pages import compute_run_compare, compute_run_ops, compute_run_steps
 
 router = APIRouter(tags=["analysis"])
 

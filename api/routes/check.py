@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query
 
 from api.deps import StateDep
 from explorer.analysis.check import DEFAULT_MAX_REGRESSION
-from explorer.gate import compute_run_check
 from explorer.model.shapes import CheckResult
 from explorer.store.refs import REF_HELP
+from explorer.views.check import compute_run_check
 
 router = APIRouter(prefix="/api", tags=["check"])
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from api.deps import RunDep, StateDep
 from explorer.analysis.collectives import DEFAULT_SORT
 from explorer.model.shapes import CollectiveLinks, CollectivesResult
-from explorer.pages import collective_links_json, collectives_json
+from explorer.views.pages import collective_links_json, collectives_json
 
 router = APIRouter(tags=["analysis"])
 

@@ -1,6 +1,6 @@
 """Neuron device profiles: the profile list, the Summary of a profile or window, the device page and its
 twin, the roofline, CSV export of instructions and DMA packets, and the comparison of two profiles (API
-and pages). Query times are relative ns like every timeline endpoint; the builders (explorer.device_pages)
+and pages). Query times are relative ns like every timeline endpoint; the builders (explorer.views.device)
 turn them absolute. No computation here.
 """
 
@@ -14,7 +14,18 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from api.deps import PageRunDep, RelNs, RunDep, StateDep, parse_csv
 from api.state import AppState
 from api.templating import render_page
-from explorer.device_pages import (
+from explorer.model.device_shapes import (
+    DeviceChainJson,
+    DeviceCompare,
+    DeviceProfileList,
+    DeviceSideBySide,
+    DeviceSummaryJson,
+    DeviceView,
+    ProfileRef,
+    RooflineJson,
+)
+from explorer.store.catalog.catalog import RunRecord
+from explorer.views.device import (
     build_device_compare_page,
     build_device_page,
     compare_views,
@@ -27,20 +38,9 @@ from explorer.device_pages import (
     select_csv_rows,
     view_in_window,
 )
-from explorer.model.device_shapes import (
-    DeviceChainJson,
-    DeviceCompare,
-    DeviceProfileList,
-    DeviceSideBySide,
-    DeviceSummaryJson,
-    DeviceView,
-    ProfileRef,
-    RooflineJson,
-)
-from explorer.pages import run_json
-from explorer.store.catalog import RunRecord
 from explorer.views.device_chain import build_chain_page, run_chain_json
 from explorer.views.device_side import build_side_page, check_side_refs, compute_side_by_side
+from explorer.views.pages import run_json
 
 router = APIRouter(tags=["device"])
 

@@ -1,5 +1,5 @@
 """Export a run for other tools: `GET /api/runs/{id}/export?format=perfetto-json` streams a Chrome JSON trace
-that Perfetto loads (explorer/export.py); an unknown format is a 400 before anything is streamed."""
+that Perfetto loads (explorer/report/perfetto.py); an unknown format is a 400 before anything is streamed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from api.deps import RunDep, StateDep
-from explorer.export import check_format, iter_perfetto_json
 from explorer.model.shapes import PerfettoTrace
+from explorer.report.perfetto import check_format, iter_perfetto_json
 
 router = APIRouter(prefix="/api/runs/{run_id}", tags=["export"])
 

@@ -10,8 +10,15 @@ from fastapi.responses import HTMLResponse
 from api.deps import StateDep
 from api.templating import render_page
 from explorer.analysis.check import DEFAULT_MAX_REGRESSION
-from explorer.fleet import DEFAULT_LAST, MAX_LAST, MAX_NAME_CHARS, FleetQuery, build_fleet_page, compute_fleet
 from explorer.model.shapes import FleetResult
+from explorer.views.fleet import (
+    DEFAULT_LAST,
+    MAX_LAST,
+    MAX_NAME_CHARS,
+    FleetQuery,
+    build_fleet_page,
+    compute_fleet,
+)
 
 router = APIRouter(tags=["fleet"])
 

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query
 
 from api.deps import RankFilter, RunDep, StateDep
 from explorer.analysis.kernels import DEFAULT_KERNEL_SORT
-from explorer.model.rank_slices import parse_ranks
+from explorer.analysis.rank_slices import parse_ranks
 from explorer.model.shapes import KernelsResult
-from explorer.pages import kernels_json
+from explorer.views.pages import kernels_json
 
 router = APIRouter(tags=["analysis"])
 

@@ -1,4 +1,4 @@
-"""HTML pages: each handler builds one typed context (explorer.pages) and renders it; the same data
+"""HTML pages: each handler builds one typed context (explorer.views.pages) and renders it; the same data
 is what the page's JSON twin returns. No SQL, no plotly, no formatting here (CONTRIBUTING.md, habits 2, 3, 8)."""
 
 from __future__ import annotations
@@ -23,10 +23,15 @@ from api.deps import (
 from api.state import AppState
 from api.templating import render_page, templates_for
 from explorer.analysis.kernels import DEFAULT_KERNEL_SORT
+from explorer.analysis.rank_slices import parse_ranks
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION
-from explorer.model.rank_slices import parse_ranks
 from explorer.model.source_links import SourceLinker
-from explorer.pages import (
+from explorer.report.html import build_report, render_report
+from explorer.store.catalog.catalog import RunRecord
+from explorer.store.queries import DEFAULT_OP_VIEW
+from explorer.store.sql import MAX_SQL_CHARS
+from explorer.views.advice import OVERVIEW_FINDINGS, compare_findings
+from explorer.views.pages import (
     build_collectives_page,
     build_compare_page,
     build_kernels_page,
@@ -37,12 +42,7 @@ from explorer.pages import (
     build_steps_page,
     build_timeline_page,
 )
-from explorer.render import REPORT_CSP
-from explorer.report import build_report, render_report
-from explorer.store.catalog import RunRecord
-from explorer.store.queries import DEFAULT_OP_VIEW
-from explorer.store.sql import MAX_SQL_CHARS
-from explorer.views.advice import OVERVIEW_FINDINGS, compare_findings
+from explorer.views.render import REPORT_CSP
 
 router = APIRouter(include_in_schema=False)
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 from api.deps import PageRunDep, RunDep, StateDep
 from api.templating import render_page
 from explorer.model.shapes import RankCompareResult, RanksResult
-from explorer.rank_pages import build_rank_compare_page, build_ranks_page, compute_run_rank_compare
+from explorer.views.ranks import build_rank_compare_page, build_ranks_page, compute_run_rank_compare
 
 router = APIRouter(prefix="/api/runs/{run_id}", tags=["analysis"])
 pages = APIRouter(include_in_schema=False)

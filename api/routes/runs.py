@@ -11,11 +11,11 @@ from api.deps import AnyRunDep, RunDep, StateDep
 from api.schemas import UploadAccepted
 from api.upload import receive_upload
 from api.views import run_json
-from explorer.analysis.device_tracks import device_track_rows
+from explorer.analysis.device.tracks import device_track_rows
 from explorer.errors import RunNotReady
 from explorer.model.shapes import RunJson, RunList, Tracks
-from explorer.pages import build_tracks, compute_run_list
 from explorer.runs.records import default_run_name
+from explorer.views.pages import build_tracks, compute_run_list
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 

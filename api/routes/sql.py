@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.deps import RunDep, StateDep
 from api.state import AppState
 from explorer.model.shapes import SqlResult, SqlSchema
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
 from explorer.store.sql import MAX_SQL_CHARS, SQL_EXAMPLES, SQL_TABLES, iter_sql_csv, load_sql_schema, run_sql
 from explorer.store.sql import SqlResult as SqlRows
 

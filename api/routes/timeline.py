@@ -10,14 +10,14 @@ from fastapi.exceptions import RequestValidationError
 from api.deps import TIME_BOUND_NS, RelNs, RunDep, StateDep, origin_ns, parse_csv
 from api.responses import FastJSONResponse, fast_json
 from explorer.analysis.chain import build_event_detail
-from explorer.analysis.device_events import (
+from explorer.analysis.device.events import (
     build_device_event,
     compute_range_device_summaries,
     device_profile_link,
 )
-from explorer.analysis.lod import WindowPart, compute_bounded_window
-from explorer.analysis.lod_budget import DEFAULT_HEIGHT_PX, MAX_HEIGHT_PX, scope_of
 from explorer.analysis.search import compute_search
+from explorer.analysis.timeline.index import WindowPart, compute_bounded_window
+from explorer.analysis.timeline.layout import DEFAULT_HEIGHT_PX, MAX_HEIGHT_PX, scope_of
 from explorer.errors import EventNotFound
 from explorer.model.shapes import EventDetail, RangeDeviceSummaries, SearchResult, TimelineWindow
 from explorer.model.source_links import SourceLinker

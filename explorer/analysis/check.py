@@ -1,6 +1,6 @@
 """The regression gate: metric values of two runs -> rows with baseline, candidate, delta, % and a verdict.
 
-Pure: the values come in as `CheckSide`s (explorer/gate.py reads them from the store); which metrics
+Pure: the values come in as `CheckSide`s (explorer/views/check.py reads them from the store); which metrics
 exist, what each one measures and how a threshold is written are here. No formatting.
 """
 

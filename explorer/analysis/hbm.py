@@ -1,5 +1,5 @@
 """Neuron device memory (HBM) by usage type, from the system profile's HBM counter series (`<where> total [bytes]`
-and `<where> <type> [bytes]`, explorer/ingest/neuron_parquet.py): per HBM, the peak of the total, its time, and each
+and `<where> <type> [bytes]`, explorer/ingest/neuron/parquet_profile.py): per HBM, the peak of the total, its time, and each
 type's bytes then. Pure: series in, ints out."""
 
 from __future__ import annotations

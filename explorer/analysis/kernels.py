@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.analysis.collectives import OTHER_KERNELS
+from explorer.analysis.op_stats import op_key_name
 from explorer.errors import BadRequest
-from explorer.model.op_stats import op_key_name
 from explorer.model.shapes import KernelCategory, KernelRow
 
 TOP_OPS_PER_KERNEL = 3

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from explorer.model.op_stats import OpEvents, compute_op_events
+from explorer.analysis.op_stats import OpEvents, compute_op_events
 
 
 def compute_op_event_rows(slices: pa.Table, origin_ns: int, flows: pa.Table | None = None) -> dict[str, Any]:

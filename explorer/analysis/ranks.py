@@ -14,11 +14,11 @@ import pyarrow.compute as pc
 from explorer.analysis.compare import RunOps, compute_compare, kernel_table
 from explorer.analysis.intervals import covered_between, union_segments
 from explorer.analysis.kernels import categorize
+from explorer.analysis.op_stats import compute_op_stats
+from explorer.analysis.rank_slices import check_ranks, restrict_to_ranks
 from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, part_of
 from explorer.errors import BadRequest
 from explorer.model.lanes import Lane
-from explorer.model.op_stats import compute_op_stats
-from explorer.model.rank_slices import check_ranks, restrict_to_ranks
 from explorer.model.ranks import NO_RANK, track_ranks
 from explorer.model.shapes import (
     CollectiveMismatch,

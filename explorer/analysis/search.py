@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.analysis.lod import TimelineIndex
+from explorer.analysis.timeline.index import TimelineIndex
 from explorer.errors import BadRequest
 from explorer.model.lanes import Lane
 

@@ -18,6 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.analysis.op_stats import compute_op_stats
+from explorer.ingest.chrome.gather import take_text
+from explorer.ingest.chrome.spill import OrderedArgs, Segment, SpilledArgs, read_segments
 from explorer.ingest.columns import (
     CODED_FIELDS,
     KINDS,
@@ -32,12 +35,9 @@ from explorer.ingest.columns import (
     lane_values,
     rule_columns,
 )
-from explorer.ingest.gather import take_text
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.linked import Linked, LinkedParts, link_slices, track_order
 from explorer.ingest.links import flow_kind_index
-from explorer.ingest.memory import release, roomy_heap
-from explorer.ingest.spill import OrderedArgs, Segment, SpilledArgs, read_segments
 from explorer.ingest.tracks import ThreadBook, counter_tables, instant_tables
 from explorer.model.lanes import (
     LANE_ORDER,
@@ -46,7 +46,6 @@ from explorer.model.lanes import (
     rule_for,
 )
 from explorer.model.markers import marker_mask
-from explorer.model.op_stats import compute_op_stats
 from explorer.model.split import CPU_KEY, SPLIT_KEY, TimeSplit
 from explorer.model.tables import (
     FLOWS,
@@ -55,6 +54,7 @@ from explorer.model.tables import (
     IngestedTrace,
     Warning_,
 )
+from explorer.native.memory import release, roomy_heap
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +355,7 @@ class TraceBuilder:
     # ---- build -------------------------------------------------------------------------------
 
     def finish(self) -> IngestedTrace:
-        with roomy_heap():  # (its steps' per-slice arrays reuse the heap's pages: explorer.ingest.memory)
+        with roomy_heap():  # (its steps' per-slice arrays reuse the heap's pages: explorer.native.memory)
             tables, slice_args = self._tables()
         slices, split = tables["slices"], self.split
         op_stats, op_stats_by_shape = _op_tables_beside(slices, tables["flows"], split)

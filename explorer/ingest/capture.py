@@ -14,7 +14,7 @@ import numpy as np
 
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.detect import Format
-from explorer.ingest.neuron import state_of
+from explorer.ingest.neuron.rules import state_of
 from explorer.ingest.sources import Member
 from explorer.model.lanes import LANE_ORDER, Lane
 

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from explorer.ingest.spill import Segment, SpilledArgs
+from explorer.ingest.chrome.spill import Segment, SpilledArgs
 from explorer.model.lanes import LANE_ORDER, Lane, rule_for
 
 NONE = -1  # "no value" in integer id columns; nullable columns use Arrow nulls instead
@@ -48,7 +48,7 @@ class SliceChunk:
     devtime: np.ndarray  # bool
     name: pa.Array  # TEXT_CODES (as_codes)
     cat: pa.Array  # TEXT_CODES
-    args: Segment  # string (JSON object text), held or spilled to disk (explorer.ingest.spill)
+    args: Segment  # string (JSON object text), held or spilled to disk (explorer.ingest.chrome.spill)
     shapes: pa.Array  # TEXT_CODES
 
     def __post_init__(self) -> None:

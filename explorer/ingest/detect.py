@@ -5,8 +5,8 @@ from __future__ import annotations
 from enum import StrEnum
 
 from explorer.ingest.magic import MAGICS, neff_version
-from explorer.ingest.neuron_files import looks_like_neuron_ls
-from explorer.ingest.neuron_summary import looks_like_summary_text
+from explorer.ingest.neuron.files import looks_like_neuron_ls
+from explorer.ingest.neuron.summary_text import looks_like_summary_text
 
 
 class Format(StrEnum):

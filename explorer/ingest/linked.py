@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from explorer.analysis.nesting import compute_nesting, count_same_lane_ancestors
 from explorer.ingest.columns import NONE, ROW_FLOW_CODES, SliceColumns
 from explorer.ingest.links import FlowLinks, attribute_ops, build_flows
 from explorer.ingest.tracks import track_codes
-from explorer.model.nesting import compute_nesting, count_same_lane_ancestors
 from explorer.model.split import TimeSplit
 
 Arrays3 = tuple[np.ndarray, np.ndarray, np.ndarray]

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.analysis.nesting import nearest_ancestor_where
 from explorer.ingest.columns import KINDS, NONE, SliceColumns, bind_points, lookup, pair_steps
 from explorer.model.lanes import EXECUTE_FLOW_CATEGORIES, FWDBWD_FLOW_CATEGORIES, LANE_ORDER, FlowKind, Lane
-from explorer.model.nesting import nearest_ancestor_where
 
 MAX_CHAIN = 8  # op -> driver call -> runtime call -> schedule -> device: chains are short
 

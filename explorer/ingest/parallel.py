@@ -18,11 +18,11 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from explorer.ingest import chrome_fast
+from explorer.ingest.chrome import fast as chrome_fast
 from explorer.ingest.limits import IngestLimits
-from explorer.ingest.memory import ingest_environment
 from explorer.ingest.parts import Part, PartJob, load_part, parse_here, parse_part
 from explorer.ingest.sources import Member
+from explorer.native.memory import ingest_environment
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 PARALLEL_MIN_BYTES = 64 * 2**20
 START_METHOD = "forkserver"
 # imported once by the forkserver (the first: see its docstring): each worker starts with the parsers
-PRELOAD = ["explorer.ingest.forkserver", "explorer.ingest.parts"]
+PRELOAD = ["explorer.native.forkserver", "explorer.ingest.parts"]
 
 
 MIN_PROCESS_MB = 64  # Settings.ingest_memory_mb's own minimum: DuckDB ran out of memory at 40

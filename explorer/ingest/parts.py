@@ -16,15 +16,15 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from explorer.errors import BadTrace
-from explorer.ingest import chrome_fast
 from explorer.ingest.builder import ROW_FIELDS, TraceBuilder, _FlowPoint
-from explorer.ingest.chrome import parse_chrome
-from explorer.ingest.chrome_fast import parse_chrome_file
+from explorer.ingest.chrome import fast as chrome_fast
+from explorer.ingest.chrome.decode import parse_chrome
+from explorer.ingest.chrome.fast import parse_chrome_file
+from explorer.ingest.chrome.spill import Segment, SpilledArgs
 from explorer.ingest.columns import ROW_FLOW_CODES, SliceChunk, SliceColumns
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.linked import linked_tables
-from explorer.ingest.memory import as_ingest_process
-from explorer.ingest.spill import Segment, SpilledArgs
+from explorer.native.memory import as_ingest_process
 
 
 @dataclass

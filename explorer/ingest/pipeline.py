@@ -21,19 +21,19 @@ from explorer.ingest.capture import (
     find_process_folders,
     join_process_folder,
 )
-from explorer.ingest.chrome import parse_chrome
-from explorer.ingest.chrome_fast import parse_chrome_file
+from explorer.ingest.chrome.decode import parse_chrome
+from explorer.ingest.chrome.fast import parse_chrome_file
 from explorer.ingest.clock import align_hosts
 from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.magic import describe_binary
 from explorer.ingest.memory_timeline import parse_memory_timeline
-from explorer.ingest.neuron_device import collect_device_profiles, link_device_profiles, span_device_profiles
-from explorer.ingest.neuron_files import describe_neuron_binaries, neuron_binary_kind, parse_neuron_ls
-from explorer.ingest.neuron_json import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
-from explorer.ingest.neuron_link import finalize_neuron, report_unattributed
-from explorer.ingest.neuron_parquet import parse_neuron_parquet
-from explorer.ingest.neuron_summary import parse_summary_text
+from explorer.ingest.neuron.device import collect_device_profiles, link_device_profiles, span_device_profiles
+from explorer.ingest.neuron.files import describe_neuron_binaries, neuron_binary_kind, parse_neuron_ls
+from explorer.ingest.neuron.json_profile import parse_neuron_json, parse_neuron_nrt, parse_neuron_profile2
+from explorer.ingest.neuron.link import finalize_neuron, report_unattributed
+from explorer.ingest.neuron.parquet_profile import parse_neuron_parquet
+from explorer.ingest.neuron.summary_text import parse_summary_text
 from explorer.ingest.parallel import parsed_apart
 from explorer.ingest.parts import Part, merge
 from explorer.ingest.ranks import identify_ranks

@@ -11,7 +11,7 @@ from typing import Any
 
 from explorer.ingest.builder import TraceBuilder
 from explorer.ingest.capture import ProcessFolder
-from explorer.ingest.neuron import state_of
+from explorer.ingest.neuron.rules import state_of
 from explorer.model.ranks import NO_RANK
 
 # file-name rules for a rank, tried in order on the file name, then on each folder above it (innermost first)

@@ -1,7 +1,7 @@
 """Raw threads, what a trace says about them (names, sort indices, device labels), and the tracks table
 built from them: one helper (ThreadBook.track_row) writes every row, for slice, counter and instant tracks.
 
-Which sub-row a slice goes to is decided elsewhere (explorer.model.nesting); this only lays tracks out.
+Which sub-row a slice goes to is decided elsewhere (explorer.analysis.nesting); this only lays tracks out.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Neuron device profiles of a run: the `device_profiles` run table and the in-memory bundle an ingest
 produces (one per captured NEFF execution). The profile's own tables keep the export's table and field
-names (explorer/ingest/neuron_schema.py), times as int64 ns; nothing is computed here.
+names (explorer/model/neuron_schema.py), times as int64 ns; nothing is computed here.
 """
 
 from __future__ import annotations

@@ -354,7 +354,7 @@ class DeviceChainJson(TypedDict):
 
 @with_config(STRICT)
 class AlignmentJson(TypedDict):
-    """A device profile on the system time axis (explorer.analysis.device_align): `method` execution_slice (checked
+    """A device profile on the system time axis (explorer.analysis.device.align): `method` execution_slice (checked
     against its nc_exec_running slice) or none (not linked: its own clock, unchecked)."""
 
     method: str

@@ -71,7 +71,7 @@ class TrackRow(TypedDict):
     count: int
     rank: NotRequired[int]  # -1 unknown (explorer.model.ranks); absent on device-profile tracks
     host: NotRequired[str]  # "" unknown
-    device_profile: NotRequired[str]  # a Neuron device profile's track (explorer.analysis.device_tracks)
+    device_profile: NotRequired[str]  # a Neuron device profile's track (explorer.analysis.device.tracks)
     group: NotRequired[str]  # the collapsible group a device track sits in ("<profile> · NC:0 · DMA input")
 
 
@@ -559,7 +559,7 @@ class TrackWindow(TypedDict, total=False):
     merged: dict[str, list[int]]
     counter: dict[str, list[float]]
     instants: dict[str, list[Any]]
-    py_levels: int  # a with_stack track's deepest Python stack (explorer.analysis.lod_fold)
+    py_levels: int  # a with_stack track's deepest Python stack (explorer.analysis.timeline.fold)
     op_levels: int  # and the rows its other slices take with the Python frames folded
 
 
@@ -628,13 +628,13 @@ class DeviceProfileLink(TypedDict):
     nc_id: int
     start_ns: int
     end_ns: int
-    alignment: NotRequired[AlignmentJson]  # how the profile sits on the system axis (explorer.analysis.device_align)
+    alignment: NotRequired[AlignmentJson]  # how the profile sits on the system axis (explorer.analysis.device.align)
 
 
 @with_config(STRICT)
 class RangeDeviceSummary(TypedDict):
     """The device Summary of a timeline range cut to one profile's span (relative ns); metrics named as the
-    export's Summary fields (explorer.analysis.device)."""
+    export's Summary fields (explorer.analysis.device.summary)."""
 
     profile: str
     name: str

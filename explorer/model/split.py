@@ -21,7 +21,7 @@ def _cpu_ns() -> int:
 
 class TimeSplit:
     """Named wall-clock and CPU totals in integer ns; a step timed twice adds up. `after_step`, when given, is
-    called as each step ends (the ingest gives its freed memory back there: explorer.ingest.memory.release)."""
+    called as each step ends (the ingest gives its freed memory back there: explorer.native.memory.release)."""
 
     def __init__(self, after_step: Callable[[], None] | None = None) -> None:
         self.ns: dict[str, int] = {}

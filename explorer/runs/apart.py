@@ -16,11 +16,11 @@ from pathlib import Path
 from explorer.config import Settings
 from explorer.errors import ExplorerError
 from explorer.ingest.limits import IngestLimits
-from explorer.ingest.memory import as_ingest_process, ingest_environment
+from explorer.native.memory import as_ingest_process, ingest_environment
 
 log = logging.getLogger(__name__)
 
-PRELOAD = ["explorer.ingest.forkserver", "explorer.runs.ingest"]  # the first: see its docstring
+PRELOAD = ["explorer.native.forkserver", "explorer.runs.ingest"]  # the first: see its docstring
 JOIN_S = 1.0  # how often a waiting thread looks whether it was asked to stop
 
 

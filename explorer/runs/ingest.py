@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from explorer.analysis.lod_files import write_run_index
 from explorer.errors import DiskFull, ExplorerError, IngestBug
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.parts import Part
@@ -23,7 +22,8 @@ from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import DEFAULT_MAX_BYTES, Inputs, collect_inputs
 from explorer.model.split import SPLIT_KEY
 from explorer.runs.records import combined_sha256, default_run_name, find_identical
-from explorer.store.catalog import HEARTBEAT_S, RunRecord
+from explorer.store.catalog.catalog import HEARTBEAT_S, RunRecord
+from explorer.store.index_files import write_run_index
 from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 from explorer.ingest.sources import sha256_file
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import RunStore
 
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from explorer.model.heap import trim_heap
+from explorer.native.heap import trim_heap
 
 
 class BudgetedCache(Protocol):

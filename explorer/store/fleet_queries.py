@@ -1,6 +1,6 @@
 """Fleet queries: one op's (or kernel's) numbers across many stored runs by one DuckDB query over their
 Parquet, read in place from the run storage, locked like the SQL page's (explorer/store/sql.py) and sharing
-its slots. Which runs is the caller's choice; what the numbers mean is explorer/fleet.py's."""
+its slots. Which runs is the caller's choice; what the numbers mean is explorer/views/fleet.py's."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from explorer.store.runs import RunStore
 from explorer.store.sql import _SLOTS, LOCKED_CONFIG, MAX_CONCURRENT_QUERIES
 
 # kind -> (the table file, its name filter, the calls and total-ns expressions). An op's device time is
-# the op table's device_total_ns of the operators view (the regression gate's op:NAME, explorer/gate.py);
+# the op table's device_total_ns of the operators view (the regression gate's op:NAME, explorer/views/check.py);
 # a kernel's is the summed duration of device executions of that name (the gate's kernel:NAME).
 FLEET_KINDS: dict[str, tuple[str, str, str, str]] = {
     "op": ("op_stats", "kind = 'operator'", "sum(calls)", "sum(device_total_ns)"),

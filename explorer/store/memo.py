@@ -1,7 +1,7 @@
 """RunMemo: an LRU of values derived from a run (timeline index, breakdown, kernel table, op tables
 computed on load), each built once even under concurrent requests. Runs are immutable, so entries only
 leave on eviction or when the run is deleted. After each build the heap's free pages go back to the system
-(explorer.model.heap): a build makes and drops several times what it keeps. Under a MemoryBudget
+(explorer.native.heap): a build makes and drops several times what it keeps. Under a MemoryBudget
 (explorer.store.budget), entries also leave when the budget's caches together hold too much."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from explorer.model.heap import trim_heap
+from explorer.native.heap import trim_heap
 from explorer.store.budget import MemoryBudget, nbytes_of
 
 T = TypeVar("T")

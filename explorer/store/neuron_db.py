@@ -11,7 +11,7 @@ import pyarrow as pa
 from explorer.errors import BadRequest, RunNotFound
 from explorer.model.neuron_schema import fields_of
 from explorer.model.tables import TABLE_SCHEMAS
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import RunStore
 from explorer.store.sql import SQL_TABLES, SqlResult, run_sql
 

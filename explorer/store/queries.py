@@ -8,18 +8,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from explorer.errors import BadRequest
-from explorer.model.op_stats import (
+from explorer.analysis.op_stats import (
     MODULE_FRAME_PREFIX,
     RUNTIME_KIND,
     compute_op_stats,
     compute_op_stats_by_module,
     device_time_summary,
 )
-from explorer.model.rank_slices import check_ranks, rank_key, restrict_to_ranks
+from explorer.analysis.rank_slices import check_ranks, rank_key, restrict_to_ranks
+from explorer.errors import BadRequest
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import OpRow
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import CACHED_SLICE_COLUMNS, RunStore
 
 OP_COLUMNS = ("name", "input_shapes", "calls", "cpu_total_ns", "self_cpu_ns", "cpu_avg_ns", "device_total_ns",
@@ -133,7 +133,7 @@ def has_module_frames(store: RunStore, run_id: str) -> bool:
 
 def load_op_slices(store: RunStore, run_id: str, ranks: tuple[int, ...] | None = None) -> pa.Table:
     """The slice columns the op table is computed from (input shapes included), straight from Parquet;
-    with `ranks`, only those ranks' slices, renumbered as a run of their own (explorer.model.rank_slices)."""
+    with `ranks`, only those ranks' slices, renumbered as a run of their own (explorer.analysis.rank_slices)."""
     return load_op_inputs(store, run_id, ranks)[0]
 
 

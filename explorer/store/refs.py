@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from explorer.errors import BadRequest, RunNotFound
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import RunStore
 
 _TAG_REF = re.compile(r"^tag:(?P<tag>[^@]+)(?:@(?P<which>latest|\d+))?$")

@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from explorer.analysis.op_stats import compute_op_stats, compute_op_stats_by_module
 from explorer.model.lanes import Lane
-from explorer.model.op_stats import compute_op_stats, compute_op_stats_by_module
 from explorer.model.shapes import OpRow
 from explorer.store.queries import (
     DEFAULT_OP_VIEW,

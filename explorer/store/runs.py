@@ -23,15 +23,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from explorer.analysis.op_stats import device_time_summary
 from explorer.config import Settings
 from explorer.errors import RunNotFound, RunNotReady, StorageUnavailable
 from explorer.model.artifacts import Artifact
-from explorer.model.op_stats import device_time_summary
 from explorer.model.split import CPU_KEY, SPLIT_KEY, TimeSplit
 from explorer.model.summary import RunSummary
 from explorer.model.tables import TABLE_SCHEMAS, IngestedTrace, OrderedText
 from explorer.store.budget import MemoryBudget
-from explorer.store.catalog import LEASE_S, Catalog, Lease, RunRecord
+from explorer.store.catalog.catalog import LEASE_S, Catalog, Lease, RunRecord
 from explorer.store.device import load_device_profiles, load_device_table, save_device_profiles
 from explorer.store.memo import RunMemo
 from explorer.store.neuron_devices import MAX_DEVICE_NAME, neuron_ls_devices, summary_text_devices
@@ -209,7 +209,7 @@ class RunStore:
 
     def add_to_run(self, run_id: str, name: str, write: Callable[[Path], None]) -> Path | None:
         """Add a folder of derived files, `name`, to a ready run's own folder (the timeline index, built on a run's
-        first view: explorer.pages.timeline_index). `write(folder)` fills a new folder beside, which then takes the
+        first view: explorer.views.pages.timeline_index). `write(folder)` fills a new folder beside, which then takes the
         name at once (replacing one already there), so a reader never sees a half-written one. Returns its path, or
         None where the run's folder is not its own (object storage: a local copy, which the copies' size bound
         does not expect to grow) or the write failed (logged; nothing of it left)."""

@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 import pyarrow as pa
 
-from explorer.model.heap import trim_heap
+from explorer.native.heap import trim_heap
 from explorer.store.budget import MemoryBudget
 
 
@@ -36,7 +36,7 @@ class TableCache:
 
     def put(self, run_id: str, name: str, table: pa.Table) -> None:
         """Keep `table`, the run now the most recent; past `max_runs` runs or the budget, the least recently used
-        go (never this run), and the heap's free pages go back to the system (explorer.model.heap)."""
+        go (never this run), and the heap's free pages go back to the system (explorer.native.heap)."""
         with self._lock:
             tables, size, _ = self._runs.get(run_id, ({}, 0, 0))
             old = tables.get(name)

@@ -9,17 +9,17 @@ import pyarrow.parquet as pq
 
 from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
 from explorer.analysis.advice.peaks import GEMMS, first_input_type
-from explorer.analysis.device_advice import compute_recommendations
+from explorer.analysis.device.advice import compute_recommendations
 from explorer.analysis.kernels import KernelTable, sort_kernel_rows
-from explorer.device_pages import compute_device_profiles, load_profile_tables
 from explorer.model.advice_shapes import AdviceResult, Finding, FindingChange, FindingRef
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import Breakdown, RanksResult, RunJson
-from explorer.pages import compute_run_breakdown, compute_run_kernels, compute_run_steps, run_json
-from explorer.rank_pages import compute_run_ranks
-from explorer.render import fmt_dur
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import RunStore
+from explorer.views.device import compute_device_profiles, load_profile_tables
+from explorer.views.pages import compute_run_breakdown, compute_run_kernels, compute_run_steps, run_json
+from explorer.views.ranks import compute_run_ranks
+from explorer.views.render import fmt_dur
 
 OVERVIEW_FINDINGS = 3  # findings on the overview's first screen
 

@@ -1,4 +1,4 @@
-"""The dependency-chain page of a Neuron device profile and its JSON twin: the chain (explorer.analysis.device_chain)
+"""The dependency-chain page of a Neuron device profile and its JSON twin: the chain (explorer.analysis.device.chain)
 with times relative to the run's origin, and links to step further up. Computed once; nothing formatted here.
 """
 
@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from explorer.analysis.device_chain import Chain, Edge, Node, compute_chain, parse_node_ref
-from explorer.analysis.device_rows import Tables
-from explorer.device_pages import load_profile_tables, resolve_profile
+from explorer.analysis.device.chain import Chain, Edge, Node, compute_chain, parse_node_ref
+from explorer.analysis.device.rows import Tables
 from explorer.errors import BadRequest
 from explorer.model.device_shapes import ChainEdgeJson, ChainNodeJson, DeviceChainJson, DeviceProfileJson
 from explorer.model.shapes import RunJson
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import RunStore
+from explorer.views.device import load_profile_tables, resolve_profile
 
 CHAIN_MODES = ("step", "trace")
 

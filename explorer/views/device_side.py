@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from explorer.analysis.device_rows import ENGINES
+from explorer.analysis.device.rows import ENGINES
 from explorer.errors import BadRequest
 from explorer.model.device_shapes import DeviceSideBySide, DeviceView, ProfileRef, SideMetric
 

@@ -32,8 +32,8 @@ from explorer.errors import BadRequest
 from explorer.ingest.memory_timeline import CATEGORIES
 from explorer.model.lanes import Lane
 from explorer.model.shapes import RunJson
-from explorer.pages import run_json
 from explorer.store.runs import RunStore
+from explorer.views.pages import run_json
 
 MEMORY_NAME = "[memory]"
 STEP_PREFIX = "ProfilerStep#"

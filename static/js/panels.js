@@ -71,7 +71,7 @@
         const link = d.device_profile;
         side.append(el("p", null, el("button", { id: "tl-open-device", onclick: () => tl.openDeviceProfile(link) },
           "open device profile " + link.name)));
-        const al = link.alignment;  // explorer/analysis/device_align.py: how its tracks sit on this axis
+        const al = link.alignment;  // explorer/analysis/device/align.py: how its tracks sit on this axis
         if (al && al.method === "execution_slice") {
           side.append(el("p", { id: "tl-device-alignment", class: "muted" }, al.within
             ? "Device tracks on this time axis as captured: the profile lies inside this execution (" + TE.fmtNs(al.start_offset_ns) +

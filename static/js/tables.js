@@ -8,7 +8,7 @@
   const TE = (window.TE = window.TE || {});
   const el = TE.el;
 
-  // ---- numbers as the server's filters write them (explorer/render.py) -----------------------------
+  // ---- numbers as the server's filters write them (explorer/views/render.py) -----------------------------
   /** Python's format(x, ".<d>f"): the exact binary value rounded half to even. toFixed rounds the exact
       value too but breaks ties upwards; a tie is a value whose last bit is at 2^-(d+1). */
   TE.pyFixed = function (x, d) {

@@ -87,7 +87,7 @@
 
   /** Nested slices, one row per level; merged (per-pixel) slices drawn faded by how busy they are. A with_stack
       track (`opts.fold`) folds its Python frames (category python_function) into one band on top, its other
-      slices in the rows below counted without them (explorer/analysis/lod_fold.py); `opts.pyOpen` shows every
+      slices in the rows below counted without them (explorer/analysis/timeline/fold.py); `opts.pyOpen` shows every
       depth instead (the track's label folds it back: timeline.js). With `opts.levels` below the rows a track has,
       the rows from there down fold into one "+k levels" band that shows where they are busy; `opts.expanded`
       shows every level with the band (to fold) below. */

@@ -25,9 +25,9 @@ from explorer.analysis.compare import (
 )
 from explorer.errors import BadRequest
 from explorer.model.tables import OP_STATS
-from explorer.pages import compute_run_compare
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from explorer.views.pages import compute_run_compare
 
 # ---- the baseline rule ----------------------------------------------------------------------------
 

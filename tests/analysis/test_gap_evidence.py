@@ -17,9 +17,9 @@ import pytest
 from explorer.analysis.gap_evidence import timeline_window
 from explorer.analysis.intervals import covered_between, overlapping, union_segments
 from explorer.model.shapes import Gap
-from explorer.pages import compute_run_breakdown
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from explorer.views.pages import compute_run_breakdown
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}

@@ -196,7 +196,7 @@ def test_shared_cpu_trace(store: RunStore, shared_traces: Path) -> None:
 def test_two_runs_compared_by_owner_and_gated(store: RunStore, profiles: dict[str, Path]) -> None:
     """Batch 16 against batch 8: the peak's growth by owner equals the two files' own replays, and the gate's
     peak_memory metric is each file's maximum of Total Allocated."""
-    from explorer.gate import compute_run_check
+    from explorer.views.check import compute_run_check
 
     ids = {k: ingest_paths(store, [profiles[k]]).id for k in ("b8", "b16")}
     [delta] = compute_run_memory(store, ids["b16"], baseline=ids["b8"])["compare"]
@@ -237,7 +237,7 @@ def test_notebook_memory_is_the_api_twin(tmp_path: Path, profiles: dict[str, Pat
 
 
 def test_the_offline_report_has_the_peak(store: RunStore, profiles: dict[str, Path]) -> None:
-    from explorer.report import build_report, render_report
+    from explorer.report.html import build_report, render_report
 
     rec = ingest_paths(store, [profiles["leak8"]])
     html = render_report(build_report(store, rec.id))

@@ -13,9 +13,9 @@ import pytest
 
 from explorer.analysis.steps import STEP_PARTS
 from explorer.errors import BadRequest
-from explorer.pages import compute_run_steps
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from explorer.views.pages import compute_run_steps
 from tests.analysis.test_gap_evidence import ns, read_events
 from tests.helpers.kernel_trace import GEMM_KERNEL, NCCL_KERNEL, kernel_events
 

@@ -88,7 +88,7 @@ def test_cli_advise_prints_text_json_and_markdown(tmp_path: Path) -> None:
 
 
 def test_offline_report_names_the_findings_without_server_links(tmp_path: Path) -> None:
-    from explorer.report import write_report
+    from explorer.report.html import write_report
     from explorer.store.runs import RunStore
 
     store = RunStore(tmp_path / "data")

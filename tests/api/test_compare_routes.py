@@ -9,8 +9,8 @@ from decimal import Decimal
 
 from fastapi.testclient import TestClient
 
-from explorer.pages import ComparePage
-from explorer.render import fmt_dur
+from explorer.views.pages import ComparePage
+from explorer.views.render import fmt_dur
 from tests.api.conftest import TINY, Uploader, assert_error
 
 FASTER = (TINY.read_bytes().replace(b'"dur": 150.0', b'"dur": 50.0').replace(b'"aten::add"', b'"aten::sub"')

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.store.catalog_db import sqlite_url
+from explorer.store.catalog.db import sqlite_url
 from tests.api.conftest import TINY, wait_until_done
 from tests.helpers.s3_server import CREDENTIALS, REGION, new_bucket
 

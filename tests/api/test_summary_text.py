@@ -1,7 +1,7 @@
 """summary-text profiles through the API and the pages: the Summary metrics as the file wrote them, the same
 cards as the Parquet export of the same profile, the recommendations and roofline point the metrics allow, the
 fields the schema does not know shown, and three files side by side. Expected values come from a plain reading of
-the files (tests/ingest/test_neuron_summary.py's reader) or of the export's Summary.parquet, never from the code."""
+the files (tests/ingest/neuron/test_summary_text.py's reader) or of the export's Summary.parquet, never from the code."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
+from tests.ingest.neuron.test_summary_text import FIXTURES, expected_value, plain_profiles
 
 from api.app import create_app
 from explorer.config import Settings
 from explorer.runs.ingest import ingest_paths
-from tests.ingest.test_neuron_summary import FIXTURES, expected_value, plain_profiles
 
 EXPORT = Path(__file__).resolve().parent.parent / "fixtures" / "neuron" / "device_export"
 THREE = ("two_kernels.txt", "matmul_tiled.txt", "rmsnorm_nki.txt")

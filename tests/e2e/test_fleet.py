@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from explorer.render import fmt_dur
 from explorer.runs.ingest import ingest_paths
 from explorer.store.queries import load_ops
+from explorer.views.render import fmt_dur
 from tests.e2e.conftest import HOSTILE_NAMES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

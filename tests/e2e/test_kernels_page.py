@@ -86,7 +86,7 @@ def test_kernels_page_on_a_real_nccl_trace(page: Any, server: Any, shared_traces
 
 def test_report_kernel_table_sorts_and_filters_offline(offline_page: Any, server: Any, kernel_runs: dict[str, str],
                                                        tmp_path: Path, shot: Any) -> None:
-    from explorer.report import build_report, render_report
+    from explorer.report.html import build_report, render_report
 
     report = tmp_path / "report.html"
     report.write_text(render_report(build_report(server.state.store, kernel_runs["gpu"])), encoding="utf-8")

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from explorer.export import write_perfetto_json
+from explorer.report.perfetto import write_perfetto_json
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 from tests.helpers.kernel_trace import kernel_events

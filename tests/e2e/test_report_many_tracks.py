@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bench.window import write_many_threads_trace
-from explorer.report import SNAPSHOT_HEIGHT_PX, write_report
+from explorer.report.html import SNAPSHOT_HEIGHT_PX, write_report
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
 

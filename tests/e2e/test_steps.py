@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from explorer.pages import compute_run_breakdown, compute_run_steps
 from explorer.runs.ingest import ingest_paths
+from explorer.views.pages import compute_run_breakdown, compute_run_steps
 from tests.helpers.kernel_trace import STEPS, write_kernel_trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -105,7 +105,8 @@ def _leftovers(store: Any, run_id: str, ok: bool) -> list[str]:
 
 def _ingest_one(store: Any, item: FuzzInput, target: Path, path_mode: str) -> tuple[str, str]:
     from explorer.errors import ExplorerError, IngestBug
-    from explorer.ingest import chrome_fast, kscan
+    from explorer.ingest.chrome import fast as chrome_fast
+    from explorer.ingest.chrome import kscan
     from explorer.runs.ingest import run_ingest
 
     global _NATIVE
@@ -172,7 +173,7 @@ def run_batch(items: list[FuzzInput], work: str, progress: Path | None = None) -
     """Worker side: ingest each item on each of its parser paths; with `progress`, each ingest's start and
     outcome are appended there as JSON lines as they happen (the parent reads them after a hang)."""
     global _FAST_DEFAULT
-    from explorer.ingest import chrome_fast
+    from explorer.ingest.chrome import fast as chrome_fast
     from explorer.store.runs import RunStore
 
     if not _FAST_DEFAULT:

@@ -103,7 +103,8 @@ def test_a_guard_hit_is_a_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         raise RuntimeError("probe")
 
     monkeypatch.setattr(pipeline, "parse_chrome_file", broken)
-    from explorer.ingest import chrome_fast, kscan
+    from explorer.ingest.chrome import fast as chrome_fast
+    from explorer.ingest.chrome import kscan
 
     monkeypatch.setattr(chrome_fast, "FAST_MIN_BYTES", chrome_fast.FAST_MIN_BYTES)  # undone after the test
     monkeypatch.setattr(kscan, "_LIB", kscan._LIB)  # _ingest_one sets it: undone after the test too

@@ -1,8 +1,8 @@
 """Which Chrome/Kineto parser path an ingest in a test takes: the msgspec path (small files), the compiled
-reader (explorer.ingest.kscan, big files when installed) or DuckDB's reader (big files without it, and any
+reader (explorer.ingest.chrome.kscan, big files when installed) or DuckDB's reader (big files without it, and any
 file the compiled reader refuses). `-pieces`: the events array cut wherever two events meet, read in parallel. DuckDB's path is also taken
 as an install without any compiled helper takes it: text columns reordered by Arrow's take, not the gather
-(explorer.ingest.gather), so the paths' equal tables check the gather too."""
+(explorer.ingest.chrome.gather), so the paths' equal tables check the gather too."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from explorer.ingest import chrome_fast, gather, kscan
+from explorer.ingest.chrome import fast as chrome_fast
+from explorer.ingest.chrome import gather, kscan
 
 PATHS = ("msgspec", "native", "duckdb")
 WITH_PIECES = (*PATHS, "native-pieces", "duckdb-pieces")

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from explorer.config import Settings
 from explorer.errors import BadTrace
-from explorer.ingest import chrome_fast
+from explorer.ingest.chrome import fast as chrome_fast
 from explorer.ingest.limits import IngestLimits
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore

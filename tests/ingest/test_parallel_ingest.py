@@ -26,9 +26,11 @@ import pytest
 from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.config import Settings
 from explorer.errors import BadTrace
-from explorer.ingest import chrome_fast, parallel
+from explorer.ingest import parallel
 from explorer.ingest.builder import TraceBuilder
-from explorer.ingest.chrome_fast import BATCH_ROW_BYTES, FAST_MIN_BYTES
+from explorer.ingest.chrome import fast as chrome_fast
+from explorer.ingest.chrome.fast import BATCH_ROW_BYTES, FAST_MIN_BYTES
+from explorer.ingest.chrome.spill import SpilledArgs
 from explorer.ingest.limits import IngestLimits
 from explorer.ingest.linked import LinkedParts
 from explorer.ingest.parallel import PARALLEL_MIN_BYTES, START_METHOD, parse_parts, use_parallel
@@ -47,7 +49,6 @@ from explorer.ingest.parts import (
 )
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import Inputs, Member, collect_inputs
-from explorer.ingest.spill import SpilledArgs
 from explorer.model.lanes import FlowKind
 from explorer.model.split import CPU_KEY, SPLIT_KEY
 from explorer.model.tables import IngestedTrace

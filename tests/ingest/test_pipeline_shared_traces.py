@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from explorer.errors import BadTrace
-from explorer.ingest import chrome_fast
+from explorer.ingest.chrome import fast as chrome_fast
 from explorer.ingest.pipeline import ingest_inputs
 from explorer.ingest.sources import collect_inputs
 from explorer.model.tables import IngestedTrace

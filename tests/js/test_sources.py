@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from explorer.analysis.lod import build_timeline_index
+from explorer.analysis.timeline.index import build_timeline_index
 from explorer.config import PROJECT_ROOT
+from explorer.report.snapshot import snapshot_rules
 from explorer.runs.ingest import ingest_paths
-from explorer.snapshot import snapshot_rules
 from explorer.store.run_queries import load_ops_in_range
 from explorer.store.runs import RunStore
 

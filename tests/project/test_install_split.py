@@ -64,7 +64,7 @@ print("LOADED", loaded)
 def test_team_settings_name_the_extra(tmp_path: Path) -> None:
     code = """
 from explorer.errors import MissingExtra
-from explorer.store.catalog_db import make_engine
+from explorer.store.catalog.db import make_engine
 from explorer.store.storage import S3Storage
 for make in (lambda: make_engine("postgresql://u@127.0.0.1:5432/test"), lambda: S3Storage("s3://bucket/p")):
     try:

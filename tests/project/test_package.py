@@ -92,9 +92,9 @@ def test_project_comes_from_the_wheel(installed: Installed) -> None:
         ("explorer", "_assets", "templates"), ("explorer", "_assets", "static")]
     assert installed.run("--version").strip().endswith(__version__)
     # the compiled helpers are in the wheel (built by hatch_build.py), and load from there
-    reader = installed.python("from explorer.ingest import kscan; print(kscan.LIBRARY); print(kscan.available());"
-                              "from explorer.model import nesting; print(nesting._LIB is not None);"
-                              "from explorer.ingest import gather; print(gather._LIB is not None)")
+    reader = installed.python("from explorer.ingest.chrome import kscan; print(kscan.LIBRARY); print(kscan.available());"
+                              "from explorer.analysis import nesting; print(nesting._LIB is not None);"
+                              "from explorer.ingest.chrome import gather; print(gather._LIB is not None)")
     assert Path(reader.splitlines()[0]).is_relative_to(installed.venv), reader
     assert reader.splitlines()[1:] == ["True", "True", "True"], reader
 
@@ -180,7 +180,7 @@ def test_sdist_carries_templates_and_static(tmp_path: Path) -> None:
               if p.is_file()}
     assert wanted and wanted <= members, sorted(wanted - members)
     assert {"pyproject.toml", "README.md", "explorer/__init__.py", "api/cli.py", "hatch_build.py",
-            "explorer/ingest/_kscan.c", "explorer/ingest/_gather.c", "explorer/model/_nest.c"} <= members
+            "explorer/ingest/chrome/_kscan.c", "explorer/ingest/chrome/_gather.c", "explorer/analysis/_nest.c"} <= members
     assert not [m for m in members if ".so" in m]  # built where installed
 
 
@@ -200,10 +200,10 @@ def test_a_wheel_built_without_a_c_compiler_reads_big_traces_with_duckdb(tmp_pat
     (site / "_deps.pth").write_text(str(Path(fastapi.__file__).resolve().parent.parent) + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps",
                     str(wheel)], check=True, cwd=tmp_path, capture_output=True, timeout=120)
-    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "from explorer.ingest import kscan; "
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "from explorer.ingest.chrome import kscan; "
                             "print(kscan.LIBRARY.is_file(), kscan.available());"
-                            "from explorer.model import nesting; print(nesting._LIB is not None);"
-                            "from explorer.ingest import gather; print(gather._LIB is not None)"], cwd=tmp_path,
+                            "from explorer.analysis import nesting; print(nesting._LIB is not None);"
+                            "from explorer.ingest.chrome import gather; print(gather._LIB is not None)"], cwd=tmp_path,
                            capture_output=True, text=True, timeout=60,
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert probe.stdout.split() == ["False", "False", "False", "False"], probe.stderr

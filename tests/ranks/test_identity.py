@@ -14,9 +14,9 @@ import pytest
 from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.ingest.ranks import host_of_name, rank_of_name
 from explorer.model.ranks import NO_RANK, track_ranks
-from explorer.pages import build_tracks
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from explorer.views.pages import build_tracks
 
 HTA = Path("HolisticTraceAnalysis/tests/data")
 NEURON = Path(__file__).resolve().parent.parent / "fixtures" / "neuron" / "capture_two_procs"

@@ -168,7 +168,7 @@ def test_the_pages_show_it(run: dict[str, Any]) -> None:
 
 def test_steps_figure_has_a_bar_per_rank_and_step(run: dict[str, Any]) -> None:
     client, run_id = run["client"], run["id"]
-    from explorer.charts import make_steps_figure
+    from explorer.views.charts import make_steps_figure
 
     fig = make_steps_figure(client.get(f"/api/runs/{run_id}/steps").json())
     assert fig["layout"]["xaxis"]["type"] == "multicategory"

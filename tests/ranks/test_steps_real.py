@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from explorer.analysis.steps import STEP_PARTS
-from explorer.pages import compute_run_collectives, compute_run_steps
-from explorer.rank_pages import compute_run_ranks
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from explorer.views.pages import compute_run_collectives, compute_run_steps
+from explorer.views.ranks import compute_run_ranks
 from tests.analysis.test_steps import expected_steps
 
 HTA = "HolisticTraceAnalysis/tests/data/"

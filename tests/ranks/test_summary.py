@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from bench.synth_ranks import KERNELS, NCCL_KERNEL
-from explorer.rank_pages import compute_run_rank_compare, compute_run_ranks
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from explorer.views.ranks import compute_run_rank_compare, compute_run_ranks
 from tests.ranks.conftest import GLOO_LATE_RANK, STRAGGLER
 from tests.ranks.truth import lateness, rank_truth
 

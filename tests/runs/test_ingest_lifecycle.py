@@ -20,7 +20,7 @@ import pytest
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.store.catalog import Catalog
+from explorer.store.catalog.catalog import Catalog
 from explorer.store.runs import RunStore
 from tests.helpers import catalog_hook
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from explorer.runs.watch import LEDGER, WATCH_TAG, Watcher, is_closed, trace_label
-from explorer.store.catalog import RunRecord
+from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import RunStore
 from tests.conftest import FIXTURES
 from tests.helpers.support import serve_subprocess

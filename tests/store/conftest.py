@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.store.catalog import Catalog
+from explorer.store.catalog.catalog import Catalog
 from tests.helpers.catalog_backends import BACKENDS
 from tests.helpers.catalog_backends import catalog_url as make_catalog_url
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from explorer.ingest import chrome_fast
+from explorer.ingest.chrome import fast as chrome_fast
 from explorer.model.tables import SLICES
 from explorer.runs.ingest import ingest_paths
 from explorer.store.parquet import ahead

@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from explorer.cli import main
-from explorer.pages import build_ops_page, compute_run_ops, overview_top_ops
 from explorer.runs.ingest import ingest_paths
 from explorer.store.queries import default_op_sort, load_ops
 from explorer.store.runs import RunStore
+from explorer.views.pages import build_ops_page, compute_run_ops, overview_top_ops
 
 OP_CATS = {"cpu_op", "user_annotation", "python_function"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
@@ -287,7 +287,7 @@ def test_ops_page_says_what_no_row_holds(tmp_path: Path, capture: Path) -> None:
 
     from api.app import create_app
     from explorer.config import Settings
-    from explorer.render import fmt_us
+    from explorer.views.render import fmt_us
 
     events = read_events(capture)
     app = create_app(Settings(data_dir=tmp_path / "data"))

@@ -14,9 +14,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from explorer.analysis.op_stats import compute_op_stats
 from explorer.errors import BadRequest
-from explorer.ingest import chrome_fast
-from explorer.model.op_stats import compute_op_stats
+from explorer.ingest.chrome import fast as chrome_fast
 from explorer.runs.ingest import ingest_paths
 from explorer.store.queries import OP_VIEWS, default_op_sort, has_module_frames, load_ops
 from explorer.store.run_queries import load_ops_in_range

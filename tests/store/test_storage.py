@@ -19,16 +19,16 @@ import pytest
 from click.testing import CliRunner
 
 from api.cli import main as serve_main
-from explorer import pages
-from explorer.analysis.lod_files import INDEX_DIR
 from explorer.config import Settings
 from explorer.errors import RunNotFound, StorageUnavailable
-from explorer.pages import timeline_index
 from explorer.runs.ingest import ingest_paths
-from explorer.store.catalog_db import sqlite_url
+from explorer.store.catalog.db import sqlite_url
 from explorer.store.fleet_queries import load_fleet_series
+from explorer.store.index_files import INDEX_DIR
 from explorer.store.runs import RunStore
 from explorer.store.storage import FolderStorage, S3Storage, Storage, open_storage
+from explorer.views import pages
+from explorer.views.pages import timeline_index
 from tests.helpers.catalog_backends import catalog_url as make_catalog_url
 from tests.helpers.s3_server import REGION, new_bucket, s3_options
 from tests.helpers.support import cli

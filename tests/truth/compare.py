@@ -1,5 +1,5 @@
 """The product's numbers next to the independent reader's (tests/truth/reader.py), one `Check` per number:
-the product side calls the functions the pages and their JSON twins call (explorer.pages, rank_pages);
+the product side calls the functions the pages and their JSON twins call (explorer.views.pages, rank_pages);
 the truth side is the reader alone. Used by tests/truth/test_truth.py and bench/truth.py.
 """
 
@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorer import pages, rank_pages
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from explorer.views import pages
+from explorer.views import ranks as rank_pages
 from tests.truth import reader as R
 
 CHECKS = ("span", "device_total", "device_busy", "kernels", "steps", "rank_steps", "rank_split", "ops_by_op",

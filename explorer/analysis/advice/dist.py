@@ -1,5 +1,5 @@
 """Distributed and device rules: exposed communication and stragglers from the per-rank summary
-(explorer.analysis.ranks), and the Neuron device recommendations (explorer.analysis.device_advice) in the
+(explorer.analysis.ranks), and the Neuron device recommendations (explorer.analysis.device.advice) in the
 finding shape. The Neuron rules measure ratios, not time, so their findings carry no saving."""
 
 from __future__ import annotations

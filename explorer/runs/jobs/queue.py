@@ -19,7 +19,7 @@ from explorer.errors import CatalogUnavailable
 from explorer.ingest.limits import IngestLimits
 from explorer.runs.jobs.shared import SharedFiles
 from explorer.runs.jobs.tasks import TRANSIENT, IngestJobs
-from explorer.store.catalog_db import parse_catalog_url
+from explorer.store.catalog.db import parse_catalog_url
 from explorer.store.runs import RunStore
 
 log = logging.getLogger(__name__)

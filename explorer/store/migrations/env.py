@@ -1,4 +1,4 @@
-"""Alembic's environment for the catalog: always run programmatically (explorer/store/catalog_db.py hands
+"""Alembic's environment for the catalog: always run programmatically (explorer/store/catalog/db.py hands
 over an open connection in `config.attributes`), never from an alembic.ini, so there is no URL here."""
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from explorer.pages import collectives_json, compute_run_collectives
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from explorer.views.pages import collectives_json, compute_run_collectives
 from tests.analysis.collectives.synthetic import BASE_NS, KERNEL, straggler_calls, write_run
 
 

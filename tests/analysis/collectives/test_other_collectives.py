@@ -16,9 +16,9 @@ import pytest
 
 from explorer.analysis.collectives import EXECUTIONS, OTHER_KERNELS
 from explorer.analysis.kernels import categorize
-from explorer.pages import collectives_json, compute_run_collectives, compute_run_kernels
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from explorer.views.pages import collectives_json, compute_run_collectives, compute_run_kernels
 from tests.analysis.collectives.symm_mem import BASE_NS, NCCL_KERNEL, SYMM_KERNEL, SYMM_OP, write_run
 
 CALLS = 73  # the capture of the issue: 73 symm_mem all-reduces ran, 1 collective was listed

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from explorer.pages import collectives_json, compute_run_collectives
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
+from explorer.views.pages import collectives_json, compute_run_collectives
 from tests.analysis.collectives.conftest import GLOO_LATE_RANK, GLOO_SLEEP_S, GLOO_STEPS
 
 HTA = "HolisticTraceAnalysis/tests/data"

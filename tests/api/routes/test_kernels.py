@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.pages import KernelsPage
-from explorer.report import build_report
+from explorer.report.html import build_report
 from explorer.runs.ingest import ingest_paths
+from explorer.views.pages import KernelsPage
 from tests.api.conftest import assert_error
 from tests.helpers.kernel_trace import (
     DTOH,

@@ -1,0 +1,1 @@
+"""The app's middleware: the Host/Origin guard, access tokens, gzip."""

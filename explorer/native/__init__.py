@@ -1,0 +1,1 @@
+"""Native helpers below every layer: the C libraries' loader, the heap trim, an ingest process's memory rules."""

@@ -1,0 +1,1 @@
+"""The catalog database: runs, tags, shares and leases on SQLite or PostgreSQL."""

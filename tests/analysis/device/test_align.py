@@ -1,0 +1,56 @@
+"""A device profile against its nc_exec_running slice: inside (the slack is the uncertainty), sticking out (the
+clocks disagree by at least that much), not linked; and the device export fixture through the API, checked against
+its own SystemProfileEvents and Metadata rows read here."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from explorer.analysis.device.align import compute_alignment
+from explorer.config import Settings
+from explorer.runs.ingest import ingest_paths
+
+EXPORT = Path(__file__).resolve().parents[2] / "fixtures" / "neuron" / "device_export"
+E = 1_748_779_200_000_000_000  # epoch ns: beyond float64's exact integers
+
+
+@pytest.mark.parametrize(("profile", "slice_", "within", "offsets", "uncertainty"), [
+    ((E + 100, E + 900), (E, E + 1000), True, (100, 100), 200),
+    ((E, E + 1000), (E, E + 1000), True, (0, 0), 0),
+    ((E - 30, E + 900), (E, E + 1000), False, (-30, 100), 30),
+    ((E + 100, E + 1250), (E, E + 1000), False, (100, -250), 250),
+])
+def test_alignment_against_the_execution_slice(profile: tuple[int, int], slice_: tuple[int, int], within: bool,
+                                               offsets: tuple[int, int], uncertainty: int) -> None:
+    got = compute_alignment(*profile, *slice_)
+    assert (got["method"], got["within"], got["start_offset_ns"], got["end_offset_ns"], got["uncertainty_ns"]) == (
+        "execution_slice", within, *offsets, uncertainty)
+
+
+def test_an_unlinked_profile_is_unchecked() -> None:
+    assert compute_alignment(E, E + 5, None, None) == {"method": "none", "within": None, "start_offset_ns": None,
+                                                       "end_offset_ns": None, "uncertainty_ns": None}
+
+
+def test_the_fixture_profiles_through_the_api() -> None:
+    events = pq.read_table(EXPORT / "system@latest" / "SystemProfileEvents.parquet").to_pylist()
+    execs = [e for e in events if e["name"] == "nc_exec_running"]
+    app = create_app(Settings(data_dir=Path(tempfile.mkdtemp()) / "data"))
+    run = ingest_paths(app.state.explorer.store, [EXPORT], "align").id
+    with TestClient(app) as client:
+        for profile in ("matmul", "rmsnorm_naive"):
+            meta = pq.read_table(EXPORT / f"{profile}@latest" / "Metadata.parquet").to_pylist()[0]
+            lo, hi = meta["first_hw_timestamp"], meta["last_hw_timestamp"]
+            best = max(execs, key=lambda e: min(hi, e["end_ts"]) - max(lo, e["start_ts"]))
+            view = client.get(f"/api/runs/{run}/device/{profile}").json()
+            before, after = lo - best["start_ts"], best["end_ts"] - hi
+            assert view["alignment"]["start_offset_ns"] == before and view["alignment"]["end_offset_ns"] == after
+            detail = client.get(f"/api/runs/{run}/events/{view['profile']['system_slice_id']}").json()
+            assert detail["device_profile"]["alignment"] == view["alignment"]
+            assert 'id="device-alignment"' in client.get(f"/runs/{run}/device/{profile}").text
