@@ -17,10 +17,10 @@ from api.middleware.gzip import Compression
 from api.responses import HeadAsGet
 from api.routes import (
     advice,
-    analysis,
     apidocs,
     check,
     collectives,
+    compare,
     device,
     export,
     fleet,
@@ -28,14 +28,17 @@ from api.routes import (
     memory,
     meta,
     neuron_v1,
-    pages,
+    ops,
+    overview,
     ranks,
+    report,
     runs,
     share,
     sql,
+    steps,
     timeline,
 )
-from api.state import AppState, RunMemo
+from api.state import AppState
 from api.static import mount_assets
 from explorer import __version__
 from explorer.config import Settings
@@ -43,6 +46,7 @@ from explorer.errors import require_extra
 from explorer.ingest.limits import IngestLimits
 from explorer.runs.apart import IngestProcesses
 from explorer.runs.ingesters import Ingester, InlineIngester, QueuedIngester
+from explorer.runs.run import RunCache
 from explorer.runs.watch import Watcher
 from explorer.store.runs import RunStore
 from explorer.views.render import assets_for
@@ -62,16 +66,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     interrupted = store.recover(worker.held_runs)
     if interrupted:
         log.warning("%d ingests were interrupted by the last shutdown; marked failed", interrupted)
-    state = AppState(settings, store, worker, RunMemo(settings.derived_cache_entries, store.budget),
-                     RunMemo(settings.device_cache_entries, store.budget))
-    state.ingester.on_ready = state.warm
+    run_cache = RunCache.for_store(store, settings)
+    state = AppState(settings, store, worker, run_cache)
+    state.ingester.on_ready = run_cache.warm
     watcher = make_watcher(state)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # runs ingested by the CLI (or before a restart): index the latest in the background, so their
         # first timeline view does not wait for it
-        threading.Thread(target=state.warm_latest, args=(WARM_AT_START,), name="warm", daemon=True).start()
+        threading.Thread(target=run_cache.warm_latest, args=(WARM_AT_START,), name="warm", daemon=True).start()
         if watcher is not None:
             watcher.start()
         async with agent_tools():  # the session manager of the MCP tools at /mcp (api/mcp/http.py)
@@ -84,11 +88,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   docs_url=None, openapi_url="/openapi.json", responses=ERROR_RESPONSES)
     app.state.explorer = state
     install_error_handlers(app)
-    # the API, then the HTML pages (api/routes/pages.py) last; each module's docstring says what it serves
-    for router in (meta.router, runs.router, timeline.router, analysis.router, sql.router, share.router,
-                   kernels.router, collectives.router, check.router, device.router, device.pages, export.router,
-                   neuron_v1.router, ranks.router, ranks.pages, fleet.router, apidocs.router, memory.router,
-                   advice.router, advice.pages, pages.router):
+    # one module per page family, the page beside its JSON twin; each module's docstring says what it serves
+    for router in (meta.router, runs.router, runs.pages, overview.router, timeline.router, timeline.pages,
+                   ops.router, kernels.router, steps.router, compare.router, sql.router, sql.pages, share.router,
+                   collectives.router, check.router, device.router, device.pages, export.router, neuron_v1.router,
+                   ranks.router, ranks.pages, fleet.router, apidocs.router, memory.router, advice.router,
+                   advice.pages, report.router):
         app.include_router(router)
     agent_tools = mount_mcp(app, state)
     mount_assets(app, assets_for(settings.static_dir))  # the static folder and plotly.js, content-hashed
@@ -127,5 +132,5 @@ def make_watcher(state: AppState) -> Watcher | None:
     if not s.watch_dirs:
         return None
     return Watcher(state.store, s.watch_dirs, poll_s=s.watch_poll_s, settle_s=s.watch_settle_s,
-                   stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.warm,
+                   stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.runs.warm,
                    limits=IngestLimits.from_settings(s), ingester=state.ingester)

@@ -1,6 +1,6 @@
 """Dependencies that resolve what a handler needs before its body runs (CONTRIBUTING.md, habit 3).
 
-`RunDep` is a ready run (404 unknown, 409 not ready); `AnyRunDep` a run in any state;
+`RunDep` is a ready run, an `explorer.runs.Run` (404 unknown, 409 not ready); `AnyRunDep` a run record in any state;
 `ShareRunDep` maps a share token to its run (for the share page and `/api/s/{token}`).
 """
 
@@ -12,7 +12,10 @@ from fastapi import Depends, Query, Request
 
 from api.state import AppState
 from explorer.errors import BadRequest, RunNotReady, ShareNotFound
+from explorer.runs.run import Run
 from explorer.store.catalog.catalog import RunRecord
+from explorer.views.kernels import KernelsQuery
+from explorer.views.ops import OpsQuery
 
 
 def get_state(request: Request) -> AppState:
@@ -30,14 +33,19 @@ def get_run(run_id: str, state: StateDep) -> RunRecord:
 AnyRunDep = Annotated[RunRecord, Depends(get_run)]
 
 
-def get_ready_run(run: AnyRunDep) -> RunRecord:
+def ready_run(state: AppState, run: RunRecord) -> Run:
+    """A run record as a ready `Run` of the server's RunCache; 409 (RunNotReady) while it ingests or failed."""
     if run.status != "ready":
         raise RunNotReady(f"run {run.id} is {run.status}" + (f": {run.message}" if run.message else ""),
                           {"status": run.status, "progress": run.progress})
-    return run
+    return state.runs.of(run)
 
 
-RunDep = Annotated[RunRecord, Depends(get_ready_run)]
+def get_ready_run(run: AnyRunDep, state: StateDep) -> Run:
+    return ready_run(state, run)
+
+
+RunDep = Annotated[Run, Depends(get_ready_run)]
 
 
 class RunPageNotReady(Exception):
@@ -48,14 +56,14 @@ class RunPageNotReady(Exception):
         self.run = run
 
 
-def get_page_run(run: AnyRunDep) -> RunRecord:
+def get_page_run(run: AnyRunDep, state: StateDep) -> Run:
     if run.status != "ready":
         raise RunPageNotReady(run)
-    return run
+    return state.runs.of(run)
 
 
 # a page route's run: ready, or the not-ready page instead of the page (one handler, not a check per route)
-PageRunDep = Annotated[RunRecord, Depends(get_page_run)]
+PageRunDep = Annotated[Run, Depends(get_page_run)]
 
 
 def get_share_run(token: str, state: StateDep) -> RunRecord:
@@ -67,11 +75,6 @@ def get_share_run(token: str, state: StateDep) -> RunRecord:
 
 
 ShareRunDep = Annotated[RunRecord, Depends(get_share_run)]
-
-
-def origin_ns(run: RunRecord) -> int:
-    """The run's time origin: every timeline-facing time is relative to it (docs/API.md "Times")."""
-    return run.summary.start_ns
 
 
 # `rank=0,3`: the ranks a table keeps (explorer.analysis.rank_slices.parse_ranks reads it)
@@ -91,3 +94,25 @@ def parse_csv(value: str | None, what: str) -> list[str] | None:
     if len(items) > 10000:
         raise BadRequest(f"too many {what}")
     return items
+
+
+Limit = Annotated[int | None, Query(ge=0, le=100000, description="at most this many rows")]
+
+
+def ops_query(sort: str | None = None, q: str = "", by_shape: bool = False, limit: Limit = None,
+              view: str = OpsQuery.view, by_module: bool = False, rank: RankFilter = None, start_ns: RelNs = None,
+              end_ns: RelNs = None, page: Annotated[int, Query(ge=1)] = 1) -> OpsQuery:
+    """The op table's query, the same for the page and its twin."""
+    return OpsQuery(sort, q, by_shape, limit, view, by_module, rank or "", start_ns, end_ns, page)
+
+
+OpsQueryDep = Annotated[OpsQuery, Depends(ops_query)]
+
+
+def kernels_query(sort: str = KernelsQuery.sort, q: str = "", category: str = "", limit: Limit = None,
+                  rank: RankFilter = None, page: Annotated[int, Query(ge=1)] = 1) -> KernelsQuery:
+    """The kernel table's query, the same for the page and its twin."""
+    return KernelsQuery(sort, q, category, limit, rank or "", page)
+
+
+KernelsQueryDep = Annotated[KernelsQuery, Depends(kernels_query)]

@@ -14,9 +14,10 @@ from fastapi.templating import Jinja2Templates
 from api.state import AppState
 from explorer.store.catalog.catalog import RunRecord
 from explorer.views.device import device_nav
-from explorer.views.pages import NotReadyPage, run_json
+from explorer.views.links import run_json
 from explorer.views.ranks import rank_nav
 from explorer.views.render import APP_SCRIPTS, make_environment
+from explorer.views.runs import NotReadyPage
 
 
 @lru_cache(maxsize=4)
@@ -32,7 +33,7 @@ def render_page(request: Request, state: AppState, template: str, page: Any, *, 
                "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,
                "device_profiles": device_nav(state.store, run), "rank_count": rank_nav(state.store, run),
                "has_collectives": isinstance(run, dict) and run.get("status") == "ready"
-               and state.has_collectives(str(run["id"]))}
+               and state.runs.get(str(run["id"])).has_collectives()}
     templates = templates_for(state.settings.templates_dir, state.settings.static_dir)
     return templates.TemplateResponse(request, template, context, status_code=status_code)
 

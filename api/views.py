@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from api.schemas import ShareJson
 from explorer.store.catalog.catalog import ShareRecord
-from explorer.views.pages import run_json, run_links
+from explorer.views.links import run_json, run_links
 
 __all__ = ["run_json", "run_links", "share_json"]
 

@@ -18,13 +18,14 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from explorer.runs.run import Run
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from window import ensure_run  # noqa: E402
 
 from explorer.store.runs import RunStore  # noqa: E402
-from explorer.views.pages import compute_run_breakdown, compute_run_steps  # noqa: E402
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
@@ -52,10 +53,10 @@ def main() -> None:
             run_id = ensure_run(data_dir, n)
             store = RunStore(data_dir)
             store.table(run_id, "slices")  # loaded once, as a server keeps it
-            bd = compute_run_breakdown(store, run_id)
-            steps = compute_run_steps(store, run_id, args.annotation)
-            bd_ms = timed(partial(compute_run_breakdown, store, run_id), args.repeat)
-            st_ms = timed(partial(compute_run_steps, store, run_id, args.annotation), args.repeat)
+            bd = Run.of(store, run_id).breakdown()
+            steps = Run.of(store, run_id).steps(args.annotation)
+            bd_ms = timed(partial(lambda st, r: Run.of(st, r).breakdown(), store, run_id), args.repeat)  # fresh: no memo
+            st_ms = timed(partial(lambda st, r: Run.of(st, r).steps(args.annotation), store, run_id), args.repeat)
             print(f"{n:>10,} {store.get(run_id).summary.slices:>10,} {bd['gaps']['count']:>8,} {bd_ms:>13.1f} "
                   f"{steps['count']:>6} {st_ms:>9.1f}")
 

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from explorer.runs.run import Run
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fastapi.testclient import TestClient  # noqa: E402
@@ -23,7 +25,6 @@ from fastapi.testclient import TestClient  # noqa: E402
 from api.app import create_app  # noqa: E402
 from explorer.config import Settings  # noqa: E402
 from explorer.runs.ingest import ingest_paths  # noqa: E402
-from explorer.views.pages import compute_run_collectives  # noqa: E402
 from tests.analysis.collectives.synthetic import BASE_NS, rank_events, straggler_calls  # noqa: E402
 
 EVENTS_PER_COLLECTIVE = 5  # record_param_comms, launch, flow start, kernel, flow end
@@ -58,7 +59,7 @@ def main() -> None:
         ingest_s = time.perf_counter() - t0
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t0 = time.perf_counter()
-        colls = compute_run_collectives(store, rec.id)  # what the server's first request does, before memoising
+        colls = Run.of(store, rec.id).collectives()  # what the server's first request does, before memoising
         match_ms = (time.perf_counter() - t0) * 1000
         with TestClient(app, base_url="http://127.0.0.1") as client:
             timings = {}

@@ -21,9 +21,9 @@ import numpy as np
 
 from explorer.analysis.timeline.index import compute_window
 from explorer.native.heap import trim_heap
+from explorer.runs.run import timeline_index
 from explorer.store.index_files import INDEX_DIR
 from explorer.store.runs import RunStore
-from explorer.views.pages import timeline_index
 
 TABLES = ("slices", "tracks", "counters", "flows", "instants")
 

@@ -362,12 +362,13 @@ def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by
 def report(run_id: str, output: Path | None, data_dir: Path | None) -> None:
     """Write one self-contained HTML report of a run (opens offline, without the server)."""
     from explorer.report.html import write_report
+    from explorer.runs.run import Run
 
     store = _store(data_dir)
     run_id = _run_id(store, run_id)
     target = output or Path(f"report-{run_id}.html")
     try:
-        size = write_report(store, run_id, target)
+        size = write_report(Run.of(store, run_id), target)
     except ExplorerError as exc:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)
@@ -608,12 +609,13 @@ def worker(concurrency: int | None, data_dir: Path | None) -> None:
 @store_options
 def advise(run_id: str, as_json: bool, markdown: bool, data_dir: Path | None) -> None:
     """What to fix first in a run: the advisor's findings, ranked by expected saving (docs/advice.md)."""
-    from explorer.views.advice import advice_markdown, compute_run_advice, fact_text, saving_text
+    from explorer.runs.run import Run
+    from explorer.views.advice import advice_markdown, fact_text, run_advice, saving_text
 
     store = _store(data_dir)
     run_id = _run_id(store, run_id)
     try:
-        advice = compute_run_advice(store, run_id)
+        advice = run_advice(Run.of(store, run_id))
     except ExplorerError as exc:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)

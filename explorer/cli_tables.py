@@ -12,6 +12,7 @@ import click
 from explorer.cli import RUN_HELP, _run_id, _store, console, fmt_ns, out, store_options
 from explorer.cli_output import Column, emit, format_options
 from explorer.errors import ExplorerError
+from explorer.runs.run import Run
 
 
 def _ns(key: str) -> Any:
@@ -60,11 +61,12 @@ def _fail(exc: ExplorerError) -> NoReturn:
 @store_options
 def kernels(run_id: str, sort: str, category: str, limit: int, fmt: str, data_dir: Path | None) -> None:
     """Device executions of a run by name: calls, total / avg / p50 / p95, % of device time."""
-    from explorer.views.pages import compute_run_kernels, kernels_json
+    from explorer.views.kernels import KernelsQuery, compute_run_kernels
 
     store = _store(data_dir)
     try:
-        rows = kernels_json(compute_run_kernels(store, _run_id(store, run_id)), sort=sort, category=category)["rows"]
+        run = Run.of(store, _run_id(store, run_id))
+        rows = compute_run_kernels(run, KernelsQuery(sort=sort, category=category))["rows"]
     except ExplorerError as exc:
         _fail(exc)
     emit(out, fmt, rows[:max(0, limit)], KERNEL_COLUMNS)
@@ -79,11 +81,11 @@ def kernels(run_id: str, sort: str, category: str, limit: int, fmt: str, data_di
 @store_options
 def steps(run_id: str, annotation: str, fmt: str, data_dir: Path | None) -> None:
     """One row per step: step time, device busy, compute / communication / memcpy / idle."""
-    from explorer.views.pages import compute_run_steps
+
 
     store = _store(data_dir)
     try:
-        result = compute_run_steps(store, _run_id(store, run_id), annotation)
+        result = Run.of(store, _run_id(store, run_id)).steps(annotation)
     except ExplorerError as exc:
         _fail(exc)
     emit(out, fmt, result["steps"], STEP_COLUMNS)
@@ -98,11 +100,11 @@ def steps(run_id: str, annotation: str, fmt: str, data_dir: Path | None) -> None
 @store_options
 def gaps(run_id: str, limit: int, fmt: str, data_dir: Path | None) -> None:
     """The largest gaps between a run's device executions, each with its cause and the host evidence over it."""
-    from explorer.views.pages import compute_run_breakdown
+
 
     store = _store(data_dir)
     try:
-        found = compute_run_breakdown(store, _run_id(store, run_id))["gaps"]
+        found = Run.of(store, _run_id(store, run_id)).breakdown()["gaps"]
     except ExplorerError as exc:
         _fail(exc)
     emit(out, fmt, found["largest"][:max(0, limit)], GAP_COLUMNS)
@@ -116,11 +118,9 @@ def gaps(run_id: str, limit: int, fmt: str, data_dir: Path | None) -> None:
 @store_options
 def ranks(run_id: str, fmt: str, data_dir: Path | None) -> None:
     """One row per rank: step time, compute, exposed communication, idle, lateness, stragglers."""
-    from explorer.views.ranks import compute_run_ranks
-
     store = _store(data_dir)
     try:
-        result = compute_run_ranks(store, _run_id(store, run_id))
+        result = Run.of(store, _run_id(store, run_id)).ranks()
     except ExplorerError as exc:
         _fail(exc)
     emit(out, fmt, result["ranks"], RANK_COLUMNS)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,31 +19,26 @@ import numpy as np
 import pyarrow as pa
 
 from explorer.analysis.kernels import DEFAULT_KERNEL_SORT
-from explorer.analysis.timeline.index import TimelineIndex
 from explorer.analysis.timeline.levels import gather, window_ranges
 from explorer.config import Settings
 from explorer.errors import BadRequest, RunNotFound
 from explorer.model.advice_shapes import AdviceResult
 from explorer.model.lanes import Lane
-from explorer.model.shapes import Breakdown, CompareResult, DiffRow
+from explorer.model.shapes import CompareResult, DiffRow
 from explorer.runs.ingest import ingest_paths
 from explorer.runs.records import content_sha256
+from explorer.runs.run import Run as StoredRun
 from explorer.store.catalog.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW
 from explorer.store.runs import RunStore
 from explorer.store.sql import run_sql
+from explorer.views.advice import run_advice
+from explorer.views.compare import compute_run_compare
 from explorer.views.device_chain import run_chain_json
+from explorer.views.kernels import KernelsQuery, compute_run_kernels
+from explorer.views.links import run_json
 from explorer.views.memory import MemoryResult, compute_run_memory
-from explorer.views.pages import (
-    build_ops_page,
-    compute_run_breakdown,
-    compute_run_compare,
-    compute_run_kernels,
-    compute_run_ops,
-    kernels_json,
-    run_json,
-    timeline_index,
-)
+from explorer.views.ops import OpsQuery, build_ops_page, compute_run_ops
 from explorer.views.render import make_environment
 
 SLICE_COLUMNS = ("slice_id", "track_id", "lane", "ts_ns", "dur_ns", "depth", "name", "cat", "parent_id",
@@ -67,8 +62,7 @@ def open_run(path_or_id: str | os.PathLike[str], data_dir: str | os.PathLike[str
         rec = store.catalog.find_by_sha(content_sha256([path])) or ingest_paths(store, [path], name)
     else:
         rec = _find_run(store, str(path_or_id))
-    store.require_ready(rec.id)
-    return Run(store, settings, store.get(rec.id))
+    return Run(StoredRun.of(store, rec.id), settings)
 
 
 def _find_run(store: RunStore, key: str) -> RunRecord:
@@ -83,13 +77,20 @@ def _find_run(store: RunStore, key: str) -> RunRecord:
 
 @dataclass
 class Run:
-    """One ready run. Times are integer ns; window arguments and `ts_ns` in `.slices()` are relative to
-    the run's origin (`origin_ns`), as in the HTTP API."""
+    """One ready run, as pyarrow Tables: a thin wrapper over `explorer.runs.Run` (what the server asks too).
+    Times are integer ns; window arguments and `ts_ns` in `.slices()` are relative to the run's origin
+    (`origin_ns`), as in the HTTP API."""
 
-    store: RunStore
+    run: StoredRun
     settings: Settings
-    record: RunRecord
-    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def store(self) -> RunStore:
+        return self.run.store
+
+    @property
+    def record(self) -> RunRecord:
+        return self.run.record
 
     @property
     def id(self) -> str:
@@ -115,46 +116,46 @@ class Run:
             sort: str | None = None, q: str = "", limit: int | None = None, start_ns: int | None = None,
             end_ns: int | None = None) -> pa.Table:
         """The op table (like key_averages()): the rows of GET /api/runs/{id}/ops with the same arguments."""
-        data = compute_run_ops(self.store, self.record, sort, q, by_shape, limit, view, by_module, start_ns, end_ns)
+        data = compute_run_ops(self.run, OpsQuery(sort, q, by_shape, limit, view, by_module, "", start_ns, end_ns))
         return rows_table(data["rows"])
 
     def kernels(self, sort: str = DEFAULT_KERNEL_SORT, q: str = "", category: str = "",
                 limit: int | None = None) -> pa.Table:
         """Device executions by name: the rows of GET /api/runs/{id}/kernels."""
-        table = self._cached("kernels", lambda: compute_run_kernels(self.store, self.id))
-        return rows_table(kernels_json(table, sort, q, category, limit)["rows"])
+        return rows_table(compute_run_kernels(self.run, KernelsQuery(sort, q, category, limit))["rows"])
 
     def breakdown(self, by: str = "lane") -> pa.Table:
         """Busy/idle time per lane (`by="lane"`) or per device (`by="device"`), as in GET .../breakdown."""
         if by not in ("lane", "device"):
             raise BadRequest(f"breakdown by {by!r}: choose 'lane' or 'device'")
-        data = self._breakdown()
+        data = self.run.breakdown()
         return rows_table(data["lanes"] if by == "lane" else data["devices"])
 
     def gaps(self) -> pa.Table:
         """The largest gaps between device executions (relative ns) with their cause, as in GET
         .../breakdown (`gaps.largest`); the slices before and after flattened to `before.slice_id`, ...."""
-        return rows_table(self._breakdown()["gaps"]["largest"]).flatten()
+        return rows_table(self.run.breakdown()["gaps"]["largest"]).flatten()
 
     def slices(self, start_ns: int | None = None, end_ns: int | None = None,
                lane: str | Lane | None = None) -> pa.Table:
         """Every slice overlapping [start_ns, end_ns] (relative, the whole run by default), on one lane or all:
         the slices the timeline window (GET .../timeline) draws or merges there, each one row, by time."""
-        start = 0 if start_ns is None else start_ns
-        end = max(self.span_ns, 1) if end_ns is None else end_ns
+        first_start, first_end = self.run.default_window()
+        start = first_start if start_ns is None else start_ns
+        end = first_end if end_ns is None else end_ns
         if end <= start:
             raise BadRequest(f"end_ns ({end}) must be greater than start_ns ({start})")
         if lane is not None and str(lane) not in LANES:
             raise BadRequest(f"no lane {str(lane)!r}; lanes: {', '.join(LANES)}")
-        ix = self._index()
-        tracks = [t for t, kind in ix.track_kind.items() if kind == "slice"
-                  and (lane is None or ix.track_lane[t] == str(lane))]
-        groups = np.flatnonzero(np.isin(ix.group_track, np.asarray(tracks, np.int32)))
-        pos, _ = gather(*window_ranges(ix.ts, ix.end_max, ix.group_lo, ix.group_hi, groups, start, end))
-        pos = pos[ix.ts[pos] + ix.dur[pos] >= start]  # the running maximum let earlier ones in
-        pos = pos[np.lexsort((ix.slice_id[pos], ix.ts[pos]))]
-        table = self.store.table(self.id, "slices").take(pa.array(ix.slice_id[pos]))
-        ts = pa.array(ix.ts[pos], pa.int64())
+        index = self.run.timeline_index()
+        tracks = [t for t, kind in index.track_kind.items() if kind == "slice"
+                  and (lane is None or index.track_lane[t] == str(lane))]
+        groups = np.flatnonzero(np.isin(index.group_track, np.asarray(tracks, np.int32)))
+        pos, _ = gather(*window_ranges(index.ts, index.end_max, index.group_lo, index.group_hi, groups, start, end))
+        pos = pos[index.ts[pos] + index.dur[pos] >= start]  # the running maximum let earlier ones in
+        pos = pos[np.lexsort((index.slice_id[pos], index.ts[pos]))]
+        table = self.run.table("slices").take(pa.array(index.slice_id[pos]))
+        ts = pa.array(index.ts[pos], pa.int64())
         return table.set_column(table.schema.get_field_index("ts_ns"), "ts_ns", ts).select(list(SLICE_COLUMNS))
 
     def sql(self, query: str) -> pa.Table:
@@ -169,8 +170,8 @@ class Run:
     def compare(self, *others: Run | str, baseline: str | None = None, kernels: bool = False) -> pa.Table:
         """This run against others (runs or ids), op by op (or kernel by kernel) as GET /api/compare: one row
         per name and run, the baseline's first; `delta_*` and `pct_change` against the baseline."""
-        ids = [self.id, *(o.id if isinstance(o, Run) else o for o in others)]
-        data = compute_run_compare(self.store, ids, baseline)
+        sides = [self.run, *(o.run if isinstance(o, Run) else StoredRun.of(self.store, o) for o in others)]
+        data = compute_run_compare(sides, baseline)
         return compare_table(data, kernels)
 
     def memory(self, baseline: Run | str | None = None) -> MemoryResult:
@@ -187,29 +188,14 @@ class Run:
 
     def advice(self) -> AdviceResult:
         """The advisor's findings, largest expected saving first: GET /api/runs/{id}/advice."""
-        from explorer.views.advice import compute_run_advice
-
-        return self._cached("advice", lambda: compute_run_advice(self.store, self.id, self._breakdown()))
-
-    def _breakdown(self) -> Breakdown:
-        return self._cached("breakdown", lambda: compute_run_breakdown(self.store, self.id))
-
-    def _index(self) -> TimelineIndex:
-        return self._cached("timeline", lambda: timeline_index(self.store, self.id, self.origin_ns))
-
-    def _cached(self, key: str, build: Callable[[], T]) -> T:
-        """Computed once per Run object, as the server's RunMemo keeps them once per run."""
-        if key not in self._memo:
-            self._memo[key] = build()
-        value: T = self._memo[key]
-        return value
+        return run_advice(self.run)
 
     def __repr__(self) -> str:
         return f"Run(id={self.id!r}, name={self.name!r}, span_ns={self.span_ns})"
 
     def _repr_html_(self) -> str:
         """The summary and the top of the op table, as a Jupyter cell shows it (names escaped)."""
-        ops = build_ops_page(self.store, self.id, limit=REPR_TOP_OPS)
+        ops = build_ops_page(self.run, OpsQuery(limit=REPR_TOP_OPS))
         return _environment().get_template("_notebook_run.html").render(run=run_json(self.record), ops=ops,
                                                                         client_sort=True)
 

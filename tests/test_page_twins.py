@@ -1,5 +1,5 @@
 """Compute once, render twice, for every page: each page's context holds exactly what its JSON twin
-returns (one builder per page in explorer.views.pages), host-only runs included; where the page and the API
+returns (one builder per page, one module per page family in explorer.views), host-only runs included; where the page and the API
 had two copies of a rule, the API's rule is pinned here."""
 
 from __future__ import annotations
@@ -18,30 +18,30 @@ from fastapi.testclient import TestClient
 
 import explorer.views
 import explorer.views.advice
+import explorer.views.compare
 import explorer.views.device
 import explorer.views.device_chain
 import explorer.views.device_side
-import explorer.views.pages
 from api.app import create_app
+from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.runs.ingest import ingest_paths
 from explorer.views.advice import AdvicePage
+from explorer.views.collectives import CollectivesPage
+from explorer.views.compare import ComparePage
 from explorer.views.device import DeviceComparePage, DevicePage
 from explorer.views.device_chain import DeviceChainPage
 from explorer.views.device_side import DeviceSidePage
+from explorer.views.fleet import FleetPage
+from explorer.views.kernels import KernelsPage
 from explorer.views.memory import MemoryPage
-from explorer.views.pages import (
-    CollectivesPage,
-    ComparePage,
-    KernelsPage,
-    NotReadyPage,
-    OpsPage,
-    OverviewPage,
-    RunsPage,
-    SqlPage,
-    StepsPage,
-    TimelinePage,
-)
+from explorer.views.ops import OpsPage
+from explorer.views.overview import OverviewPage
+from explorer.views.ranks import RankComparePage, RanksPage
+from explorer.views.runs import NotReadyPage, RunsPage
+from explorer.views.sql import SqlPage
+from explorer.views.steps import StepsPage
+from explorer.views.timeline import TimelinePage
 from tests.helpers.kernel_trace import write_kernel_trace
 
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"
@@ -93,6 +93,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClien
     app = create_app(Settings(data_dir=tmp / "data"))
     store = app.state.explorer.store
     runs = {name: ingest_paths(store, [path], name).id for name, path in files.items()}
+    rank_files = write_rank_traces(tmp / "ranks", RankPlan(world=4, steps=3, units=4, late_rank=2, late_ns=5_000_000))
+    runs["ranks"] = ingest_paths(store, rank_files, "ranks").id
+    files["ranks"] = rank_files[0].parent
     with TestClient(app) as client:
         yield client, runs, files
 
@@ -124,6 +127,12 @@ def twin_data(page: Any) -> dict[str, Any]:
         return dict(page.schema)
     if isinstance(page, AdvicePage):
         return dict(page.advice)
+    if isinstance(page, RanksPage):
+        return dict(page.ranks)
+    if isinstance(page, RankComparePage):
+        return dict(page.result)
+    if isinstance(page, FleetPage):
+        return dict(page.fleet)
     raise AssertionError(f"no twin rule for {type(page).__name__}")
 
 
@@ -143,7 +152,11 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/runs/{gpu}/sql", "/runs/{host1}/sql?q=select%201",
          "/runs/{gpu}/collectives", "/runs/{gpu}/collectives?sort=%2Bseq&limit=1", "/runs/{host1}/collectives",
          "/runs/{gpu}/memory", "/runs/{host1}/memory",
-         "/runs/{gpu}/advice", "/runs/{host1}/advice", "/runs/{neuron}/advice"]
+         "/runs/{gpu}/advice", "/runs/{host1}/advice", "/runs/{neuron}/advice",
+         "/runs/{ranks}/ranks", "/runs/{ranks}/ranks/compare", "/runs/{ranks}/ranks/compare?a=0&b=1",
+         "/runs/{ranks}/collectives", "/runs/{ranks}/steps", "/runs/{ranks}/ops?rank=2", "/runs/{ranks}/kernels?rank=0,2",
+         "/runs/{ranks}", "/runs/{ranks}?rank=1", "/runs/{gpu}/ops?start_ns=0&end_ns=50000",
+         "/fleet", "/fleet?kind=kernel", "/fleet?name=aten%3A%3Aouter0&run_name=host"]
 
 
 def page_and_twin(client: TestClient, path: str) -> tuple[Any, dict[str, Any]]:
@@ -173,7 +186,7 @@ def test_every_page_context_equals_its_json_twin(served: tuple[TestClient, dict[
 def test_the_table_covers_every_page_type(served: tuple[TestClient, dict[str, str], dict[str, Path]]) -> None:
     client, runs, _ = served
     views = [importlib.import_module(f"explorer.views.{m.name}") for m in pkgutil.iter_modules(explorer.views.__path__)]
-    page_types = {cls for module in (explorer.views.pages, explorer.views.device, *views) for cls in vars(module).values()
+    page_types = {cls for module in views for cls in vars(module).values()
                   if dataclasses.is_dataclass(cls) and "twin" in {f.name for f in dataclasses.fields(cls)}}
     seen = {type(page_and_twin(client, path.format(**runs))[0]) for path in PAGES}
     pending = client.app.state.explorer.store.catalog.create("pending")  # type: ignore[attr-defined]
@@ -216,4 +229,4 @@ def test_compare_run_limit_is_one_rule(served: tuple[TestClient, dict[str, str],
     for path in (f"/compare?runs={nine}", f"/api/compare?runs={nine}", f"/compare?runs={runs['host1']}",
                  f"/api/compare?runs={runs['host1']}"):
         assert client.get(path).status_code == 400, path
-    assert explorer.views.pages.MAX_COMPARE_RUNS == 8
+    assert explorer.views.compare.MAX_COMPARE_RUNS == 8

@@ -21,11 +21,11 @@ def run_markdown(state: AppState, ref: str) -> str:
     parts = [f"# Run {md_code(run['name'], in_table=False)} ({md_text(run['id'])})", "",
              f"Span {human_ns(s['span_ns'])} ({s['span_ns']} ns), {s['slices']:,} slices.", ""]
     parts += _busy(tools.gaps(state, rec.id))
-    parts += _table("Top ops by self device time", tools.ops(state, rec.id)["rows"],
+    parts += _table("Top ops by self device time", tools.ops_tool(state, rec.id)["rows"],
                     ("name", "calls", "self_device_ns", "self_cpu_ns", "device_pct"))
     parts += _table("Top kernels by total time", tools.kernels_tool(state, rec.id)["rows"],
                     ("name", "calls", "total_ns", "avg_ns", "device_pct"))
-    steps = tools.steps(state, rec.id)
+    steps = tools.steps_tool(state, rec.id)
     parts += _table(f"Steps ({steps['count']})", steps["steps"], ("name", "dur_ns", "busy_ns", "idle_ns"))
     return "\n".join(parts)
 

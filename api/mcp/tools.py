@@ -13,26 +13,31 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 from starlette.responses import Response
 
-from api.deps import TIME_BOUND_NS, get_ready_run
+from api.deps import TIME_BOUND_NS, ready_run
 from api.mcp.bounds import DEFAULT_CHARS, DEFAULT_ROWS, Chars, Rows
 from api.routes import (
     advice,
-    analysis,
     check,
     collectives,
+    compare,
     device,
     kernels,
     memory,
+    ops,
+    overview,
     ranks,
     runs,
     sql,
+    steps,
     timeline,
 )
 from api.state import AppState
 from api.views import run_json
 from explorer.analysis.collectives import DEFAULT_SORT as COLLECTIVES_SORT
-from explorer.store.catalog.catalog import RunRecord
+from explorer.runs.run import Run
 from explorer.store.refs import REF_HELP, resolve_cli_ref
+from explorer.views.kernels import KernelsQuery
+from explorer.views.ops import OpsQuery
 
 RunRef = Annotated[str, Field(min_length=1, max_length=300, description=f"the run: {REF_HELP}, or its exact name")]
 RelTime = Annotated[int | None, Field(ge=-TIME_BOUND_NS, le=TIME_BOUND_NS,
@@ -59,8 +64,8 @@ def body(value: Any) -> dict[str, Any]:
     return answer
 
 
-def ready(state: AppState, ref: str) -> RunRecord:
-    return get_ready_run(resolve_cli_ref(state.store, ref))
+def ready(state: AppState, ref: str) -> Run:
+    return ready_run(state, resolve_cli_ref(state.store, ref))
 
 
 def list_runs(state: AppState, name: str | None = None, tag: str | None = None,
@@ -93,7 +98,7 @@ def run_summary(state: AppState, run: RunRef, limit: Rows = DEFAULT_ROWS,
     return body(runs.get_run(resolve_cli_ref(state.store, run)))
 
 
-def ops(state: AppState, run: RunRef, view: Literal["operators", "python", "all"] = "operators",
+def ops_tool(state: AppState, run: RunRef, view: Literal["operators", "python", "all"] = "operators",
         sort: Annotated[str | None, Field(max_length=40, description="column, -column (descending) or +column")] = None,
         q: Annotated[str, Field(max_length=500, description="name substring")] = "",
         by_shape: bool = False, by_module: bool = False, rank: Ranks = None,
@@ -101,8 +106,8 @@ def ops(state: AppState, run: RunRef, view: Literal["operators", "python", "all"
         limit: Rows = DEFAULT_ROWS, max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """The op table (like torch.profiler key_averages()): calls, CPU total/self, device total/self per op, sorted by
     self device time (self CPU without a device). view=python lists with_stack frames, view=all everything."""
-    return body(analysis.ops(ready(state, run), state, sort=sort, limit=None, by_shape=by_shape, q=q,
-                             start_ns=start_ns, end_ns=end_ns, view=view, by_module=by_module, rank=rank))
+    query = OpsQuery(sort, q, by_shape, None, view, by_module, rank or "", start_ns, end_ns)
+    return body(ops.ops(ready(state, run), state, query))
 
 
 def kernels_tool(state: AppState, run: RunRef,
@@ -112,21 +117,21 @@ def kernels_tool(state: AppState, run: RunRef,
                  rank: Ranks = None, limit: Rows = DEFAULT_ROWS, max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """Device executions by name (kernels, memcpy, memset): calls, total/avg/p50/p95 ns, % of device time, the ops
     that launched them; and device time per category."""
-    return body(kernels.kernels(ready(state, run), state, sort=sort, limit=None, q=q, category=category, rank=rank))
+    return body(kernels.kernels(ready(state, run), KernelsQuery(sort, q, category, None, rank or "")))
 
 
-def steps(state: AppState, run: RunRef,
+def steps_tool(state: AppState, run: RunRef,
           annotation: Annotated[str, Field(min_length=1, max_length=200)] = "ProfilerStep#",
           limit: Rows = DEFAULT_ROWS, max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """One row per training step: step time, device busy, compute / communication / memcpy / idle ns, slowest."""
-    return body(analysis.steps(ready(state, run), state, annotation=annotation))
+    return body(steps.steps(ready(state, run), annotation=annotation))
 
 
 def gaps(state: AppState, run: RunRef, rank: Ranks = None, limit: Rows = DEFAULT_ROWS,
          max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """Busy/idle per lane and device, and the largest gaps between device executions, each with its cause and the
     host activity over it (the evidence)."""
-    return body(analysis.breakdown(ready(state, run), state, rank=rank))
+    return body(overview.breakdown(ready(state, run), rank=rank))
 
 
 def timeline_window(state: AppState, run: RunRef, start_ns: RelTime = None, end_ns: RelTime = None,
@@ -194,11 +199,11 @@ def sql_tool(state: AppState, run: RunRef, query: Annotated[str, Field(min_lengt
     return {**result, "row_limit_hit": cut}
 
 
-def compare(state: AppState, run_ids: Annotated[list[str], Field(min_length=2, max_length=8)],
+def compare_tool(state: AppState, run_ids: Annotated[list[str], Field(min_length=2, max_length=8)],
             baseline: str | None = None, limit: Rows = DEFAULT_ROWS,
             max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """Two to eight runs (ids) op by op and kernel by kernel against the baseline, with a headline."""
-    return body(analysis.compare(state, ",".join(run_ids), baseline))
+    return body(compare.compare(state, ",".join(run_ids), baseline))
 
 
 def check_tool(state: AppState, baseline: RunRef, candidate: RunRef,
@@ -214,13 +219,13 @@ def ranks_tool(state: AppState, run: RunRef, limit: Rows = DEFAULT_ROWS,
                max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """One row per rank of a multi-rank run: step time, compute / exposed communication / idle, lateness to
     collectives, and the stragglers with their evidence."""
-    return body(ranks.ranks(ready(state, run), state))
+    return body(ranks.ranks(ready(state, run)))
 
 
 def collectives_tool(state: AppState, run: RunRef, sort: Annotated[str, Field(max_length=40)] = COLLECTIVES_SORT,
                      limit: Rows = DEFAULT_ROWS, max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """Collectives matched across ranks: per rank arrival and wait, the last arriver, size, bandwidth."""
-    return body(collectives.collectives(ready(state, run), state, sort=sort, limit=None))
+    return body(collectives.collectives(ready(state, run), sort=sort, limit=None))
 
 
 def device_profiles(state: AppState, run: RunRef, limit: Rows = DEFAULT_ROWS,
@@ -250,22 +255,22 @@ def advice_tool(state: AppState, run: RunRef, limit: Rows = DEFAULT_ROWS,
                 max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """What to fix first: the advisor's findings, largest expected saving first, each with its symptom, evidence,
     the fix, the expected saving (ns, never more than the time it acts on) and its formula, confidence, effort."""
-    return body(advice.advice(ready(state, run), state))
+    return body(advice.advice(ready(state, run)))
 
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("list_runs", list_runs, "name=, tag= or status=", "GET /api/runs"),
     ToolSpec("ingest_path", ingest_path, "fewer paths", "POST /api/runs (upload)", local_only=True),
     ToolSpec("run_summary", run_summary, "gaps, kernels or ops for the details", "GET /api/runs/{id}"),
-    ToolSpec("ops", ops, "q=, view=, rank=, start_ns=/end_ns=", "GET /api/runs/{id}/ops"),
+    ToolSpec("ops", ops_tool, "q=, view=, rank=, start_ns=/end_ns=", "GET /api/runs/{id}/ops"),
     ToolSpec("kernels", kernels_tool, "q=, category= or rank=", "GET /api/runs/{id}/kernels"),
-    ToolSpec("steps", steps, "annotation=", "GET /api/runs/{id}/steps"),
+    ToolSpec("steps", steps_tool, "annotation=", "GET /api/runs/{id}/steps"),
     ToolSpec("gaps", gaps, "rank=", "GET /api/runs/{id}/breakdown"),
     ToolSpec("timeline_window", timeline_window, "a narrower start_ns/end_ns or lanes=", "GET /api/runs/{id}/timeline"),
     ToolSpec("chain", chain, "another slice_id", "GET /api/runs/{id}/events/{slice_id}"),
     ToolSpec("search", search, "a longer q", "GET /api/runs/{id}/search"),
     ToolSpec("sql", sql_tool, "WHERE, GROUP BY or LIMIT in the query", "GET /api/runs/{id}/sql"),
-    ToolSpec("compare", compare, "fewer runs", "GET /api/compare"),
+    ToolSpec("compare", compare_tool, "fewer runs", "GET /api/compare"),
     ToolSpec("check", check_tool, "metric=", "GET /api/check"),
     ToolSpec("ranks", ranks_tool, "rank= on ops, kernels or gaps for one rank", "GET /api/runs/{id}/ranks"),
     ToolSpec("collectives", collectives_tool, "sort=", "GET /api/runs/{id}/collectives"),

@@ -24,7 +24,7 @@ from explorer.model.device_shapes import (
     ProfileRef,
     RooflineJson,
 )
-from explorer.store.catalog.catalog import RunRecord
+from explorer.runs.run import Run
 from explorer.views.device import (
     build_device_compare_page,
     build_device_page,
@@ -32,6 +32,7 @@ from explorer.views.device import (
     compute_device_profiles,
     compute_roofline_json,
     compute_summary_json,
+    device_view,
     iter_csv,
     parse_profile_ref,
     resolve_profile,
@@ -40,7 +41,7 @@ from explorer.views.device import (
 )
 from explorer.views.device_chain import build_chain_page, run_chain_json
 from explorer.views.device_side import build_side_page, check_side_refs, compute_side_by_side
-from explorer.views.pages import run_json
+from explorer.views.links import run_json
 
 router = APIRouter(tags=["device"])
 
@@ -56,7 +57,7 @@ pages = APIRouter(include_in_schema=False)
 @router.get("/api/runs/{run_id}/device/profiles")
 def device_profiles(run: RunDep, state: StateDep) -> DeviceProfileList:
     """The run's device profiles (times relative), each with its links."""
-    return compute_device_profiles(state.store, run)
+    return compute_device_profiles(state.store, run.record)
 
 
 @router.get("/api/runs/{run_id}/device/summary")
@@ -64,35 +65,34 @@ def device_summary(run: RunDep, state: StateDep, profile: str | None = None, sta
                    end_ns: RelNs = None, core: int | None = None) -> DeviceSummaryJson:
     """The Summary metrics (named as the export's Summary fields) of [start_ns, end_ns) (relative) on
     `core`, and the recommendations on them; the whole profile without a window (the export's own row)."""
-    chosen = resolve_profile(state.store, run, profile)
+    chosen = resolve_profile(state.store, run.record, profile)
     if start_ns is None and end_ns is None and core is None:
-        return state.device_view(run, chosen)["summary"]
-    return compute_summary_json(state.store, run, chosen, start_ns, end_ns, core)
+        return device_view(run, chosen)["summary"]
+    return compute_summary_json(state.store, run.record, chosen, start_ns, end_ns, core)
 
 
 @router.get("/api/runs/{run_id}/device/{profile}")
-def device_view(run: RunDep, state: StateDep, profile: str, start_ns: RelNs = None,
-                end_ns: RelNs = None) -> DeviceView:
+def device(run: RunDep, state: StateDep, profile: str, start_ns: RelNs = None, end_ns: RelNs = None) -> DeviceView:
     """The device page's data: Summary, engines, opcodes, DMA, layers, throttling, errors, roofline,
     hierarchy, tensors and SBUF allocations; a window (relative ns) adds its Summary and roofline point."""
-    view = state.device_view(run, resolve_profile(state.store, run, profile))
-    return view_in_window(state.store, run, view, start_ns, end_ns)
+    view = device_view(run, resolve_profile(state.store, run.record, profile))
+    return view_in_window(state.store, run.record, view, start_ns, end_ns)
 
 
 @router.get("/api/runs/{run_id}/device/{profile}/roofline")
 def device_roofline(run: RunDep, state: StateDep, profile: str, start_ns: RelNs = None,
                     end_ns: RelNs = None) -> RooflineJson:
     """Roofs and points: the profile, the window (relative ns) when given, each framework op in it."""
-    chosen = resolve_profile(state.store, run, profile)
+    chosen = resolve_profile(state.store, run.record, profile)
     if start_ns is None and end_ns is None:
-        return state.device_view(run, chosen)["roofline"]
-    return compute_roofline_json(state.store, run, chosen, start_ns, end_ns)
+        return device_view(run, chosen)["roofline"]
+    return compute_roofline_json(state.store, run.record, chosen, start_ns, end_ns)
 
 
-def _csv(run: RunRecord, state: AppState, profile: str, kind: Literal["instructions", "dma"],
+def _csv(run: Run, state: AppState, profile: str, kind: Literal["instructions", "dma"],
          start_ns: RelNs, end_ns: RelNs, tracks: str | None) -> CsvResponse:
-    chosen = resolve_profile(state.store, run, profile)
-    rows = select_csv_rows(state.store, run, chosen, kind, start_ns, end_ns, parse_csv(tracks, "tracks"))
+    chosen = resolve_profile(state.store, run.record, profile)
+    rows = select_csv_rows(state.store, run.record, chosen, kind, start_ns, end_ns, parse_csv(tracks, "tracks"))
     headers = {"Content-Disposition": f'attachment; filename="{run.id}-{chosen["profile_id"]}-{kind}.csv"'}
     return CsvResponse(iter_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
 
@@ -115,9 +115,10 @@ def _compare(state: AppState, a: str, b: str) -> DeviceCompare:
     views, refs = [], []
     for text in (a, b):
         run_id, profile_id = parse_profile_ref(text)
-        rec = state.store.require_ready(run_id)
+        run = state.runs.get(run_id)
+        rec = run.record
         chosen = resolve_profile(state.store, rec, profile_id)
-        views.append(state.device_view(rec, chosen))
+        views.append(device_view(run, chosen))
         refs.append(ProfileRef(run_id=rec.id, profile_id=chosen["profile_id"], name=chosen["name"]))
     return compare_views(views[0], views[1], refs[0], refs[1])
 
@@ -131,9 +132,9 @@ def device_compare(state: StateDep, a: str, b: str) -> DeviceCompare:
 @pages.get("/runs/{run_id}/device/{profile}", response_class=HTMLResponse)
 def device_page(request: Request, run: PageRunDep, state: StateDep, profile: str, start_ns: RelNs = None,
                 end_ns: RelNs = None) -> HTMLResponse:
-    view = view_in_window(state.store, run, state.device_view(run, resolve_profile(state.store, run, profile)),
+    view = view_in_window(state.store, run.record, device_view(run, resolve_profile(state.store, run.record, profile)),
                           start_ns, end_ns)
-    page = build_device_page(run, view, start_ns, end_ns)
+    page = build_device_page(run.record, view, start_ns, end_ns)
     return render_page(request, state, "device.html", page, active="device", plotly=True)
 
 
@@ -157,9 +158,10 @@ def _side(state: AppState, refs: list[str]) -> DeviceSideBySide:
     views, chosen_refs = [], []
     for text in refs:
         run_id, profile_id = parse_profile_ref(text)
-        rec = state.store.require_ready(run_id)
+        run = state.runs.get(run_id)
+        rec = run.record
         chosen = resolve_profile(state.store, rec, profile_id)
-        views.append(state.device_view(rec, chosen))
+        views.append(device_view(run, chosen))
         chosen_refs.append(ProfileRef(run_id=rec.id, profile_id=chosen["profile_id"], name=chosen["name"]))
     return compute_side_by_side(views, chosen_refs)
 
@@ -183,12 +185,12 @@ def device_side_page(request: Request, state: StateDep, p: Annotated[list[str] |
 def device_chain(run: RunDep, state: StateDep, profile: str, node: str, mode: str = "trace") -> DeviceChainJson:
     """What an instruction or DMA transfer (`node=Instruction:<id>` / `DmaPacket:<id>`) waited on and what waited
     on it; `mode=step` walks one step upstream, `trace` to the root cause; waits per engine / queue."""
-    return run_chain_json(state.store, run, profile, node, mode)
+    return run_chain_json(state.store, run.record, profile, node, mode)
 
 
 @pages.get("/runs/{run_id}/device/{profile}/chain", response_class=HTMLResponse)
 def device_chain_page(request: Request, run: PageRunDep, state: StateDep, profile: str, node: str,
                       mode: str = "trace") -> HTMLResponse:
-    chain = run_chain_json(state.store, run, profile, node, mode)
-    page = build_chain_page(run_json(run), resolve_profile(state.store, run, profile), chain, node, mode)
+    chain = run_chain_json(state.store, run.record, profile, node, mode)
+    page = build_chain_page(run_json(run.record), resolve_profile(state.store, run.record, profile), chain, node, mode)
     return render_page(request, state, "device_chain.html", page, active="device")

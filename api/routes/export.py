@@ -18,6 +18,6 @@ def export(run: RunDep, state: StateDep, format: str = "perfetto-json") -> Strea
     """The whole run (every lane, counters, flows, Neuron device tracks) as a download; open it at
     ui.perfetto.dev ("Open trace file") or with trace_processor."""
     check_format(format)
-    chunks = iter_perfetto_json(state.store, run.id, state.device_timeline(run.id))
+    chunks = iter_perfetto_json(state.store, run.id, run.device_timeline())
     headers = {"Content-Disposition": f'attachment; filename="{run.id}.perfetto.json"'}
     return StreamingResponse(chunks, media_type="application/json", headers=headers)

@@ -1,25 +1,27 @@
-"""The kernel view's API: per device execution name statistics, launch parameters and categories of a run."""
+"""The kernels: per device execution name statistics, launch parameters and categories; the page and its twin,
+one query (KernelsQueryDep)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
 
-from fastapi import APIRouter, Query
-
-from api.deps import RankFilter, RunDep, StateDep
-from explorer.analysis.kernels import DEFAULT_KERNEL_SORT
-from explorer.analysis.rank_slices import parse_ranks
+from api.deps import KernelsQueryDep, PageRunDep, RunDep, StateDep
+from api.templating import render_page
 from explorer.model.shapes import KernelsResult
-from explorer.views.pages import kernels_json
+from explorer.views.kernels import build_kernels_page, compute_run_kernels
 
 router = APIRouter(tags=["analysis"])
 
 
 @router.get("/api/runs/{run_id}/kernels")
-def kernels(run: RunDep, state: StateDep, sort: str = DEFAULT_KERNEL_SORT,
-            limit: Annotated[int | None, Query(ge=0, le=100000)] = None, q: str = "",
-            category: str = "", rank: RankFilter = None) -> KernelsResult:
+def kernels(run: RunDep, query: KernelsQueryDep) -> KernelsResult:
     """Kernels (and memcpy / memset / other device executions) by name: calls, total/avg/min/max and
     nearest-rank p50/p95 ns, % of device time, top launching ops, launch config; plus time per category.
     rank=0,3 keeps those ranks' executions."""
-    return kernels_json(state.kernels(run.id, parse_ranks(rank)), sort=sort, q=q, category=category, limit=limit)
+    return compute_run_kernels(run, query)
+
+
+@router.get("/runs/{run_id}/kernels", response_class=HTMLResponse, include_in_schema=False)
+def kernels_page(request: Request, run: PageRunDep, state: StateDep, query: KernelsQueryDep) -> HTMLResponse:
+    return render_page(request, state, "kernels.html", build_kernels_page(run, query), active="kernels", plotly=True)

@@ -19,27 +19,27 @@ RankNumber = Annotated[int | None, Query(ge=0, le=10**9, description="a rank of 
 
 
 @router.get("/ranks")
-def ranks(run: RunDep, state: StateDep) -> RanksResult:
+def ranks(run: RunDep) -> RanksResult:
     """One row per rank: steps, step time, compute / communication (exposed, hidden) / memcpy / idle ns
     in its window, busy %, lateness to collectives, and whether it is a straggler with the evidence."""
-    return state.ranks(run.id)
+    return run.ranks()
 
 
 @router.get("/ranks/compare")
-def rank_compare(run: RunDep, state: StateDep, a: RankNumber = None, b: RankNumber = None) -> RankCompareResult:
+def rank_compare(run: RunDep, a: RankNumber = None, b: RankNumber = None) -> RankCompareResult:
     """Rank `a` against rank `b` (the baseline) op by op and kernel by kernel; by default the slowest rank
     against the median rank."""
-    return compute_run_rank_compare(state.store, run.id, a, b, state.ranks(run.id))
+    return compute_run_rank_compare(run, a, b)
 
 
 @pages.get("/runs/{run_id}/ranks", response_class=HTMLResponse)
 def ranks_page(request: Request, run: PageRunDep, state: StateDep) -> HTMLResponse:
-    page = build_ranks_page(state.store, run.id, state.ranks(run.id))
+    page = build_ranks_page(run)
     return render_page(request, state, "ranks.html", page, active="ranks", plotly=True)
 
 
 @pages.get("/runs/{run_id}/ranks/compare", response_class=HTMLResponse)
 def rank_compare_page(request: Request, run: PageRunDep, state: StateDep, a: RankNumber = None,
                       b: RankNumber = None) -> HTMLResponse:
-    page = build_rank_compare_page(state.store, run.id, a, b, state.ranks(run.id))
+    page = build_rank_compare_page(run, a, b)
     return render_page(request, state, "rank_compare.html", page, active="ranks", plotly=True)

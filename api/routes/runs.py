@@ -5,19 +5,23 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
 from api.deps import AnyRunDep, RunDep, StateDep
 from api.schemas import UploadAccepted
+from api.templating import render_page
 from api.upload import receive_upload
 from api.views import run_json
 from explorer.analysis.device.tracks import device_track_rows
 from explorer.errors import RunNotReady
 from explorer.model.shapes import RunJson, RunList, Tracks
 from explorer.runs.records import default_run_name
-from explorer.views.pages import build_tracks, compute_run_list
+from explorer.views.runs import build_runs_page, compute_run_list
+from explorer.views.timeline import build_tracks
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
+pages = APIRouter(include_in_schema=False)
 
 UPLOAD_BODY = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
     "type": "object", "required": ["files"], "properties": {
@@ -76,8 +80,7 @@ def patch_run(run: AnyRunDep, patch: RunPatch, state: StateDep) -> RunJson:
 def delete_run(run: AnyRunDep, state: StateDep) -> Response:
     if run.status in ("queued", "ingesting"):
         raise RunNotReady(f"run {run.id} is {run.status}; delete it when the ingest has finished")
-    state.memo.forget(run.id)
-    state.device_memo.forget(run.id)
+    state.runs.forget(run.id)
     state.store.delete(run.id)
     return Response(status_code=204)
 
@@ -88,10 +91,15 @@ def tracks(run: RunDep, state: StateDep, offset: Annotated[int, Query(ge=0, le=2
     """Every track with all its columns (with `limit`: a page, in the timeline's order); the timeline orders
     a lane's tracks by `sort_key`. The tracks of the run's device profiles follow (on the first page),
     each with its `device_profile` and `group`."""
-    result = build_tracks(state.store, run.id, offset, limit)
-    device = state.device_timeline(run.id)
+    result = build_tracks(run, offset, limit)
+    device = run.device_timeline()
     if device is not None:
         rows = device_track_rows(device)
         result["total"] += len(rows)
         result["tracks"] = result["tracks"] + (rows if offset == 0 else [])
     return result
+
+
+@pages.get("/", response_class=HTMLResponse)
+def runs_page(request: Request, state: StateDep, name: str = "", tag: str = "") -> HTMLResponse:
+    return render_page(request, state, "runs.html", build_runs_page(state.store, name, tag))

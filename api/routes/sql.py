@@ -6,19 +6,22 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.encoders import jsonable_encoder
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import RunDep, StateDep
+from api.deps import PageRunDep, RunDep, StateDep
 from api.state import AppState
+from api.templating import render_page
 from explorer.model.shapes import SqlResult, SqlSchema
-from explorer.store.catalog.catalog import RunRecord
+from explorer.runs.run import Run
 from explorer.store.sql import MAX_SQL_CHARS, SQL_EXAMPLES, SQL_TABLES, iter_sql_csv, load_sql_schema, run_sql
 from explorer.store.sql import SqlResult as SqlRows
+from explorer.views.sql import build_sql_page
 
 router = APIRouter(prefix="/api/runs/{run_id}", tags=["sql"])
+pages = APIRouter(include_in_schema=False)
 
 EXAMPLE = SQL_EXAMPLES[0].sql
 SANDBOX = (f"Exactly one SELECT over the run's tables ({', '.join(SQL_TABLES)}); writes, files, network, "
@@ -36,7 +39,7 @@ class SqlBody(BaseModel):
     sql: str = Field(..., min_length=1, max_length=MAX_SQL_CHARS, description="One SELECT statement")
 
 
-def _rows(state: AppState, run: RunRecord, sql: str) -> SqlRows:
+def _rows(state: AppState, run: Run, sql: str) -> SqlRows:
     s = state.settings
     return run_sql(state.store, run.id, sql, s.sql_timeout_s, s.sql_max_rows)
 
@@ -74,3 +77,9 @@ def sql_csv(run: RunDep, q: SqlQuery, state: StateDep) -> StreamingResponse:
             "the example queries of the SQL page [`/runs/{run_id}/sql`](/runs/{run_id}/sql).")
 def sql_schema(run: RunDep, state: StateDep) -> SqlSchema:
     return load_sql_schema(state.store, run.id)
+
+
+@pages.get("/runs/{run_id}/sql", response_class=HTMLResponse)
+def sql_page(request: Request, run: PageRunDep, state: StateDep,
+             q: Annotated[str, Query(max_length=MAX_SQL_CHARS)] = "") -> HTMLResponse:
+    return render_page(request, state, "sql.html", build_sql_page(run, q), active="sql")

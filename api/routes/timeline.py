@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse
 
-from api.deps import TIME_BOUND_NS, RelNs, RunDep, StateDep, origin_ns, parse_csv
+from api.deps import TIME_BOUND_NS, PageRunDep, RelNs, RunDep, StateDep, parse_csv
 from api.responses import FastJSONResponse, fast_json
+from api.routes.overview import warm_timeline
+from api.templating import render_page
 from explorer.analysis.chain import build_event_detail
 from explorer.analysis.device.events import (
     build_device_event,
@@ -22,8 +25,10 @@ from explorer.errors import EventNotFound
 from explorer.model.shapes import EventDetail, RangeDeviceSummaries, SearchResult, TimelineWindow
 from explorer.model.source_links import SourceLinker
 from explorer.store.run_queries import load_slice_column
+from explorer.views.timeline import build_timeline_page
 
 router = APIRouter(prefix="/api/runs/{run_id}", tags=["timeline"])
+pages = APIRouter(include_in_schema=False)
 
 MAX_WIDTH_PX = 20000
 
@@ -42,18 +47,18 @@ def timeline(run: RunDep, state: StateDep, start_ns: RelNs = None, end_ns: RelNs
     tracks of the run's device profiles too (only those of `profile` when given), their instructions
     named by opcode or by the PyTorch op they belong to (`device_color=layer`). Bounded in total: the
     tracks that fit `height_px` (those of `tracks=` first) in full, every other one in a per-lane summary."""
-    span = run.summary.span_ns
-    start = 0 if start_ns is None else start_ns
-    end = max(span, 1) if end_ns is None else end_ns
+    first_start, first_end = run.default_window()
+    start = first_start if start_ns is None else start_ns
+    end = first_end if end_ns is None else end_ns
     if end <= start:
         raise _window_error("end_ns", f"end_ns ({end}) must be greater than start_ns ({start})")
     asked, lane_set = _track_ids(tracks), set(parse_csv(lanes, "lanes") or [])
-    ix = state.timeline_index(run.id, origin_ns(run))
-    parts = [WindowPart(ix, scope_of(ix.order, lane_set), asked)]
-    dix, dt = state.device_index(run.id, origin_ns(run), device_color), state.device_timeline(run.id)
-    if dix is not None and dt is not None:
-        mine = None if profile is None else {t for t, p in dt.profile_of_track.items() if p == profile}
-        parts.append(WindowPart(dix, scope_of(dix.order, lane_set, mine), asked))
+    index = run.timeline_index()
+    parts = [WindowPart(index, scope_of(index.order, lane_set), asked)]
+    device_index, devices = run.device_index(device_color), run.device_timeline()
+    if device_index is not None and devices is not None:
+        mine = None if profile is None else {t for t, p in devices.profile_of_track.items() if p == profile}
+        parts.append(WindowPart(device_index, scope_of(device_index.order, lane_set, mine), asked))
     return fast_json(compute_bounded_window(parts, start, end, width_px, height_px))
 
 
@@ -69,21 +74,20 @@ def _track_ids(tracks: str | None) -> list[int] | None:
 def event(run: RunDep, state: StateDep, slice_id: int) -> FastJSONResponse:
     """All fields and args of one slice, its parents, children and linked chain across lanes; for a device
     slice its row's fields and its `Flow` dependencies; for an nc_exec_running its device profile."""
-    dt = state.device_timeline(run.id)
-    if dt is not None and slice_id >= dt.first_slice_id:
-        device = build_device_event(dt, slice_id, origin_ns(run))
+    devices = run.device_timeline()
+    if devices is not None and slice_id >= devices.first_slice_id:
+        device = build_device_event(devices, slice_id, run.origin_ns)
         if device is None:
             raise EventNotFound(f"run {run.id} has no event {slice_id}", {"slice_id": slice_id})
         return fast_json(device)
     rows = state.store.slice_rows(run.id, [slice_id])
     if not rows:
         raise EventNotFound(f"run {run.id} has no event {slice_id}", {"slice_id": slice_id})
-    slices, flows = state.store.table(run.id, "slices"), state.store.table(run.id, "flows")
-    detail = build_event_detail(slices, flows, rows[0], origin_ns(run))
+    detail = build_event_detail(run.table("slices"), run.table("flows"), rows[0], run.origin_ns)
     source = SourceLinker.from_settings(state.settings).for_event(
         rows[0]["name"], rows[0]["args"], [p["name"] for p in detail["parents"]])
     span = (int(rows[0]["ts_ns"]), int(rows[0]["ts_ns"]) + int(rows[0]["dur_ns"]))
-    link = device_profile_link(state.store.device_profiles(run.id), slice_id, origin_ns(run), span) if dt else None
+    link = device_profile_link(state.store.device_profiles(run.id), slice_id, run.origin_ns, span) if devices else None
     return fast_json({**detail, **({"device_profile": link} if link else {}), **({"source_url": source} if source else {})})
 
 
@@ -93,9 +97,9 @@ def range_device_summary(run: RunDep, state: StateDep, start_ns: Annotated[int, 
     """The device Summary of a timeline range (relative ns) for each device profile it overlaps."""
     if end_ns <= start_ns:
         raise _window_error("end_ns", f"end_ns ({end_ns}) must be greater than start_ns ({start_ns})")
-    dt = state.device_timeline(run.id)
+    devices = run.device_timeline()
     profiles = state.store.device_profiles(run.id)
-    found = [] if dt is None else compute_range_device_summaries(dt, profiles, start_ns, end_ns, origin_ns(run))
+    found = [] if devices is None else compute_range_device_summaries(devices, profiles, start_ns, end_ns, run.origin_ns)
     return fast_json({"summaries": found})
 
 
@@ -104,6 +108,11 @@ def search(run: RunDep, state: StateDep, q: Annotated[str, Query(min_length=1, m
            regex: bool = False, args: bool = False,
            limit: Annotated[int, Query(ge=0, le=10000)] = 100) -> FastJSONResponse:
     """Count of matches over the whole run and the first `limit` in time order (relative ns)."""
-    ix = state.timeline_index(run.id, origin_ns(run))
     args_col = load_slice_column(state.store, run.id, "args") if args else None
-    return fast_json(compute_search(ix, q, regex=regex, limit=limit, args=args_col))
+    return fast_json(compute_search(run.timeline_index(), q, regex=regex, limit=limit, args=args_col))
+
+
+@pages.get("/runs/{run_id}/timeline", response_class=HTMLResponse)
+def timeline_page(request: Request, run: PageRunDep, state: StateDep, background: BackgroundTasks) -> HTMLResponse:
+    warm_timeline(run, background)
+    return render_page(request, state, "timeline.html", build_timeline_page(run), active="timeline")

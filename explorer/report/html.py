@@ -15,34 +15,26 @@ import pyarrow as pa
 from markupsafe import Markup
 
 from explorer import __version__
-from explorer.analysis.kernels import KernelTable
-from explorer.analysis.timeline.index import TimelineIndex, WindowPart, compute_bounded_window
+from explorer.analysis.timeline.index import WindowPart, compute_bounded_window
 from explorer.analysis.timeline.layout import MAX_HEIGHT_PX, track_budget
 from explorer.config import asset_dir
 from explorer.model.advice_shapes import AdviceResult
 from explorer.model.shapes import RunJson
 from explorer.report.snapshot import snapshot_chains, snapshot_rules
+from explorer.runs.run import Run
 from explorer.store.run_queries import load_slice_column
 from explorer.store.runs import RunStore
-from explorer.views.advice import compute_run_advice
+from explorer.views.advice import run_advice
+from explorer.views.collectives import CollectivesPage, build_collectives_page
 from explorer.views.device import DevicePage, build_device_pages
+from explorer.views.kernels import KernelsPage, build_kernels_page
 from explorer.views.memory import MemoryPage, build_memory_page
-from explorer.views.pages import (
-    CollectivesPage,
-    KernelsPage,
-    OpsPage,
-    OverviewPage,
-    StepsPage,
-    build_collectives_page,
-    build_kernels_page,
-    build_ops_page,
-    build_overview,
-    build_steps_page,
-    build_tracks,
-    timeline_index,
-)
+from explorer.views.ops import OpsPage, build_ops_page
+from explorer.views.overview import OverviewPage, build_overview
 from explorer.views.ranks import RanksPage, build_ranks_page
 from explorer.views.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
+from explorer.views.steps import StepsPage, build_steps_page
+from explorer.views.timeline import build_tracks
 
 SNAPSHOT_WIDTH_PX = 4000
 SNAPSHOT_ARGS_BYTES = 500_000  # args text embedded in a report, at most
@@ -79,21 +71,19 @@ class ReportPage:
         return self.overview.run
 
 
-def build_snapshot(store: RunStore, run_id: str, width_px: int = SNAPSHOT_WIDTH_PX,
-                   index: TimelineIndex | None = None, height_px: int = SNAPSHOT_HEIGHT_PX) -> dict[str, Any]:
+def build_snapshot(run: Run, width_px: int = SNAPSHOT_WIDTH_PX, height_px: int = SNAPSHOT_HEIGHT_PX) -> dict[str, Any]:
     """The bounded window of the whole span (the server's compute_bounded_window: the first tracks that
     fit `height_px` in full, the rest summarised per lane) and the listing of those tracks (`total`: all
-    of the run's), so a report's size does not grow with the run's track count. A server passes its
-    cached `index`; without one the store gives it (stored by the ingest, or built)."""
-    rec = store.require_ready(run_id)
-    origin, span = rec.summary.start_ns, max(rec.summary.span_ns, 1)
-    ix = index or timeline_index(store, run_id, origin)
-    window = compute_bounded_window([WindowPart(ix, ix.order.ids)], 0, span, width_px, height_px)
+    of the run's), so a report's size does not grow with the run's track count."""
+    store, run_id, origin = run.store, run.id, run.origin_ns
+    start, span = run.default_window()
+    index = run.timeline_index()
+    window = compute_bounded_window([WindowPart(index, index.order.ids)], start, span, width_px, height_px)
     # the window's full tracks are the first track_budget in display order: the listing's first page is them
-    tracks = build_tracks(store, run_id, limit=track_budget(height_px))
+    tracks = build_tracks(run, limit=track_budget(height_px))
     ids = [i for tr in window["tracks"] for i in (tr.get("slices") or {}).get("id", [])]
     return {"span_ns": span, "tracks": tracks, "window": window,
-            "details": snapshot_details(store, run_id, ids), **snapshot_rules(store, run_id, ix),
+            "details": snapshot_details(store, run_id, ids), **snapshot_rules(store, run_id, index),
             "chains": snapshot_chains(store, run_id, ids, origin)}
 
 
@@ -120,25 +110,23 @@ def snapshot_details(store: RunStore, run_id: str, slice_ids: list[int],
             "args": args, "args_complete": len(args) == sum(1 for a in args_col if (a or "{}") != "{}")}
 
 
-def build_report(store: RunStore, run_id: str, overview: OverviewPage | None = None,
-                 index: TimelineIndex | None = None, kernels: KernelTable | None = None,
-                 table_rows: int = REPORT_TABLE_ROWS, advice: AdviceResult | None = None) -> ReportPage:
+def build_report(run: Run, table_rows: int = REPORT_TABLE_ROWS) -> ReportPage:
     """The report's pages, each by the server page's own builder; tables cut to their first `table_rows`."""
-    kernel_page = build_kernels_page(store, run_id, kernels=kernels)
-    ops = build_ops_page(store, run_id)
-    steps = build_steps_page(store, run_id)
-    ranks = build_ranks_page(store, run_id)
-    colls = build_collectives_page(store, run_id, limit=table_rows)
+    store, run_id = run.store, run.id
+    kernel_page = build_kernels_page(run)
+    ops = build_ops_page(run)
+    steps = build_steps_page(run)
+    ranks = build_ranks_page(run)
+    colls = build_collectives_page(run, limit=table_rows)
     memory = build_memory_page(store, run_id)
-    return ReportPage(overview or build_overview(store, run_id), replace(ops, rows=ops.rows[:table_rows]),
-                      build_snapshot(store, run_id, index=index),
+    return ReportPage(build_overview(run), replace(ops, rows=ops.rows[:table_rows]), build_snapshot(run),
                       replace(kernel_page, rows=kernel_page.rows[:table_rows]) if kernel_page.rows else None,
                       build_device_pages(store, run_id), steps=steps if steps.steps["count"] else None,
                       ranks=ranks if ranks.ranks["ranks"] else None,
                       collectives=colls if colls.data["total"] or colls.data["mismatches"] else None,
                       ops_total=len(ops.rows), kernels_total=len(kernel_page.rows),
                       memory=memory if memory.memory["report"] is not None else None,
-                      advice=advice if advice is not None else compute_run_advice(store, run_id))
+                      advice=run_advice(run))
 
 
 # ---- rendering --------------------------------------------------------------------------------
@@ -166,9 +154,9 @@ def render_report(report: ReportPage, env: jinja2.Environment | None = None,
                                                   active="report", readonly=report.readonly)
 
 
-def write_report(store: RunStore, run_id: str, path: Path) -> int:
-    """Write the report of `run_id` to `path`; returns its size in bytes."""
-    html = render_report(build_report(store, run_id))
+def write_report(run: Run, path: Path) -> int:
+    """Write the report of `run` to `path`; returns its size in bytes."""
+    html = render_report(build_report(run))
     data = html.encode("utf-8")
     path.write_bytes(data)
     return len(data)

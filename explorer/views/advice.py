@@ -10,15 +10,14 @@ import pyarrow.parquet as pq
 from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
 from explorer.analysis.advice.peaks import GEMMS, first_input_type
 from explorer.analysis.device.advice import compute_recommendations
-from explorer.analysis.kernels import KernelTable, sort_kernel_rows
+from explorer.analysis.kernels import sort_kernel_rows
 from explorer.model.advice_shapes import AdviceResult, Finding, FindingChange, FindingRef
-from explorer.model.ranks import run_ranks
-from explorer.model.shapes import Breakdown, RanksResult, RunJson
+from explorer.model.shapes import RunJson
+from explorer.runs.run import Run
 from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import RunStore
 from explorer.views.device import compute_device_profiles, load_profile_tables
-from explorer.views.pages import compute_run_breakdown, compute_run_kernels, compute_run_steps, run_json
-from explorer.views.ranks import compute_run_ranks
+from explorer.views.links import run_json
 from explorer.views.render import fmt_dur
 
 OVERVIEW_FINDINGS = 3  # findings on the overview's first screen
@@ -41,20 +40,20 @@ def device_recommendations(store: RunStore, run_id: str) -> list[DeviceRecs]:
     return out
 
 
-def compute_run_advice(store: RunStore, run_id: str, breakdown: Breakdown | None = None,
-                       ranks: RanksResult | None = None, kernels: KernelTable | None = None) -> AdviceResult:
-    """The `/api/runs/{id}/advice` object; a server passes its cached breakdown, per-rank summary and kernels."""
-    rec = store.require_ready(run_id)
-    s = rec.summary
-    tracks = store.table(run_id, "tracks")
-    if ranks is None and len(run_ranks(tracks)) > 1:
-        ranks = compute_run_ranks(store, run_id)
-    inputs = AdviceInputs(run_id, s.start_ns, s.span_ns, store.table(run_id, "slices"), store.table(run_id, "flows"),
-                          load_op_shapes(store, run_id),
-                          breakdown if breakdown is not None else compute_run_breakdown(store, run_id),
-                          _step_count(store, run_id), ranks, device_recommendations(store, run_id),
-                          _device_model(rec), load_gemm_dtypes(store, run_id),
-                          sort_kernel_rows((kernels or compute_run_kernels(store, run_id)).table))
+def run_advice(run: Run) -> AdviceResult:
+    """The `/api/runs/{id}/advice` object, computed once per run (the findings page, its twin, the overview and
+    compare share it)."""
+    return run.cached("advice", lambda: compute_run_advice(run))
+
+
+def compute_run_advice(run: Run) -> AdviceResult:
+    """The advisor over the run's tables and its cached breakdown, per-rank summary and kernels."""
+    store, run_id, s = run.store, run.id, run.summary
+    ranks = run.ranks() if len(run.rank_ids()) > 1 else None
+    inputs = AdviceInputs(run_id, s.start_ns, s.span_ns, run.table("slices"), run.table("flows"),
+                          load_op_shapes(store, run_id), run.breakdown(), _step_count(run), ranks,
+                          device_recommendations(store, run_id), _device_model(run.record),
+                          load_gemm_dtypes(store, run_id), sort_kernel_rows(run.kernels().table))
     return compute_advice(inputs)
 
 
@@ -72,9 +71,9 @@ def load_gemm_dtypes(store: RunStore, run_id: str) -> dict[int, str]:
                                                               t.column("args").to_pylist(), strict=True)}
 
 
-def _step_count(store: RunStore, run_id: str) -> int:
+def _step_count(run: Run) -> int:
     """Steps per rank (ProfilerStep#N ranges): a saving over the trace divided by it is a saving per step."""
-    steps = compute_run_steps(store, run_id)
+    steps = run.steps()
     return steps["count"] // max(len(steps["ranks"]), 1)
 
 
@@ -87,9 +86,8 @@ class AdvicePage:
     twin: str = ""
 
 
-def build_advice_page(store: RunStore, run_id: str, advice: AdviceResult | None = None) -> AdvicePage:
-    rec = store.require_ready(run_id)
-    return AdvicePage(run_json(rec), advice or compute_run_advice(store, run_id), f"/api/runs/{run_id}/advice")
+def build_advice_page(run: Run) -> AdvicePage:
+    return AdvicePage(run_json(run.record), run_advice(run), f"/api/runs/{run.id}/advice")
 
 
 def fact_text(value: int, unit: str) -> str:

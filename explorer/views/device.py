@@ -46,10 +46,11 @@ from explorer.model.device_shapes import (
 )
 from explorer.model.neuron_schema import fields_of
 from explorer.model.shapes import RunJson
+from explorer.runs.run import Run
 from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import RunStore
 from explorer.views.charts import make_roofline_figure, make_sbuf_figure
-from explorer.views.pages import run_json
+from explorer.views.links import run_json
 
 
 def profile_links(run_id: str, profile_id: str) -> dict[str, str]:
@@ -151,6 +152,13 @@ def compute_device_view(store: RunStore, rec: RunRecord, profile: DeviceProfileJ
         "summary_fields": summary_fields(tables),
         "alignment": profile_alignment(store, rec, profile),
     }
+
+
+def device_view(run: Run, profile: DeviceProfileJson) -> DeviceView:
+    """A device profile's whole-profile page data, computed once per profile (the device page, its twin, the
+    summary without a window and the compare page share it)."""
+    return run.cached_device(f"device/{profile['profile_id']}", lambda: compute_device_view(run.store, run.record,
+                                                                                             profile))
 
 
 def profile_alignment(store: RunStore, rec: RunRecord, profile: DeviceProfileJson) -> AlignmentJson:

@@ -33,7 +33,7 @@ from explorer.ingest.memory_timeline import CATEGORIES
 from explorer.model.lanes import Lane
 from explorer.model.shapes import RunJson
 from explorer.store.runs import RunStore
-from explorer.views.pages import run_json
+from explorer.views.links import run_json
 
 MEMORY_NAME = "[memory]"
 STEP_PREFIX = "ProfilerStep#"

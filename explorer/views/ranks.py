@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from explorer.analysis.ranks import compute_rank_compare, compute_ranks, reference_rank, slowest_rank
+from explorer.analysis.ranks import compute_rank_compare, reference_rank, slowest_rank
 from explorer.errors import BadRequest
 from explorer.model.ranks import run_ranks
 from explorer.model.shapes import RankCompareResult, RanksResult, RunJson
-from explorer.store.queries import load_op_inputs, load_op_slices
+from explorer.runs.run import Run
+from explorer.store.queries import load_op_inputs
 from explorer.store.runs import RunStore
 from explorer.views.charts import make_compare_figure, make_ranks_figure
-from explorer.views.pages import RunCollectives, compute_run_collectives, run_json
+from explorer.views.links import run_json
 
 
 def rank_nav(store: RunStore, run: RunJson | None) -> int:
@@ -27,22 +28,11 @@ def rank_nav(store: RunStore, run: RunJson | None) -> int:
     return len(run_ranks(store.table(run["id"], "tracks")))
 
 
-def compute_run_ranks(store: RunStore, run_id: str, colls: RunCollectives | None = None) -> RanksResult:
-    """The `/api/runs/{id}/ranks` object; arrivals are the collectives page's (a server passes its cached
-    `colls`; without them they are matched here)."""
-    rec = store.require_ready(run_id)
-    matched = colls if colls is not None else compute_run_collectives(store, run_id)
-    return compute_ranks(load_op_slices(store, run_id), store.table(run_id, "tracks"), rec.summary.start_ns,
-                         matched.rows, matched.mismatches)
-
-
-def compute_run_rank_compare(store: RunStore, run_id: str, a: int | None = None, b: int | None = None,
-                             ranks: RanksResult | None = None) -> RankCompareResult:
+def compute_run_rank_compare(run: Run, a: int | None = None, b: int | None = None) -> RankCompareResult:
     """The `/api/runs/{id}/ranks/compare` object: rank `a` against rank `b` (the baseline). Left out, `a` is
     the slowest rank (a straggler, the latest arriver first) and `b` the reference rank (arriving nearest
     the median), as the straggler rule picks them."""
-    store.require_ready(run_id)
-    summary = ranks if ranks is not None else compute_run_ranks(store, run_id)
+    summary = run.ranks()
     rows = summary["ranks"]
     if len(rows) < 2:
         raise BadRequest("rank compare needs a run of two or more ranks")
@@ -52,8 +42,8 @@ def compute_run_rank_compare(store: RunStore, run_id: str, a: int | None = None,
     pick_b = b if b is not None else ref
     if pick_a == pick_b and not chosen:
         pick_b = next(r["rank"] for r in rows if r["rank"] != pick_a)
-    slices, flows = load_op_inputs(store, run_id)
-    result = compute_rank_compare(slices, store.table(run_id, "tracks"), pick_a, pick_b, flows)
+    slices, flows = load_op_inputs(run.store, run.id)
+    result = compute_rank_compare(slices, run.table("tracks"), pick_a, pick_b, flows)
     return {"a": pick_a, "b": pick_b, "reason": "chosen" if chosen else "slowest vs median", "compare": result}
 
 
@@ -92,21 +82,16 @@ class RankComparePage:
     twin: str = ""
 
 
-def build_ranks_page(store: RunStore, run_id: str, ranks: RanksResult | None = None) -> RanksPage:
-    """A server passes its cached `ranks`; without them they are computed here."""
-    rec = store.require_ready(run_id)
-    data = ranks if ranks is not None else compute_run_ranks(store, run_id)
-    page = RanksPage(run_json(rec), data, make_ranks_figure(data), f"/api/runs/{run_id}/ranks")
+def build_ranks_page(run: Run) -> RanksPage:
+    data = run.ranks()
+    page = RanksPage(run_json(run.record), data, make_ranks_figure(data), f"/api/runs/{run.id}/ranks")
     if len(data["ranks"]) > 1:
         page.slowest, page.reference = default_pair(data)
     return page
 
 
-def build_rank_compare_page(store: RunStore, run_id: str, a: int | None = None, b: int | None = None,
-                            ranks: RanksResult | None = None) -> RankComparePage:
-    rec = store.require_ready(run_id)
-    result = compute_run_rank_compare(store, run_id, a, b, ranks)
+def build_rank_compare_page(run: Run, a: int | None = None, b: int | None = None) -> RankComparePage:
+    result = compute_run_rank_compare(run, a, b)
     q = urlencode({k: v for k, v in (("a", a), ("b", b)) if v is not None})
-    return RankComparePage(run_json(rec), result, run_ranks(store.table(run_id, "tracks")),
-                           make_compare_figure(result["compare"]),
-                           f"/api/runs/{run_id}/ranks/compare" + (f"?{q}" if q else ""))
+    return RankComparePage(run_json(run.record), result, run.rank_ids(), make_compare_figure(result["compare"]),
+                           f"/api/runs/{run.id}/ranks/compare" + (f"?{q}" if q else ""))

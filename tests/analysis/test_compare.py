@@ -26,8 +26,9 @@ from explorer.analysis.compare import (
 from explorer.errors import BadRequest
 from explorer.model.tables import OP_STATS
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
-from explorer.views.pages import compute_run_compare
+from explorer.views.compare import compute_run_compare
 
 # ---- the baseline rule ----------------------------------------------------------------------------
 
@@ -231,7 +232,7 @@ def test_stored_runs_compare_against_the_tagged_baseline(store: RunStore, three_
         dict[str, str], dict[str, dict[str, Any]]]) -> None:
     ids, truth = three_runs
     store.catalog.set_tags(ids["A"], ["before"])
-    out = compute_run_compare(store, [ids["B"], ids["A"], ids["C"]])  # A is tagged: it is the baseline
+    out = compute_run_compare(runs_of(store, [ids["B"], ids["A"], ids["C"]]))  # A is tagged: it is the baseline
     assert out["baseline"] == {"id": ids["A"], "reason": "tagged", "tag": "before"}
     order = ["A", "B", "C"]
     assert [r["id"] for r in out["runs"]] == [ids[n] for n in order]
@@ -280,7 +281,7 @@ def check_kernels(kernels: dict[str, Any], truth: list[dict[str, tuple[int, int]
 def test_kernel_diff_of_stored_runs(store: RunStore, three_runs: tuple[dict[str, str], dict[str, dict[str, Any]]]
                                     ) -> None:
     ids, truth = three_runs
-    out = compute_run_compare(store, [ids["C"], ids["B"]])
+    out = compute_run_compare(runs_of(store, [ids["C"], ids["B"]]))
     assert out["baseline"]["reason"] == "first"
     statuses = {r["name"]: r["status"] for r in out["kernels"]["rows"]}
     assert statuses == {"k_mul": "common", "k_rsqrt": "changed", "k_fused": "removed", "k_mid": "added"}
@@ -292,7 +293,7 @@ def test_kernel_diff_of_real_traces(shared_traces: Path, store: RunStore) -> Non
     folder = shared_traces / "HolisticTraceAnalysis" / "tests" / "data" / "trace_compare"
     paths = [folder / "base" / "base.json.gz", folder / "test" / "test.json.gz"]
     ids = [ingest_paths(store, [p], p.name).id for p in paths]
-    out = compute_run_compare(store, ids)
+    out = compute_run_compare(runs_of(store, ids))
     truth = [oracle(p) for p in paths]
     assert out["headline"]["metric"] == "step_ns"  # two ProfilerSteps each: the lower median is the first
     assert out["headline"]["totals_ns"] == [t["step_ns"] for t in truth] == [100_298_000, 100_298_000]
@@ -301,9 +302,13 @@ def test_kernel_diff_of_real_traces(shared_traces: Path, store: RunStore) -> Non
     check_kernels(out["kernels"], [t["kernels"] for t in truth])
 
 
+def runs_of(store: RunStore, ids: list[str]) -> list[Run]:
+    return [Run.of(store, i) for i in ids]
+
+
 def test_compare_refuses_one_run_or_a_repeated_one(store: RunStore, three_runs: tuple[
         dict[str, str], dict[str, dict[str, Any]]]) -> None:
     ids, _ = three_runs
     for bad in ([ids["A"]], [ids["A"], ids["A"]]):
         with pytest.raises(BadRequest):
-            compute_run_compare(store, bad)
+            compute_run_compare(runs_of(store, bad))

@@ -18,8 +18,8 @@ from explorer.analysis.gap_evidence import timeline_window
 from explorer.analysis.intervals import covered_between, overlapping, union_segments
 from explorer.model.shapes import Gap
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
-from explorer.views.pages import compute_run_breakdown
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
@@ -134,7 +134,7 @@ def coverage(events: list[dict[str, Any]], gs: int, ge: int) -> dict[Key, int]:
 
 
 def gap_rows(store: RunStore, run_id: str) -> list[Gap]:
-    return compute_run_breakdown(store, run_id)["gaps"]["largest"]
+    return Run.of(store, run_id).breakdown()["gaps"]["largest"]
 
 
 def test_each_cause_from_the_host_evidence(causes_run: tuple[RunStore, str, list[dict[str, Any]]]) -> None:
@@ -169,7 +169,7 @@ def test_gap_table_shows_cause_detail_and_escapes_names(causes_run: tuple[RunSto
     with TestClient(create_app(Settings(data_dir=store.data_dir))) as client:
         api = client.get(f"/api/runs/{run_id}/breakdown").json()
         html = client.get(f"/runs/{run_id}").text
-    assert api == compute_run_breakdown(store, run_id)
+    assert api == Run.of(store, run_id).breakdown()
     assert f"host busy: {LOADER} (98 %)" in html
     first = api["gaps"]["largest"][0]
     assert f'/runs/{run_id}/timeline?{first["timeline"]["query"]}'.replace("&", "&amp;") in html

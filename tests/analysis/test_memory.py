@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from explorer.runs.run import Run
+
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
@@ -240,7 +242,7 @@ def test_the_offline_report_has_the_peak(store: RunStore, profiles: dict[str, Pa
     from explorer.report.html import build_report, render_report
 
     rec = ingest_paths(store, [profiles["leak8"]])
-    html = render_report(build_report(store, rec.id))
+    html = render_report(build_report(Run.of(store, rec.id)))
     mem, _ = read_events(profiles["leak8"])
     peak = max(e["args"]["Total Allocated"] for e in mem)
     assert 'id="report-memory"' in html and f'title="{peak:,} bytes"' in html and "aten::cumsum" in html

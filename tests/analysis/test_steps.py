@@ -14,8 +14,8 @@ import pytest
 from explorer.analysis.steps import STEP_PARTS
 from explorer.errors import BadRequest
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
-from explorer.views.pages import compute_run_steps
 from tests.analysis.test_gap_evidence import ns, read_events
 from tests.helpers.kernel_trace import GEMM_KERNEL, NCCL_KERNEL, kernel_events
 
@@ -63,7 +63,7 @@ def expected_steps(events: list[dict[str, Any]], prefix: str = "ProfilerStep#") 
 
 
 def assert_steps_match(store: RunStore, run_id: str, events: list[dict[str, Any]]) -> None:
-    got = compute_run_steps(store, run_id)
+    got = Run.of(store, run_id).steps()
     want = expected_steps(events)
     assert got["count"] == len(want) > 0
     first = want[0]["ts"] - got["steps"][0]["start"]
@@ -105,7 +105,7 @@ def test_steps_of_a_gpu_like_trace(step_store: RunStore, tmp_path: Path) -> None
     events = gpu_like_events()
     run_id = ingest_events(step_store, tmp_path / "gpu.json", events)
     assert_steps_match(step_store, run_id, events)
-    rows = compute_run_steps(step_store, run_id)["steps"]
+    rows = Run.of(step_store, run_id).steps()["steps"]
     assert all(r[f"{p}_ns"] > 0 for r in rows for p in ("compute", "communication", "memcpy", "idle"))
     assert rows[0]["memset_ns"] > 0  # in step 2 the extra NCCL kernel and copy run over the memset
     assert all(sum(r[f"{p}_ns"] for p in (*STEP_PARTS, "idle")) == r["dur_ns"] for r in rows)
@@ -115,14 +115,14 @@ def test_steps_by_another_annotation_and_bad_ones(step_store: RunStore, tmp_path
     events = gpu_like_events() + [{"ph": "X", "cat": "user_annotation", "name": f"train_iter {i}", "pid": 1, "tid": 1,
                                    "ts": 2000 * i + 100, "dur": 500, "args": {}} for i in range(2)]
     run_id = ingest_events(step_store, tmp_path / "iters.json", events)
-    got = compute_run_steps(step_store, run_id, "train_iter")
+    got = Run.of(step_store, run_id).steps("train_iter")
     assert [r["name"] for r in got["steps"]] == ["train_iter 0", "train_iter 1"]
     assert [r["dur_ns"] for r in got["steps"]] == [500_000, 500_000] and got["slowest"] == 0
-    none = compute_run_steps(step_store, run_id, "no such step")
+    none = Run.of(step_store, run_id).steps("no such step")
     assert (none["count"], none["steps"], none["slowest"]) == (0, [], None)
     for bad in ("", "   ", "x" * 201):
         with pytest.raises(BadRequest):
-            compute_run_steps(step_store, run_id, bad)
+            Run.of(step_store, run_id).steps(bad)
 
 
 @pytest.mark.slow
@@ -137,7 +137,7 @@ def test_steps_of_a_torch_profiler_schedule(step_store: RunStore, tmp_path: Path
     events = read_events(path)
     run_id = ingest_paths(step_store, [path]).id
     assert_steps_match(step_store, run_id, events)
-    assert [r["name"] for r in compute_run_steps(step_store, run_id)["steps"]] == [
+    assert [r["name"] for r in Run.of(step_store, run_id).steps()["steps"]] == [
         "ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
 
 

@@ -16,6 +16,7 @@ from explorer.cli import main
 from explorer.config import Settings
 from explorer.notebook import open_run
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.views.advice import compute_run_advice
 from tests.analysis.advice.builder import Op, build
 
@@ -37,7 +38,7 @@ def test_api_page_and_overview_show_the_same_findings(tmp_path: Path) -> None:
         api = client.get(f"/api/runs/{run_id}/advice")
         assert api.status_code == 200
         body = api.json()
-        assert body == compute_run_advice(store, run_id)
+        assert body == compute_run_advice(Run.of(store, run_id))
         assert [f["rule"] for f in body["findings"]] == ["host-bound", "pageable-copies"]
         page = client.get(f"/runs/{run_id}/advice")
         assert page.status_code == 200 and page.context["page"].advice == body  # type: ignore[attr-defined]
@@ -94,7 +95,7 @@ def test_offline_report_names_the_findings_without_server_links(tmp_path: Path) 
     store = RunStore(tmp_path / "data")
     run_id = ingest_paths(store, [host_bound_trace(tmp_path / "t.json")], "adv").id
     out = tmp_path / "report.html"
-    write_report(store, run_id, out)
+    write_report(Run.of(store, run_id), out)
     html = out.read_text()
     section = html.split('id="report-advice"', 1)[1].split("</section>", 1)[0]
     assert section.count('class="finding"') == 2 and "Pin host memory" in section

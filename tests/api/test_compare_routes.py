@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from fastapi.testclient import TestClient
 
-from explorer.views.pages import ComparePage
+from explorer.views.compare import ComparePage
 from explorer.views.render import fmt_dur
 from tests.api.conftest import TINY, Uploader, assert_error
 

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.runs.ingest import ingest_paths
-from explorer.views.pages import TABLE_PAGE_ROWS
+from explorer.views.tables import TABLE_PAGE_ROWS
 from tests.api.conftest import TINY, assert_error
 from tests.helpers.wide_trace import WIDE_OPS, write_wide_trace
 

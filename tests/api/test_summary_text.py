@@ -14,11 +14,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
-from tests.ingest.neuron.test_summary_text import FIXTURES, expected_value, plain_profiles
 
 from api.app import create_app
 from explorer.config import Settings
 from explorer.runs.ingest import ingest_paths
+from tests.ingest.neuron.test_summary_text import FIXTURES, expected_value, plain_profiles
 
 EXPORT = Path(__file__).resolve().parent.parent / "fixtures" / "neuron" / "device_export"
 THREE = ("two_kernels.txt", "matmul_tiled.txt", "rmsnorm_nki.txt")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.views.advice import compute_run_advice
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -32,7 +33,7 @@ def real_runs(server: Any, shared_traces: Path) -> dict[str, str]:
 def test_overview_shows_the_top_findings(page: Any, server: Any, real_runs: dict[str, str], shot: Any,
                                          name: str) -> None:
     run_id = real_runs[name]
-    advice = compute_run_advice(server.state.store, run_id)
+    advice = compute_run_advice(Run.of(server.state.store, run_id))
     assert advice["findings"][0]["rule"] == REAL[name][1]
     page.set_viewport_size({"width": 1600, "height": 1000})
     page.goto(f"{server.url}/runs/{run_id}")
@@ -46,7 +47,7 @@ def test_overview_shows_the_top_findings(page: Any, server: Any, real_runs: dict
 
 def test_findings_page_and_evidence_link(page: Any, server: Any, real_runs: dict[str, str], shot: Any) -> None:
     run_id = real_runs["resnet50-workers0"]
-    advice = compute_run_advice(server.state.store, run_id)
+    advice = compute_run_advice(Run.of(server.state.store, run_id))
     page.set_viewport_size({"width": 1600, "height": 1000})
     page.goto(f"{server.url}/runs/{run_id}/advice")
     page.wait_for_selector("body[data-init='1']")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from tests.helpers.kernel_trace import MUL_KERNEL, host_only_trace, write_kernel_trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -89,7 +90,7 @@ def test_report_kernel_table_sorts_and_filters_offline(offline_page: Any, server
     from explorer.report.html import build_report, render_report
 
     report = tmp_path / "report.html"
-    report.write_text(render_report(build_report(server.state.store, kernel_runs["gpu"])), encoding="utf-8")
+    report.write_text(render_report(build_report(Run.of(server.state.store, kernel_runs["gpu"]))), encoding="utf-8")
     page = offline_page
     page.goto(report.as_uri())
     page.wait_for_selector("body[data-init='1']")

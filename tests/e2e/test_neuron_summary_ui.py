@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.ingest.neuron.test_files import neff_bytes
-from tests.ingest.neuron.test_summary_text import FIXTURES, plain_profiles
 
 from tests.api.test_device_chain import write_profile
+from tests.ingest.neuron.test_files import neff_bytes
+from tests.ingest.neuron.test_summary_text import FIXTURES, plain_profiles
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 THREE = ("two_kernels.txt", "matmul_tiled.txt", "rmsnorm_nki.txt")

@@ -14,6 +14,7 @@ import pytest
 from bench.window import write_many_threads_trace
 from explorer.report.html import SNAPSHOT_HEIGHT_PX, write_report
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -30,7 +31,7 @@ def test_report_of_many_threads_draws_the_summary_row(offline_page: Any, tmp_pat
     store = RunStore(tmp_path / "data")
     run = ingest_paths(store, [trace], "many threads")
     report = tmp_path / "report.html"
-    write_report(store, run.id, report)
+    write_report(Run.of(store, run.id), report)
 
     page = offline_page
     page.goto(report.as_uri())

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from explorer.runs.ingest import ingest_paths
-from explorer.views.pages import compute_run_breakdown, compute_run_steps
+from explorer.runs.run import Run
 from tests.helpers.kernel_trace import STEPS, write_kernel_trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -27,7 +27,7 @@ def view(page: Any) -> tuple[float, float]:
 
 
 def test_steps_page_table_chart_and_slowest_link(page: Any, server: Any, step_run: str, shot: Any) -> None:
-    steps = compute_run_steps(server.state.store, step_run)
+    steps = Run.of(server.state.store, step_run).steps()
     page.goto(f"{server.url}/runs/{step_run}/steps")
     page.wait_for_selector("body[data-init='1']")
     page.wait_for_selector("#fig-steps .main-svg")
@@ -48,7 +48,7 @@ def test_steps_page_table_chart_and_slowest_link(page: Any, server: Any, step_ru
 
 
 def test_overview_gap_link_opens_the_gap(page: Any, server: Any, step_run: str) -> None:
-    gap = compute_run_breakdown(server.state.store, step_run)["gaps"]["largest"][0]
+    gap = Run.of(server.state.store, step_run).breakdown()["gaps"]["largest"][0]
     page.goto(f"{server.url}/runs/{step_run}")
     page.wait_for_selector("body[data-init='1']")
     assert gap["cause_detail"] in page.inner_text("#gaps tbody tr:first-child")

@@ -14,7 +14,7 @@ from urllib.request import urlopen
 import pytest
 
 from explorer.runs.ingest import ingest_paths
-from explorer.views.pages import TABLE_PAGE_ROWS
+from explorer.views.tables import TABLE_PAGE_ROWS
 from tests.helpers.wide_trace import (
     HOSTILE_OP,
     WIDE_OPS,

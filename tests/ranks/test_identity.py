@@ -15,8 +15,9 @@ from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.ingest.ranks import host_of_name, rank_of_name
 from explorer.model.ranks import NO_RANK, track_ranks
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
-from explorer.views.pages import build_tracks
+from explorer.views.timeline import build_tracks
 
 HTA = Path("HolisticTraceAnalysis/tests/data")
 NEURON = Path(__file__).resolve().parent.parent / "fixtures" / "neuron" / "capture_two_procs"
@@ -93,7 +94,7 @@ def test_old_runs_without_the_rank_column(store: RunStore, tmp_path: Path) -> No
     old = store.table(rec.id, "tracks").drop_columns(["rank", "host"])
     pq.write_table(old, path)
     fresh = RunStore(store.data_dir)
-    rows = build_tracks(fresh, rec.id)["tracks"]
+    rows = build_tracks(Run.of(fresh, rec.id))["tracks"]
     assert {(r["instance"], r["rank"]) for r in rows} == {("rank 0", 0), ("rank 1", 1)}
 
 

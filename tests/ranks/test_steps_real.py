@@ -16,9 +16,8 @@ import pytest
 
 from explorer.analysis.steps import STEP_PARTS
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
-from explorer.views.pages import compute_run_collectives, compute_run_steps
-from explorer.views.ranks import compute_run_ranks
 from tests.analysis.test_steps import expected_steps
 
 HTA = "HolisticTraceAnalysis/tests/data/"
@@ -38,7 +37,7 @@ def test_steps_per_rank_equal_each_ranks_own_file(store: RunStore, shared_traces
     docs = [read_doc(p) for p in paths]
     want = {int(d["distributedInfo"]["rank"]): expected_steps(d["traceEvents"]) for d in docs}
     rec = ingest_paths(store, paths)
-    got = compute_run_steps(store, rec.id)
+    got = Run.of(store, rec.id).steps()
     assert got["ranks"] == sorted(want)
     assert got["count"] == sum(len(v) for v in want.values())
     parts = (*STEP_PARTS, "idle")
@@ -49,8 +48,8 @@ def test_steps_per_rank_equal_each_ranks_own_file(store: RunStore, shared_traces
         for row, exp in zip(rows, steps, strict=True):
             assert {p: row[f"{p}_ns"] for p in parts} == {p: exp[p] for p in parts}, (rank, row["name"])
     # a rank's numbers on the Ranks page are the sums of its rows (its steps do not overlap)
-    ranks = compute_run_ranks(store, rec.id)
-    colls = compute_run_collectives(store, rec.id).rows
+    ranks = Run.of(store, rec.id).ranks()
+    colls = Run.of(store, rec.id).collectives().rows
     waited: Counter[int] = Counter()
     for c in colls:
         if len(c["ranks"]) > 1:

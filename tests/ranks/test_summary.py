@@ -12,8 +12,9 @@ import pytest
 
 from bench.synth_ranks import KERNELS, NCCL_KERNEL
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
-from explorer.views.ranks import compute_run_rank_compare, compute_run_ranks
+from explorer.views.ranks import compute_run_rank_compare
 from tests.ranks.conftest import GLOO_LATE_RANK, STRAGGLER
 from tests.ranks.truth import lateness, rank_truth
 
@@ -95,7 +96,7 @@ def test_real_gloo_capture(store: RunStore, gloo_capture: list[Path]) -> None:
     """torch.distributed gloo on CPU, 2 ranks: host-mode numbers equal the raw JSON's; rank 1, which sleeps in
     `late_input_wait` before each all_reduce, is the straggler with that annotation as evidence."""
     rec = ingest_paths(store, gloo_capture)
-    body = compute_run_ranks(store, rec.id)
+    body = Run.of(store, rec.id).ranks()
     rows = body["ranks"]
     truths = [rank_truth(p, device=False) for p in gloo_capture]
     assert [r["rank"] for r in rows] == [0, 1] and {r["mode"] for r in rows} == {"host"}
@@ -107,7 +108,7 @@ def test_real_gloo_capture(store: RunStore, gloo_capture: list[Path]) -> None:
     assert evidence["late_ns"] == max(lateness(truths, name)[GLOO_LATE_RANK] for name in truths[0]["arrivals"])
     assert (evidence["kind"], evidence["name"]) == ("op", "late_input_wait")
     assert evidence["excess_ns"] == truths[GLOO_LATE_RANK]["totals"]["late_input_wait"]
-    compare = compute_run_rank_compare(store, rec.id)
+    compare = compute_run_rank_compare(Run.of(store, rec.id))
     assert (compare["a"], compare["b"]) == (GLOO_LATE_RANK, 0)
 
 
@@ -129,5 +130,5 @@ def test_ranks_without_steps_use_their_own_span(tmp_path: Path) -> None:
         expected[rank] = (window, window - sum(d for _, d in kernels) * 1000)
     store = RunStore(tmp_path / "data")
     run_id = ingest_paths(store, files, "no steps").id
-    rows = {r["rank"]: r for r in compute_run_ranks(store, run_id)["ranks"]}
+    rows = {r["rank"]: r for r in Run.of(store, run_id).ranks()["ranks"]}
     assert {k: (r["window_ns"], r["idle_ns"]) for k, r in rows.items()} == expected

@@ -20,6 +20,7 @@ import pytest
 from explorer.report.html import REPORT_TABLE_ROWS, write_report
 from explorer.report.snapshot import SNAPSHOT_PART_BYTES, json_size
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
 
 EXPORT = Path(__file__).resolve().parents[1] / "fixtures" / "neuron" / "device_export"
@@ -40,7 +41,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> str:
     tmp = tmp_path_factory.mktemp("device_report")
     store = RunStore(tmp / "data")
     run = ingest_paths(store, [EXPORT]).id
-    write_report(store, run, tmp / "report.html")
+    write_report(Run.of(store, run), tmp / "report.html")
     return (tmp / "report.html").read_text()
 
 
@@ -77,7 +78,7 @@ def section(html: str, sid: str) -> str:
 def report_of(tmp: Path, sources: list[Path], name: str) -> str:
     store = RunStore(tmp / f"data-{name}")
     run = ingest_paths(store, sources, name).id
-    write_report(store, run, tmp / f"{name}.html")
+    write_report(Run.of(store, run), tmp / f"{name}.html")
     return (tmp / f"{name}.html").read_text()
 
 

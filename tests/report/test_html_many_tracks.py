@@ -16,6 +16,7 @@ import pytest
 from bench.window import write_many_threads_trace
 from explorer.report.html import SNAPSHOT_HEIGHT_PX, build_snapshot, write_report
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
 
 THREADS = 5000
@@ -56,7 +57,7 @@ def _thread(label: str) -> int:
 
 
 def test_the_snapshot_holds_what_fits_and_summarises_every_other_track(many: ManyRun) -> None:
-    snap = build_snapshot(many.store, many.id)
+    snap = build_snapshot(Run.of(many.store, many.id))
     window, listing = snap["window"], snap["tracks"]
     budget = SNAPSHOT_HEIGHT_PX // ROW_PX
     assert len(window["tracks"]) == budget < THREADS
@@ -77,7 +78,7 @@ def test_the_snapshot_holds_what_fits_and_summarises_every_other_track(many: Man
 
 
 def test_the_report_file_is_bounded_by_the_budget_not_the_run(many: ManyRun, tmp_path: Path) -> None:
-    write_report(many.store, many.id, tmp_path / "report.html")
+    write_report(Run.of(many.store, many.id), tmp_path / "report.html")
     html = (tmp_path / "report.html").read_text()
     snap = json.loads(html.split('id="timeline-snapshot">', 1)[1].split("</script>", 1)[0])
     assert snap["window"]["tracks_summarised"] == THREADS - SNAPSHOT_HEIGHT_PX // ROW_PX

@@ -22,14 +22,14 @@ import pytest
 from explorer.analysis.timeline.index import TimelineIndex, build_timeline_index, compute_window
 from explorer.errors import DiskFull
 from explorer.model.split import SPLIT_KEY
+from explorer.runs import run as run_module
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import timeline_index
 from explorer.store import index_files as lod_files
 from explorer.store import runs as runs_module
 from explorer.store.budget import nbytes_of
 from explorer.store.index_files import INDEX_DIR, load_timeline_index, save_timeline_index
 from explorer.store.runs import RunStore
-from explorer.views import pages
-from explorer.views.pages import timeline_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from synth import write_kineto_trace  # noqa: E402
@@ -209,7 +209,7 @@ def test_the_setting_decides_where_the_index_is_built(tmp_path: Path, monkeypatc
     the run's folder; =ingest stores the same index with the run; =off never writes one (built in memory)."""
     from explorer.config import Settings
 
-    monkeypatch.setattr(pages, "FILES_FROM_SLICES", 1)
+    monkeypatch.setattr(run_module, "FILES_FROM_SLICES", 1)
     write_kineto_trace(tmp_path / "trace.json", 3_000)
     monkeypatch.delenv("EXPLORER_INDEX_FILES", raising=False)
     default = RunStore.from_settings(Settings(data_dir=tmp_path / "default"))
@@ -261,10 +261,10 @@ def test_a_big_runs_first_build_writes_its_index_and_later_ones_map_it(
     them without building; a smaller run's is built in memory and nothing is written."""
     store, run_id, folder = unindexed
     rec = store.get(run_id)
-    monkeypatch.setattr(pages, "FILES_FROM_SLICES", rec.summary.slices + 1)
+    monkeypatch.setattr(run_module, "FILES_FROM_SLICES", rec.summary.slices + 1)
     small = timeline_index(store, run_id, rec.summary.start_ns)
     assert not isinstance(small.ts, np.memmap) and not folder.exists()
-    monkeypatch.setattr(pages, "FILES_FROM_SLICES", rec.summary.slices)
+    monkeypatch.setattr(run_module, "FILES_FROM_SLICES", rec.summary.slices)
     first = timeline_index(store, run_id, rec.summary.start_ns)
     assert isinstance(first.ts, np.memmap) and (folder / "index.json").is_file()
     assert leftovers(folder.parent) == []
@@ -274,8 +274,8 @@ def test_a_big_runs_first_build_writes_its_index_and_later_ones_map_it(
     def no_build(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("built again")
 
-    monkeypatch.setattr(pages, "build_timeline_index", no_build)
-    monkeypatch.setattr(pages, "save_timeline_index", no_build)
+    monkeypatch.setattr(run_module, "build_timeline_index", no_build)
+    monkeypatch.setattr(run_module, "save_timeline_index", no_build)
     again = timeline_index(store, run_id, rec.summary.start_ns)
     assert isinstance(again.ts, np.memmap)
     assert_same(first, again)
@@ -287,7 +287,7 @@ def test_a_damaged_index_is_replaced_and_a_failed_write_leaves_nothing(
     build; a write that fails (a full disk) answers from memory and leaves neither an index nor a part of one."""
     store, run_id, folder = unindexed
     rec = store.get(run_id)
-    monkeypatch.setattr(pages, "FILES_FROM_SLICES", 1)
+    monkeypatch.setattr(run_module, "FILES_FROM_SLICES", 1)
     folder.mkdir()
     (folder / "ts.npy").write_bytes(b"junk")
     ix = timeline_index(store, run_id, rec.summary.start_ns)
@@ -295,13 +295,13 @@ def test_a_damaged_index_is_replaced_and_a_failed_write_leaves_nothing(
     assert leftovers(folder.parent) == []
     assert_same(built(store, run_id), ix)
     shutil.rmtree(folder)
-    real_save = pages.save_timeline_index
+    real_save = run_module.save_timeline_index
 
     def full_disk(target: Path, *args: Any) -> None:
         real_save(target, *args)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(pages, "save_timeline_index", full_disk)
+    monkeypatch.setattr(run_module, "save_timeline_index", full_disk)
     from_memory = timeline_index(store, run_id, rec.summary.start_ns)
     assert not isinstance(from_memory.ts, np.memmap)
     assert not folder.exists() and leftovers(folder.parent) == []
@@ -337,7 +337,7 @@ def test_a_server_writes_a_fresh_uploads_index_and_a_restarted_one_maps_it(
     from api.app import create_app
     from explorer.config import Settings
 
-    monkeypatch.setattr(pages, "FILES_FROM_SLICES", 1)
+    monkeypatch.setattr(run_module, "FILES_FROM_SLICES", 1)
     write_kineto_trace(tmp_path / "trace.json", 4_000)
     settings = Settings(data_dir=tmp_path / "data")
     with TestClient(create_app(settings)) as client:
@@ -355,12 +355,12 @@ def test_a_server_writes_a_fresh_uploads_index_and_a_restarted_one_maps_it(
     def no_build(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("built again")
 
-    monkeypatch.setattr(pages, "build_timeline_index", no_build)
-    monkeypatch.setattr(pages, "save_timeline_index", no_build)
+    monkeypatch.setattr(run_module, "build_timeline_index", no_build)
+    monkeypatch.setattr(run_module, "save_timeline_index", no_build)
     with TestClient(create_app(settings)) as client:
         again = [client.get(f"/api/runs/{run_id}/timeline", params=q).json() for q in WINDOW_QUERIES]
         state = client.app.state.explorer  # type: ignore[attr-defined]
-        assert isinstance(state.timeline_index(run_id, state.store.get(run_id).summary.start_ns).ts, np.memmap)
+        assert isinstance(state.runs.get(run_id).timeline_index().ts, np.memmap)
     assert again == first and first[0]["tracks"]
 
 

@@ -17,9 +17,11 @@ from click.testing import CliRunner
 
 from explorer.cli import main
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.queries import default_op_sort, load_ops
 from explorer.store.runs import RunStore
-from explorer.views.pages import build_ops_page, compute_run_ops, overview_top_ops
+from explorer.views.ops import build_ops_page, compute_run_ops
+from explorer.views.overview import overview_top_ops
 
 OP_CATS = {"cpu_op", "user_annotation", "python_function"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
@@ -204,7 +206,7 @@ def test_aten_only_traces_are_unchanged_by_the_roll_up(store: RunStore, tmp_path
 def test_overview_top_op_is_the_launch_frame_not_the_all_reduce(store: RunStore, capture: Path) -> None:
     events = read_events(capture)
     rec = ingest_paths(store, [capture])
-    top_device, _ = overview_top_ops(store, rec.id)
+    top_device, _ = overview_top_ops(Run.of(store, rec.id))
     truth = reference_self_device(events)
     assert top_device[0]["name"] == max(truth, key=lambda k: truth[k]) == LAUNCH_FRAME
     assert {r["name"]: r["self_device_ns"] for r in top_device} == truth
@@ -216,7 +218,7 @@ def test_ops_page_and_twin_carry_the_attributed_time(store: RunStore, capture: P
     data = compute_run_ops(store, rec)
     assert data["attributed_ns"] == launched_ns(events) == sum(r["self_device_ns"] for r in data["rows"])
     assert data["device_total_ns"] == device_ns(events)
-    page = build_ops_page(store, rec.id)
+    page = build_ops_page(Run.of(store, rec.id))
     assert page.attributed_ns == data["attributed_ns"] and page.device_total_ns == data["device_total_ns"]
 
 

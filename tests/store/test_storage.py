@@ -21,14 +21,14 @@ from click.testing import CliRunner
 from api.cli import main as serve_main
 from explorer.config import Settings
 from explorer.errors import RunNotFound, StorageUnavailable
+from explorer.runs import run as run_module
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import timeline_index
 from explorer.store.catalog.db import sqlite_url
 from explorer.store.fleet_queries import load_fleet_series
 from explorer.store.index_files import INDEX_DIR
 from explorer.store.runs import RunStore
 from explorer.store.storage import FolderStorage, S3Storage, Storage, open_storage
-from explorer.views import pages
-from explorer.views.pages import timeline_index
 from tests.helpers.catalog_backends import catalog_url as make_catalog_url
 from tests.helpers.s3_server import REGION, new_bucket, s3_options
 from tests.helpers.support import cli
@@ -189,7 +189,7 @@ def test_where_a_runs_index_files_go_on_each_storage(storage: Storage, tmp_path:
     it maps it from its folder or its copy. A first build's files go into the run's own folder, which every replica
     of a shared folder then maps; on S3 a replica's folder is a copy of the run, and nothing is added to it (the
     index is built in memory, as before)."""
-    monkeypatch.setattr(pages, "FILES_FROM_SLICES", 1)
+    monkeypatch.setattr(run_module, "FILES_FROM_SLICES", 1)
     ingester, replica = stores(tmp_path, storage)
     ingester.index_files = "ingest"
     rec = ingest_paths(ingester, [TRACE], "indexed")

@@ -29,7 +29,7 @@ from psycopg.rows import dict_row
 from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.runs.ingest import ingest_paths
 from explorer.store.runs import RunStore
-from explorer.views.pages import compute_run_ops
+from explorer.views.ops import compute_run_ops
 from tests.helpers.catalog_backends import admin
 from tests.helpers.s3_server import CREDENTIALS, REGION, new_bucket
 from tests.helpers.support import serve_subprocess

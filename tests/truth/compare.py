@@ -1,5 +1,5 @@
 """The product's numbers next to the independent reader's (tests/truth/reader.py), one `Check` per number:
-the product side calls the functions the pages and their JSON twins call (explorer.views.pages, rank_pages);
+the product side calls the functions the pages and their JSON twins call (explorer.runs.Run, explorer.views);
 the truth side is the reader alone. Used by tests/truth/test_truth.py and bench/truth.py.
 """
 
@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
-from explorer.views import pages
-from explorer.views import ranks as rank_pages
+from explorer.views.kernels import compute_run_kernels
+from explorer.views.ops import OpsQuery, compute_run_ops
 from tests.truth import reader as R
 
 CHECKS = ("span", "device_total", "device_busy", "kernels", "steps", "rank_steps", "rank_split", "ops_by_op",
@@ -68,13 +69,13 @@ def check_device_total(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
 
 def check_device_busy(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
     """Busy ns per device, as a sorted list (the product labels devices its own way)."""
-    devices = pages.compute_run_breakdown(p.store, p.run_id)["devices"]
+    devices = Run.of(p.store, p.run_id).breakdown()["devices"]
     return sorted(R.device_busy(rs).values()), sorted(d["busy_ns"] for d in devices)
 
 
 def check_kernels(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
     """{name: (calls, total ns)} over every device execution."""
-    rows = pages.kernels_json(pages.compute_run_kernels(p.store, p.run_id))["rows"]
+    rows = compute_run_kernels(Run.of(p.store, p.run_id))["rows"]
     return R.kernel_totals(rs), {r["name"]: (r["calls"], r["total_ns"]) for r in rows}
 
 
@@ -82,7 +83,7 @@ def check_steps(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
     """The Steps page: one row per (rank, step): (name, dur, compute, communication, idle), as a multiset
     (the page has no rank column)."""
     truth = Counter((s.name, s.dur_ns, s.compute_ns, s.communication_ns, s.idle_ns) for s in R.steps(rs))
-    rows = pages.compute_run_steps(p.store, p.run_id)["steps"]
+    rows = Run.of(p.store, p.run_id).steps()["steps"]
     return truth, Counter((r["name"], r["dur_ns"], r["compute_ns"], r["communication_ns"], r["idle_ns"]) for r in rows)
 
 
@@ -91,7 +92,7 @@ def check_rank_steps(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
     if len(rs) < 2:
         return "n/a", "n/a"  # the Ranks page is a multi-rank run's
     truth = {r.rank: [(s.name, s.dur) for s in R.rank_steps(r)] for r in rs}
-    rows = rank_pages.compute_run_ranks(p.store, p.run_id)["ranks"]
+    rows = Run.of(p.store, p.run_id).ranks()["ranks"]
     prod = {r["rank"]: [(s["name"], s["dur_ns"]) for s in r["steps"]] for r in rows}
     return {k: v for k, v in truth.items() if v}, {k: v for k, v in prod.items() if v}
 
@@ -101,14 +102,14 @@ def check_rank_split(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
     if len(rs) < 2:
         return "n/a", "n/a"
     truth = {r.rank: R.rank_split(r) for r in rs}
-    rows = rank_pages.compute_run_ranks(p.store, p.run_id)["ranks"]
+    rows = Run.of(p.store, p.run_id).ranks()["ranks"]
     prod = {r["rank"]: R.RankSplit(r["mode"], r["window_ns"], r["compute_ns"], r["comm_ns"], r["exposed_comm_ns"],
                                    r["idle_ns"]) for r in rows if r["steps"]}
     return {k: v for k, v in truth.items() if v is not None}, prod
 
 
 def _op_rows(p: Product) -> list[Any]:
-    return pages.compute_run_ops(p.store, p.rec, sort="-self_device_ns")["rows"]
+    return compute_run_ops(Run.of(p.store, p.run_id), OpsQuery(sort="-self_device_ns"))["rows"]
 
 
 def check_ops_by_op(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
@@ -136,7 +137,7 @@ def check_collectives(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
     """Every matched collective's entries as a multiset of (rank, name, absolute entry ns)."""
     truth = Counter((e.rank, e.name, e.entry_ns) for g in R.matched(rs) if len(g) > 1 for e in g)
     origin = p.rec.summary.start_ns
-    rows = pages.compute_run_collectives(p.store, p.run_id).rows
+    rows = Run.of(p.store, p.run_id).collectives().rows
     prod = Counter((x["rank"], r["name"], x["arrival_ns"] + origin) for r in rows for x in r["ranks"]
                    if len(r["ranks"]) > 1)
     return truth, prod
@@ -145,7 +146,7 @@ def check_collectives(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
 def check_straggler_collectives(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
     """The latest arriver: the reader's, and the Collectives page's: the `last_arriver` whose rows' `wait_ns` (the
     others' waiting for it) add up to the most, then the most rows, then the lowest rank."""
-    rows = [r for r in pages.compute_run_collectives(p.store, p.run_id).rows if len(r["ranks"]) > 1]
+    rows = [r for r in Run.of(p.store, p.run_id).collectives().rows if len(r["ranks"]) > 1]
     counts = Counter(r["last_arriver"] for r in rows)
     waited: Counter[int] = Counter()
     for r in rows:
@@ -158,7 +159,7 @@ def check_straggler_ranks(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
     the page flags as a straggler by arrival is that rank too (whether one is flagged depends on the page's
     threshold, 5 % of the median step, which the reader does not apply)."""
     s = R.straggler(rs)
-    ranks = rank_pages.compute_run_ranks(p.store, p.run_id)
+    ranks = Run.of(p.store, p.run_id).ranks()
     by_arrival = sorted(r["rank"] for r in ranks["ranks"]
                         if r["straggler"] and r["evidence"] and r["evidence"]["rule"] == "arrival")
     return (s, [s] if by_arrival else []), (ranks["latest_arriver"], by_arrival)

@@ -16,8 +16,13 @@ from api.app import create_app
 from explorer.config import PROJECT_ROOT, Settings
 from explorer.report.html import build_report, render_report
 from explorer.runs.ingest import ingest_paths
-from explorer.views.pages import ComparePage, NotReadyPage, OpsPage, OverviewPage, RunsPage, TimelinePage
+from explorer.runs.run import Run
+from explorer.views.compare import ComparePage
+from explorer.views.ops import OpsPage
+from explorer.views.overview import OverviewPage
 from explorer.views.render import fmt_dur, fmt_ns, fmt_ratio, inline_plotly, json_for_script, make_environment
+from explorer.views.runs import NotReadyPage, RunsPage
+from explorer.views.timeline import TimelinePage
 from tests.helpers.support import bench_module
 
 HOSTILE = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
@@ -229,7 +234,7 @@ def test_fmt_dur_picks_the_unit_like_the_charts(ns: int | None, signed: bool, te
 def test_report_is_self_contained(app_runs: tuple[TestClient, dict[str, str]]) -> None:
     client, runs = app_runs
     store = client.app.state.explorer.store  # type: ignore[attr-defined]
-    report = build_report(store, runs["big"])
+    report = build_report(Run.of(store, runs["big"]))
     assert report.snapshot["window"]["width_px"] == 4000
     assert {t["track_id"] for t in report.snapshot["tracks"]["tracks"]} >= {
         t["track_id"] for t in report.snapshot["window"]["tracks"]}

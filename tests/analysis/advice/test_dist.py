@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench.synth_ranks import NCCL_KERNEL, RankPlan, write_rank_traces
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
 from explorer.views.advice import compute_run_advice
 
@@ -26,7 +27,7 @@ def ns(us: object) -> int:
 
 def test_straggler_and_exposed_communication(store: RunStore, tmp_path: Path) -> None:
     paths = write_rank_traces(tmp_path, PLAN)
-    advice = compute_run_advice(store, ingest_paths(store, paths).id)
+    advice = compute_run_advice(Run.of(store, ingest_paths(store, paths).id))
     by_rule = {f["rule"]: f for f in advice["findings"]}
     straggler = by_rule["straggler"]
     assert straggler["title"].startswith("Rank 2 ")
@@ -43,5 +44,5 @@ def test_straggler_and_exposed_communication(store: RunStore, tmp_path: Path) ->
 def test_no_distributed_finding_on_balanced_compute_bound_ranks(store: RunStore, tmp_path: Path) -> None:
     """No late rank, and 200 kernels of 400 µs per step against a 2 ms all-reduce: under 1/20 exposed."""
     paths = write_rank_traces(tmp_path, RankPlan(world=4, steps=3, units=200))
-    rules = {f["rule"] for f in compute_run_advice(store, ingest_paths(store, paths).id)["findings"]}
+    rules = {f["rule"] for f in compute_run_advice(Run.of(store, ingest_paths(store, paths).id))["findings"]}
     assert not rules & {"straggler", "exposed-communication"}

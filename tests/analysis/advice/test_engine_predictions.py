@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from explorer.runs.run import Run
+
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402, N812
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
@@ -132,8 +134,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
             pb = capture(tmp / f"{name}_before.json", before, a, b)
             pa_ = capture(tmp / f"{name}_after.json", after, a, b)
             rb, ra = ingest_paths(store, [pb], f"{name} before"), ingest_paths(store, [pa_], f"{name} after")
-            out[name] = {"rule": rule, "before": compute_run_advice(store, rb.id),
-                         "after": compute_run_advice(store, ra.id),
+            out[name] = {"rule": rule, "before": compute_run_advice(Run.of(store, rb.id)),
+                         "after": compute_run_advice(Run.of(store, ra.id)),
                          "before_steps": step_ns(pb),
                          "profiled_ns": statistics.median(step_ns(pb)) - statistics.median(step_ns(pa_)),
                          "measured_ns": timed_difference(before, after, a, b)}
@@ -207,10 +209,10 @@ def step_starts_ns(path: Path) -> list[int]:
 def test_dataloader_workers_prediction(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "data")
     before, after = loader_capture(tmp_path / "w0.json", 0), loader_capture(tmp_path / "w2.json", 2)
-    advice = compute_run_advice(store, ingest_paths(store, [before]).id)
+    advice = compute_run_advice(Run.of(store, ingest_paths(store, [before]).id))
     top = advice["findings"][0]
     assert top["rule"] == "dataloader-stalls" and "num_workers" in top["fix"]
-    after_advice = compute_run_advice(store, ingest_paths(store, [after]).id)
+    after_advice = compute_run_advice(Run.of(store, ingest_paths(store, [after]).id))
     still = [f["saving_ns"] or 0 for f in after_advice["findings"] if f["rule"] == "dataloader-stalls"]
     assert sum(still) < top["saving_ns"]  # less waiting with workers (their start-up can still show in a fetch)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
 from explorer.views.advice import compute_run_advice
 
@@ -43,7 +44,7 @@ def test_no_finding_claims_more_than_it_acts_on(shared_traces: Path, store: RunS
         rec = ingest_paths(store, [path])
         if rec.status != "ready":
             continue
-        advice = compute_run_advice(store, rec.id)
+        advice = compute_run_advice(Run.of(store, rec.id))
         for f in advice["findings"]:
             assert f["saving_ns"] is None or 0 <= f["saving_ns"] <= f["acts_on_ns"], (path.name, f["rule"])
             assert all(e["path"].startswith(f"/runs/{rec.id}/") for e in f["evidence"]), (path.name, f["rule"])

@@ -11,6 +11,7 @@ import pytest
 
 from explorer.model.advice_shapes import AdviceResult, Finding
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
 from explorer.views.advice import compute_run_advice
 from tests.analysis.advice.builder import Op, build, rmsnorm_ops
@@ -19,7 +20,7 @@ US = 1000
 
 
 def advise(store: RunStore, path: Path) -> AdviceResult:
-    return compute_run_advice(store, ingest_paths(store, [path]).id)
+    return compute_run_advice(Run.of(store, ingest_paths(store, [path]).id))
 
 
 def only(advice: AdviceResult, rule: str) -> Finding:

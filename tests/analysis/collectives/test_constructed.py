@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
-from explorer.views.pages import collectives_json, compute_run_collectives
+from explorer.views.collectives import collectives_json
 from tests.analysis.collectives.synthetic import BASE_NS, KERNEL, straggler_calls, write_run
 
 
@@ -33,7 +34,7 @@ def raw_calls(files: list[Path]) -> dict[int, list[dict[str, int]]]:
 def test_rank_2_is_the_straggler_of_every_all_reduce(colls_store: RunStore, straggler_run: str,
                                                      straggler_files: list[Path]) -> None:
     origin = colls_store.get(straggler_run).summary.start_ns
-    result = collectives_json(compute_run_collectives(colls_store, straggler_run), sort="+seq")
+    result = collectives_json(Run.of(colls_store, straggler_run).collectives(), sort="+seq")
     raw = raw_calls(straggler_files)
     assert result["mismatches"] == []
     assert result["ranks"] == [0, 1, 2, 3]
@@ -63,7 +64,7 @@ def test_rank_2_is_the_straggler_of_every_all_reduce(colls_store: RunStore, stra
 
 
 def test_sort_and_limit(colls_store: RunStore, straggler_run: str) -> None:
-    colls = compute_run_collectives(colls_store, straggler_run)
+    colls = Run.of(colls_store, straggler_run).collectives()
     by_wait = collectives_json(colls)["rows"]
     waits = [r["wait_ns"] for r in by_wait]
     assert waits == sorted(waits, reverse=True)
@@ -78,7 +79,7 @@ def _run(store: RunStore, folder: Path, calls: dict[int, Any], **kw: Any) -> str
 def test_missing_collective_is_reported_and_the_rest_matched_by_seq(colls_store: RunStore, tmp_path: Path) -> None:
     calls = {r: straggler_calls(r) for r in range(4)}
     calls[3] = [c for c in calls[3] if c.seq != 1]  # rank 3 never ran seq 1
-    result = collectives_json(compute_run_collectives(colls_store, _run(colls_store, tmp_path / "gap", calls)),
+    result = collectives_json(Run.of(colls_store, _run(colls_store, tmp_path / "gap", calls)).collectives(),
                               sort="+seq")
     assert [r["seq"] for r in result["rows"]] == [0, 2, 3]
     assert all(sorted(x["rank"] for x in r["ranks"]) == [0, 1, 2, 3] for r in result["rows"])
@@ -90,8 +91,8 @@ def test_missing_collective_is_reported_and_the_rest_matched_by_seq(colls_store:
 
 def test_without_seq_equal_counts_match_by_order(colls_store: RunStore, tmp_path: Path) -> None:
     calls = {r: straggler_calls(r) for r in range(4)}
-    result = collectives_json(compute_run_collectives(colls_store, _run(colls_store, tmp_path / "order", calls,
-                                                                        with_seq=False)), sort="+seq")
+    result = collectives_json(Run.of(colls_store, _run(colls_store, tmp_path / "order", calls,
+                                                                        with_seq=False)).collectives(), sort="+seq")
     assert result["mismatches"] == [] and [r["seq"] for r in result["rows"]] == [0, 1, 2, 3]
     assert {r["matched_by"] for r in result["rows"]} == {"order"}
     assert {r["last_arriver"] for r in result["rows"]} == {2}
@@ -100,8 +101,8 @@ def test_without_seq_equal_counts_match_by_order(colls_store: RunStore, tmp_path
 def test_without_seq_a_missing_collective_is_not_paired_by_order(colls_store: RunStore, tmp_path: Path) -> None:
     calls = {r: straggler_calls(r) for r in range(4)}
     calls[1] = calls[1][:-1]
-    result = collectives_json(compute_run_collectives(colls_store, _run(colls_store, tmp_path / "short", calls,
-                                                                        with_seq=False)))
+    result = collectives_json(Run.of(colls_store, _run(colls_store, tmp_path / "short", calls,
+                                                                        with_seq=False)).collectives())
     assert result["rows"] == [] and result["total"] == 0
     [m] = result["mismatches"]
     assert m["seq"] is None and m["counts"] == {"0": 4, "1": 3, "2": 4, "3": 4}
@@ -114,7 +115,7 @@ def test_neuron_cc_slices_are_collectives(colls_store: RunStore) -> None:
     path = Path(__file__).resolve().parents[2] / "fixtures" / "neuron" / "formats" / "neuron_export.json"
     [cc] = [e for e in json.loads(path.read_text())["trace_event"] if e["name"] == "cc_running"]
     rec = ingest_paths(colls_store, [path], "neuron cc")
-    [row] = collectives_json(compute_run_collectives(colls_store, rec.id))["rows"]
+    [row] = collectives_json(Run.of(colls_store, rec.id).collectives())["rows"]
     [me] = row["ranks"]
     start = cc["timestamp"] - rec.summary.start_ns
     assert (row["name"], me["arrival_ns"], me["start_ns"], me["end_ns"]) == ("ccrunning", start, start,

@@ -17,8 +17,9 @@ import pytest
 from explorer.analysis.collectives import EXECUTIONS, OTHER_KERNELS
 from explorer.analysis.kernels import categorize
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
-from explorer.views.pages import collectives_json, compute_run_collectives, compute_run_kernels
+from explorer.views.collectives import collectives_json
 from tests.analysis.collectives.symm_mem import BASE_NS, NCCL_KERNEL, SYMM_KERNEL, SYMM_OP, write_run
 
 CALLS = 73  # the capture of the issue: 73 symm_mem all-reduces ran, 1 collective was listed
@@ -40,7 +41,7 @@ def raw(files: list[Path], name: str) -> dict[int, list[dict[str, int]]]:
 
 def _rows(store: RunStore, files: list[Path], name: str) -> tuple[list[Any], list[Any], int]:
     run = ingest_paths(store, files, name).id
-    result = collectives_json(compute_run_collectives(store, run), sort="start_ns")
+    result = collectives_json(Run.of(store, run).collectives(), sort="start_ns")
     return result["rows"], result["mismatches"], store.get(run).summary.start_ns
 
 
@@ -87,7 +88,7 @@ def test_host_only_capture_lists_the_host_ops(store: RunStore, tmp_path: Path) -
 def test_symm_mem_kernels_count_as_communication(store: RunStore, tmp_path: Path) -> None:
     files = write_run(tmp_path / "k", world=1, calls=CALLS)
     run = ingest_paths(store, files, "symm_mem kernels").id
-    table = compute_run_kernels(store, run).table
+    table = Run.of(store, run).kernels().table
     rows = {r["name"]: r for r in table.select(["name", "category", "calls", "total_ns"]).to_pylist()}
     truth = raw(files, SYMM_KERNEL)[0]
     assert rows[SYMM_KERNEL]["category"] == "communication" == rows[NCCL_KERNEL]["category"]
@@ -164,7 +165,7 @@ def test_a_host_only_nccl_capture_lists_its_nccl_annotations(shared_traces: Path
     marks = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events if e["name"] == "nccl:all_to_all")
     assert len(marks) == 6
     run = ingest_paths(store, [path], "rank_non_gpu").id
-    result = collectives_json(compute_run_collectives(store, run), sort="+start_ns")
+    result = collectives_json(Run.of(store, run).collectives(), sort="+start_ns")
     origin = store.get(run).summary.start_ns
     assert result["total"] == 6 and {r["name"] for r in result["rows"]} == {"alltoall"}
     assert [(r["ranks"][0]["start_ns"] + origin, r["ranks"][0]["end_ns"] + origin) for r in result["rows"]] == marks

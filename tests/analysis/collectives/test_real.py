@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
-from explorer.views.pages import collectives_json, compute_run_collectives
+from explorer.views.collectives import collectives_json
 from tests.analysis.collectives.conftest import GLOO_LATE_RANK, GLOO_SLEEP_S, GLOO_STEPS
 
 HTA = "HolisticTraceAnalysis/tests/data"
@@ -35,7 +36,7 @@ def abs_ns(doc: dict[str, Any], ts: Any) -> int:
 def test_gloo_all_reduces_matched_and_the_sleeping_rank_is_last(colls_store: RunStore, gloo_traces: list[Path]) -> None:
     rec = ingest_paths(colls_store, gloo_traces, "gloo 2 ranks")
     origin = rec.summary.start_ns
-    result = collectives_json(compute_run_collectives(colls_store, rec.id), sort="+start_ns")
+    result = collectives_json(Run.of(colls_store, rec.id).collectives(), sort="+start_ns")
     assert result["mismatches"] == [] and result["ranks"] == [0, 1]
     raw: dict[int, dict[str, list[tuple[int, int, int]]]] = {}
     for path in gloo_traces:
@@ -75,7 +76,7 @@ def test_nccl_single_rank_list_and_sizes(colls_store: RunStore, shared_traces: P
     kernels = sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nccl")),
                      key=lambda e: Decimal(str(e["ts"])))
     rec = ingest_paths(colls_store, [path], "nccl rank 0")
-    result = collectives_json(compute_run_collectives(colls_store, rec.id), sort="+start_ns")
+    result = collectives_json(Run.of(colls_store, rec.id).collectives(), sort="+start_ns")
     assert result["ranks"] == [0] and result["mismatches"] == []
     assert len(result["rows"]) == len(kernels) == 21
     origin = rec.summary.start_ns
@@ -100,7 +101,7 @@ def test_sampled_rank_pair_matched_by_order(colls_store: RunStore, shared_traces
     counts = [sum(1 for e in load(p)["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nccl"))
               for p in paths]
     rec = ingest_paths(colls_store, paths, "sampled pair")
-    result = collectives_json(compute_run_collectives(colls_store, rec.id))
+    result = collectives_json(Run.of(colls_store, rec.id).collectives())
     assert counts == [10, 10] and result["total"] == 10 and result["ranks"] == [0, 1]
     assert {r["matched_by"] for r in result["rows"]} == {"order"} and {r["name"] for r in result["rows"]} == {"sendrecv"}
     assert all(r["size_bytes"] is None and r["busbw"] is None for r in result["rows"])

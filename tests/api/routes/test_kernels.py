@@ -18,7 +18,8 @@ from api.app import create_app
 from explorer.config import Settings
 from explorer.report.html import build_report
 from explorer.runs.ingest import ingest_paths
-from explorer.views.pages import KernelsPage
+from explorer.runs.run import Run
+from explorer.views.kernels import KernelsPage
 from tests.api.conftest import assert_error
 from tests.helpers.kernel_trace import (
     DTOH,
@@ -181,10 +182,10 @@ def test_host_only_run_has_an_empty_state(served: tuple[TestClient, dict[str, st
 def test_report_carries_the_kernel_table(served: tuple[TestClient, dict[str, str], Path]) -> None:
     client, runs, _ = served
     store = client.app.state.explorer.store  # type: ignore[attr-defined]
-    report = build_report(store, runs["gpu"])
+    report = build_report(Run.of(store, runs["gpu"]))
     assert report.kernels is not None
     assert report.kernels.rows == client.get(f"/api/runs/{runs['gpu']}/kernels").json()["rows"]
-    assert build_report(store, runs["host"]).kernels is None
+    assert build_report(Run.of(store, runs["host"])).kernels is None
     text = client.get(f"/runs/{runs['gpu']}/report").text
     assert 'id="report-kernels"' in text and "data-client-sort" in text
     assert 'id="report-kernels"' not in client.get(f"/runs/{runs['host']}/report").text
