@@ -27,11 +27,11 @@ def test_cache_sizes_reach_the_caches(tmp_path: Path) -> None:
                         device_cache_entries=4, cache_memory_mb=5)
     with TestClient(create_app(settings)) as client:
         state = client.app.state.explorer  # type: ignore[attr-defined]
-        assert (state.store._cache.max_runs, state.memo._max, state.store.derived._max, state.device_memo._max) == (
+        assert (state.store._cache.max_runs, state.runs.memo._max, state.store.derived._max, state.runs.device_memo._max) == (
             1, 2, 3, 4)
         # one memory budget for all of them
         assert state.store.budget.limit_bytes == 5 * 2**20
-        assert state.memo.budget is state.device_memo.budget is state.store.derived.budget is state.store.budget
+        assert state.runs.memo.budget is state.runs.device_memo.budget is state.store.derived.budget is state.store.budget
 
 
 # not configuration: the process environment handed to a child whole, unread

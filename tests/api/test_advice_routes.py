@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+import explorer.views.overview
 from api.app import create_app
 from explorer.analysis.advice.finding import AdviceBug
 from explorer.cli import main
@@ -58,10 +59,10 @@ def test_an_advisor_bug_leaves_the_overview_standing(tmp_path: Path, monkeypatch
     store = app.state.explorer.store
     run_id = ingest_paths(store, [host_bound_trace(tmp_path / "t.json")], "adv").id
 
-    def broken(run: str) -> object:
+    def broken(run: Run) -> object:
         raise AdviceBug("a finding claims more than it acts on")
 
-    monkeypatch.setattr(app.state.explorer, "advice", broken)
+    monkeypatch.setattr(explorer.views.overview, "run_advice", broken)
     with TestClient(app) as client:
         overview = client.get(f"/runs/{run_id}")
         assert overview.status_code == 200 and 'id="overview-advice"' not in overview.text

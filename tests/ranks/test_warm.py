@@ -20,7 +20,7 @@ def test_ranks_and_collectives_are_ready_before_the_first_view(tmp_path: Path, s
         assert wait_until_done(client, run_id)["status"] == "ready"
         state = client.app.state.explorer  # type: ignore[attr-defined]
         deadline = time.monotonic() + 60
-        while not (state.memo.holds(run_id, "ranks") and state.memo.holds(run_id, "collectives")):
+        while not (state.runs.memo.holds(run_id, "ranks") and state.runs.memo.holds(run_id, "collectives")):
             assert time.monotonic() < deadline, "the ranks and collectives were not built after the ingest"
             time.sleep(0.05)
         assert client.get(f"/api/runs/{run_id}/ranks").json()["ranks"]  # served from memory

@@ -20,7 +20,7 @@ from explorer.runs.ingest import ingest_paths
 from explorer.runs.run import Run
 from explorer.store.queries import default_op_sort, load_ops
 from explorer.store.runs import RunStore
-from explorer.views.ops import build_ops_page, compute_run_ops
+from explorer.views.ops import OpsQuery, build_ops_page, compute_run_ops
 from explorer.views.overview import overview_top_ops
 
 OP_CATS = {"cpu_op", "user_annotation", "python_function"}
@@ -215,7 +215,7 @@ def test_overview_top_op_is_the_launch_frame_not_the_all_reduce(store: RunStore,
 def test_ops_page_and_twin_carry_the_attributed_time(store: RunStore, capture: Path) -> None:
     events = read_events(capture)
     rec = ingest_paths(store, [capture])
-    data = compute_run_ops(store, rec)
+    data = compute_run_ops(Run.of(store, rec.id))
     assert data["attributed_ns"] == launched_ns(events) == sum(r["self_device_ns"] for r in data["rows"])
     assert data["device_total_ns"] == device_ns(events)
     page = build_ops_page(Run.of(store, rec.id))
@@ -243,7 +243,7 @@ def test_two_ranks_with_the_same_correlation_ids(store: RunStore, tmp_path: Path
     assert sum(r["self_device_ns"] for r in load_ops(store, rec.id, limit=None)) == rec.summary.device.attributed_ns
     assert rec.summary.device.attributed_ns == sum(launched_ns(e) for e in per_file)
     for rank, events in enumerate(per_file):
-        data = compute_run_ops(store, rec, ranks=(rank,), limit=None)
+        data = compute_run_ops(Run.of(store, rec.id), OpsQuery(rank=str(rank)))
         assert sum(r["self_device_ns"] for r in data["rows"]) == data["attributed_ns"] == launched_ns(events)
 
 
@@ -254,7 +254,7 @@ def test_python_view_sorts_by_cpu_total(store: RunStore, capture: Path) -> None:
     assert default_op_sort(1, "operators") == default_op_sort(1, "all") == "-self_device_ns"
     events = read_events(capture)
     rec = ingest_paths(store, [capture])
-    data = compute_run_ops(store, rec, view="python")
+    data = compute_run_ops(Run.of(store, rec.id), OpsQuery(view="python"))
     assert data["sort"] == "-cpu_total_ns"
     frames: dict[str, int] = defaultdict(int)
     for e in events:
@@ -262,7 +262,7 @@ def test_python_view_sorts_by_cpu_total(store: RunStore, capture: Path) -> None:
             frames[e["name"]] += e["t1"] - e["t0"]
     assert [(r["name"], r["cpu_total_ns"]) for r in data["rows"]] == sorted(frames.items(), key=lambda kv: (-kv[1], kv[0]))
     assert all(r["cpu_total_ns"] > 0 for r in data["rows"])
-    assert compute_run_ops(store, rec)["sort"] == "-self_device_ns"
+    assert compute_run_ops(Run.of(store, rec.id))["sort"] == "-self_device_ns"
 
 
 # ---- every Kineto trace in ../shared/traces -------------------------------------------------------------
