@@ -42,13 +42,10 @@ from api.state import AppState
 from api.static import mount_assets
 from explorer import __version__
 from explorer.config import Settings
-from explorer.errors import require_extra
-from explorer.ingest.limits import IngestLimits
-from explorer.runs.apart import IngestProcesses
-from explorer.runs.ingesters import Ingester, InlineIngester, QueuedIngester
+from explorer.runs.ingesters import make_ingester
 from explorer.runs.run import RunCache
-from explorer.runs.watch import Watcher
-from explorer.store.runs import RunStore
+from explorer.runs.store import RunStore
+from explorer.runs.watch import make_watcher
 from explorer.views.render import assets_for
 
 log = logging.getLogger(__name__)
@@ -69,7 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     run_cache = RunCache.for_store(store, settings)
     state = AppState(settings, store, worker, run_cache)
     state.ingester.on_ready = run_cache.warm
-    watcher = make_watcher(state)
+    watcher = make_watcher(settings, store, state.ingester, run_cache.warm)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -105,32 +102,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def make_ingester(settings: Settings, store: RunStore) -> Ingester:
-    """Who ingests uploads: this process's threads, or (ingest_queue=postgres) the workers of the job queue in
-    the catalog's database, whose schema must be there (`trace-explorer db upgrade`)."""
-    if settings.ingest_queue == "inline":
-        return InlineIngester(store, settings.ingest_workers, settings.max_uncompressed_bytes,
-                            IngestLimits.from_settings(settings), IngestProcesses(settings))
-    require_extra("procrastinate", "--ingest-queue postgres")
-    from explorer.runs.jobs.queue import (
-        IngestQueue,  # the team extra's libraries, loaded only by a queued server
-    )
-
-    queue = IngestQueue(settings, store)
-    queue.app.open()
-    try:
-        queue.check_schema()
-    except BaseException:
-        queue.app.close()
-        raise
-    return QueuedIngester(store, queue)
-
-
-def make_watcher(state: AppState) -> Watcher | None:
-    """The log-folder watcher of `serve --watch DIR` (explorer/runs/watch.py), None when nothing is watched."""
-    s = state.settings
-    if not s.watch_dirs:
-        return None
-    return Watcher(state.store, s.watch_dirs, poll_s=s.watch_poll_s, settle_s=s.watch_settle_s,
-                   stale_s=s.watch_stale_s, max_bytes=s.max_uncompressed_bytes, on_ready=state.runs.warm,
-                   limits=IngestLimits.from_settings(s), ingester=state.ingester)

@@ -19,8 +19,7 @@ from explorer.cli import STORAGE_HELP, main
 from explorer.errors import ExplorerError
 
 if TYPE_CHECKING:
-    from explorer.store.catalog.catalog import RunRecord
-    from explorer.store.runs import RunStore
+    from explorer.runs.store import RunRecord, RunStore
 
 LOOPBACK_NAMES = ("localhost",)
 

@@ -79,7 +79,7 @@ def demo(ctx: click.Context, device: str | None, no_compile: bool, compile_timeo
     """
     from explorer.demo import run_demo, summarize
     from explorer.model.demo import ACTIVE_STEPS
-    from explorer.store.runs import RunStore
+    from explorer.runs.store import RunStore
 
     settings = _settings(data_dir=data_dir, host=host, port=port)
     store = RunStore.from_settings(settings)

@@ -13,7 +13,7 @@ from fastapi import Depends, Query, Request
 from api.state import AppState
 from explorer.errors import BadRequest, RunNotReady, ShareNotFound
 from explorer.runs.run import Run
-from explorer.store.catalog.catalog import RunRecord
+from explorer.runs.store import RunRecord
 from explorer.views.kernels import KernelsQuery
 from explorer.views.ops import OpsQuery
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from explorer.config import Settings
 from explorer.runs.ingesters import Ingester
 from explorer.runs.run import RunCache
-from explorer.store.runs import RunStore
+from explorer.runs.store import RunStore
 
 __all__ = ["AppState"]
 

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from api.state import AppState
-from explorer.store.catalog.catalog import RunRecord
+from explorer.runs.store import RunRecord
 from explorer.views.device import device_nav
 from explorer.views.links import run_json
 from explorer.views.ranks import rank_nav

@@ -5,7 +5,7 @@ A run's shape is defined once, in explorer.views.pages (pages and the offline re
 from __future__ import annotations
 
 from api.schemas import ShareJson
-from explorer.store.catalog.catalog import ShareRecord
+from explorer.runs.store import ShareRecord
 from explorer.views.links import run_json, run_links
 
 __all__ = ["run_json", "run_links", "share_json"]

@@ -285,9 +285,9 @@ OP_COLUMNS = (Column("calls", lambda r: f"{r['calls']:,}"), Column("CPU total", 
 
 
 def _run_id(store: RunStore, ref: str) -> str:
-    """The id of the run `ref` names (explorer.store.refs.resolve_cli_ref: id, exact name, tag:NAME@latest);
+    """The id of the run `ref` names (explorer.runs.refs.resolve_cli_ref: id, exact name, tag:NAME@latest);
     an error names the data folder that was read."""
-    from explorer.store.refs import resolve_cli_ref
+    from explorer.runs.refs import resolve_cli_ref
 
     try:
         return resolve_cli_ref(store, ref).id

@@ -207,3 +207,41 @@ def test_no_two_modules_import_each_other() -> None:
     assert import_cycles(graph) == []
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+# What api/ may import of explorer/ (LAYOUT.md): the page data (views, report), the run layer, and the base and
+# model types; the command-line glue (`trace-explorer serve`, the client commands, `mcp`) the entry modules too.
+# Never ingest, store or analysis directly: a route that needs them asks a view or a Run.
+API_REACH = ("explorer.views", "explorer.report", "explorer.runs", "explorer.model", "explorer.native",
+             "explorer.errors", "explorer.config")
+CLI_GLUE = ("api/cli.py", "api/client_commands.py", "api/launch.py", "api/mcp/")
+ENTRY = ("explorer.cli", "explorer.cli_output", "explorer.cli_tables", "explorer.demo", "explorer.upload_client")
+
+
+def api_reach_problem(path: str, module: str) -> str | None:
+    """Why api/`path` may not import the explorer module `module`, or None when it may."""
+    if module == "explorer" or not module.startswith("explorer.") or unit_of(module) in API_REACH:
+        return None
+    if unit_of(module) in ENTRY and path.startswith(CLI_GLUE):
+        return None
+    return f"api/ reaches {module} past the views and the run layer"
+
+
+def test_api_reaches_the_core_only_through_views_and_runs() -> None:
+    offenders = [f"{p.relative_to(ROOT)}: {problem}" for p in sorted((ROOT / "api").rglob("*.py"))
+                 for m in sorted(imported_modules(p))
+                 if (problem := api_reach_problem(str(p.relative_to(ROOT)), m))]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(("path", "module", "allowed"), [
+    ("api/routes/ops.py", "explorer.views.ops", True),
+    ("api/routes/ops.py", "explorer.runs.run", True),
+    ("api/routes/ops.py", "explorer.store.queries", False),
+    ("api/routes/timeline.py", "explorer.analysis.timeline.index", False),
+    ("api/app.py", "explorer.ingest.limits", False),
+    ("api/cli.py", "explorer.cli", True),
+    ("api/routes/runs.py", "explorer.cli", False),
+])
+def test_api_reach_rule(path: str, module: str, allowed: bool) -> None:
+    assert (api_reach_problem(path, module) is None) == allowed

@@ -33,9 +33,9 @@ from api.routes import (
 )
 from api.state import AppState
 from api.views import run_json
-from explorer.analysis.collectives import DEFAULT_SORT as COLLECTIVES_SORT
+from explorer.runs.refs import REF_HELP, resolve_cli_ref
 from explorer.runs.run import Run
-from explorer.store.refs import REF_HELP, resolve_cli_ref
+from explorer.views.collectives import COLLECTIVES_SORT
 from explorer.views.kernels import KernelsQuery
 from explorer.views.ops import OpsQuery
 
@@ -184,7 +184,7 @@ def search(state: AppState, run: RunRef, q: Annotated[str, Field(min_length=1, m
            limit: Rows = DEFAULT_ROWS, max_chars: Chars = DEFAULT_CHARS) -> dict[str, Any]:
     """Slices whose name matches `q` (substring, or a regex), over the whole run: the count and the first ones
     in time order with their slice ids."""
-    found = body(timeline.search(ready(state, run), state, q=q, regex=regex, args=args, limit=limit))
+    found = body(timeline.search(ready(state, run), q=q, regex=regex, args=args, limit=limit))
     more = found["count"] - len(found["matches"])
     return {**found, "truncated": [f"truncated, {more:,} more matches — narrow with a longer q or regex=true"]
             if more > 0 else []}

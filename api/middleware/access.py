@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 from api.errors import explorer_error_response
 from explorer.errors import TooManyAttempts, Unauthorized
-from explorer.store.catalog.catalog import Catalog
+from explorer.runs.store import Catalog
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

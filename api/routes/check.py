@@ -7,10 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import StateDep
-from explorer.analysis.check import DEFAULT_MAX_REGRESSION
 from explorer.model.shapes import CheckResult
-from explorer.store.refs import REF_HELP
-from explorer.views.check import compute_run_check
+from explorer.views.check import DEFAULT_MAX_REGRESSION, REF_HELP, compute_run_check
 
 router = APIRouter(prefix="/api", tags=["check"])
 

@@ -9,8 +9,8 @@ from fastapi.responses import HTMLResponse
 
 from api.deps import PageRunDep, RunDep, StateDep
 from api.templating import render_page
-from explorer.analysis.collectives import DEFAULT_SORT
 from explorer.model.shapes import CollectiveLinks, CollectivesResult
+from explorer.views.collectives import COLLECTIVES_SORT as DEFAULT_SORT
 from explorer.views.collectives import build_collectives_page, collective_links_json, collectives_json
 
 router = APIRouter(tags=["analysis"])

@@ -9,8 +9,8 @@ from fastapi.responses import HTMLResponse
 
 from api.deps import StateDep
 from api.templating import render_page
-from explorer.analysis.check import DEFAULT_MAX_REGRESSION
 from explorer.model.shapes import FleetResult
+from explorer.views.check import DEFAULT_MAX_REGRESSION
 from explorer.views.fleet import (
     DEFAULT_LAST,
     MAX_LAST,

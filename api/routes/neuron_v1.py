@@ -14,8 +14,7 @@ from pydantic import BaseModel, Field
 from api.deps import StateDep
 from explorer import __version__
 from explorer.model.shapes import NeuronHealth, NeuronSearchResult
-from explorer.store.neuron_db import db_names, query_db, require_table, resolve_db, table_rows, table_schema
-from explorer.store.sql import MAX_SQL_CHARS
+from explorer.views.neuron_v1 import MAX_SQL_CHARS, list_tables, query_tables, table_fields
 
 router = APIRouter(prefix="/api/v1", tags=["neuron-explorer"])
 
@@ -46,19 +45,11 @@ def health() -> NeuronHealth:
 @router.post("/db/{name}/_search", response_model=NeuronSearchResult)
 def search(name: str, body: SearchBody, state: StateDep) -> JSONResponse:
     """`name`: a run id or name (`<run>@<device profile>` for that profile's tables)."""
-    db = resolve_db(state.store, name)
     out: dict[str, Any] = {"type": body.type, "name": name}
     if isinstance(body, QueryBody):
-        if body.tableName:
-            require_table(db, body.tableName)
-        s = state.settings
-        res = query_db(state.store, db, body.query, s.sql_timeout_s, s.sql_max_rows)
-        out |= {"tableName": body.tableName, "columns": res.columns,
-                "data": [dict(zip(res.columns, row, strict=True)) for row in res.rows], "rowCount": len(res.rows),
-                "truncated": res.truncated, "elapsedMs": res.elapsed_ms}
+        out |= query_tables(state.store, state.settings, name, body.tableName, body.query)
     elif isinstance(body, SchemaBody):
-        out |= {"tableName": body.tableName, "fields": table_schema(db, body.tableName)}
+        out |= table_fields(state.store, name, body.tableName)
     else:
-        out |= {"files": [{"tableName": t, "file": f"{t}.parquet", "rows": table_rows(state.store, db, t)}
-                          for t in db.table_names()], "databases": db_names(state.store, db.run)}
+        out |= list_tables(state.store, name)
     return JSONResponse(jsonable_encoder(out))

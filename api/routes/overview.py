@@ -8,10 +8,9 @@ from fastapi.responses import HTMLResponse
 from api.deps import PageRunDep, RankFilter, RunDep, StateDep
 from api.responses import FastJSONResponse, fast_json
 from api.templating import render_page
-from explorer.analysis.rank_slices import parse_ranks
 from explorer.model.shapes import Breakdown
 from explorer.runs.run import Run
-from explorer.views.overview import build_overview
+from explorer.views.overview import build_overview, compute_run_breakdown
 
 router = APIRouter(tags=["analysis"])
 
@@ -34,4 +33,4 @@ def overview_page(request: Request, run: PageRunDep, state: StateDep, background
 def breakdown(run: RunDep, rank: RankFilter = None) -> FastJSONResponse:
     """Busy/idle per lane and device, and the gaps between device executions with a cause guess; rank=0,3
     keeps those ranks' slices (idle against the run's span)."""
-    return fast_json(run.breakdown(parse_ranks(rank)))
+    return fast_json(compute_run_breakdown(run, rank or ""))

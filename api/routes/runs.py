@@ -13,12 +13,11 @@ from api.schemas import UploadAccepted
 from api.templating import render_page
 from api.upload import receive_upload
 from api.views import run_json
-from explorer.analysis.device.tracks import device_track_rows
 from explorer.errors import RunNotReady
 from explorer.model.shapes import RunJson, RunList, Tracks
 from explorer.runs.records import default_run_name
 from explorer.views.runs import build_runs_page, compute_run_list
-from explorer.views.timeline import build_tracks
+from explorer.views.timeline import run_tracks
 
 router = APIRouter(prefix="/api/runs", tags=["runs"])
 pages = APIRouter(include_in_schema=False)
@@ -91,13 +90,7 @@ def tracks(run: RunDep, state: StateDep, offset: Annotated[int, Query(ge=0, le=2
     """Every track with all its columns (with `limit`: a page, in the timeline's order); the timeline orders
     a lane's tracks by `sort_key`. The tracks of the run's device profiles follow (on the first page),
     each with its `device_profile` and `group`."""
-    result = build_tracks(run, offset, limit)
-    device = run.device_timeline()
-    if device is not None:
-        rows = device_track_rows(device)
-        result["total"] += len(rows)
-        result["tracks"] = result["tracks"] + (rows if offset == 0 else [])
-    return result
+    return run_tracks(run, offset, limit)
 
 
 @pages.get("/", response_class=HTMLResponse)

@@ -16,9 +16,16 @@ from api.state import AppState
 from api.templating import render_page
 from explorer.model.shapes import SqlResult, SqlSchema
 from explorer.runs.run import Run
-from explorer.store.sql import MAX_SQL_CHARS, SQL_EXAMPLES, SQL_TABLES, iter_sql_csv, load_sql_schema, run_sql
-from explorer.store.sql import SqlResult as SqlRows
-from explorer.views.sql import build_sql_page
+from explorer.views.sql import (
+    MAX_SQL_CHARS,
+    SQL_EXAMPLES,
+    SQL_TABLES,
+    build_sql_page,
+    iter_sql_csv,
+    run_query,
+    sql_schema,
+)
+from explorer.views.sql import SqlResult as SqlRows
 
 router = APIRouter(prefix="/api/runs/{run_id}", tags=["sql"])
 pages = APIRouter(include_in_schema=False)
@@ -40,8 +47,7 @@ class SqlBody(BaseModel):
 
 
 def _rows(state: AppState, run: Run, sql: str) -> SqlRows:
-    s = state.settings
-    return run_sql(state.store, run.id, sql, s.sql_timeout_s, s.sql_max_rows)
+    return run_query(run, sql, state.settings)
 
 
 
@@ -75,8 +81,8 @@ def sql_csv(run: RunDep, q: SqlQuery, state: StateDep) -> StreamingResponse:
 @router.get("/sql/schema", response_model=SqlSchema, summary="Tables, columns and example queries for SQL",
             description="The tables a query over this run sees, each column with its DuckDB type, row counts, and "
             "the example queries of the SQL page [`/runs/{run_id}/sql`](/runs/{run_id}/sql).")
-def sql_schema(run: RunDep, state: StateDep) -> SqlSchema:
-    return load_sql_schema(state.store, run.id)
+def schema(run: RunDep) -> SqlSchema:
+    return sql_schema(run)
 
 
 @pages.get("/runs/{run_id}/sql", response_class=HTMLResponse)

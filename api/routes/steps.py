@@ -9,9 +9,8 @@ from fastapi.responses import HTMLResponse
 
 from api.deps import PageRunDep, RunDep, StateDep
 from api.templating import render_page
-from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, MAX_ANNOTATION_CHARS
 from explorer.model.shapes import StepsResult
-from explorer.views.steps import build_steps_page
+from explorer.views.steps import DEFAULT_STEP_ANNOTATION, MAX_ANNOTATION_CHARS, build_steps_page
 
 router = APIRouter(tags=["analysis"])
 Annotation = Annotated[str, Query(max_length=MAX_ANNOTATION_CHARS, description="the step ranges' name prefix")]

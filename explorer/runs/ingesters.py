@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from explorer.errors import RunNotFound
+from explorer.config import Settings
+from explorer.errors import RunNotFound, require_extra
 from explorer.ingest.limits import IngestLimits
 from explorer.runs.apart import IngestProcesses, killed_message
 from explorer.runs.records import combined_sha256
 from explorer.store.runs import UNFINISHED, RunStore
 
-if TYPE_CHECKING:  # the team extra's job queue: imported only by a queued server (api.app.make_ingester)
+if TYPE_CHECKING:  # the team extra's job queue: imported only by a queued server (make_ingester)
     from explorer.runs.jobs.queue import IngestQueue
 
 log = logging.getLogger(__name__)
@@ -189,3 +190,24 @@ class QueuedIngester:
 
     def shutdown(self) -> None:
         self.queue.app.close()
+
+
+def make_ingester(settings: Settings, store: RunStore) -> Ingester:
+    """Who ingests uploads: this process's threads, or (ingest_queue=postgres) the workers of the job queue in
+    the catalog's database, whose schema must be there (`trace-explorer db upgrade`)."""
+    if settings.ingest_queue == "inline":
+        return InlineIngester(store, settings.ingest_workers, settings.max_uncompressed_bytes,
+                              IngestLimits.from_settings(settings), IngestProcesses(settings))
+    require_extra("procrastinate", "--ingest-queue postgres")
+    from explorer.runs.jobs.queue import (
+        IngestQueue,  # the team extra's libraries, loaded only by a queued server
+    )
+
+    queue = IngestQueue(settings, store)
+    queue.app.open()
+    try:
+        queue.check_schema()
+    except BaseException:
+        queue.app.close()
+        raise
+    return QueuedIngester(store, queue)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from explorer.config import Settings
 from explorer.ingest.capture import is_process_folder_name
 from explorer.ingest.detect import Format, detect_format
 from explorer.ingest.limits import IngestLimits
@@ -415,3 +416,14 @@ def plan_runs(paths: list[Path]) -> list[PlannedRun] | None:
             names[key] += f" ({len(ordered)} ranks)"
         plan.append(PlannedRun(ordered, names[key]))
     return plan
+
+
+def make_watcher(settings: Settings, store: RunStore, ingester: Ingester,
+                 on_ready: Callable[[str], None]) -> Watcher | None:
+    """The log-folder watcher of `serve --watch DIR`, None when nothing is watched."""
+    s = settings
+    if not s.watch_dirs:
+        return None
+    return Watcher(store, s.watch_dirs, poll_s=s.watch_poll_s, settle_s=s.watch_settle_s, stale_s=s.watch_stale_s,
+                   max_bytes=s.max_uncompressed_bytes, on_ready=on_ready, limits=IngestLimits.from_settings(s),
+                   ingester=ingester)

@@ -1,7 +1,7 @@
 """The regression gate over stored runs: two run references -> the numbers of each -> compute_check.
 
 Shared by `trace-explorer check` and GET /api/check, so both give the same rows. The metric rules are
-explorer/analysis/check.py's; the references are explorer/store/refs.py's.
+explorer/analysis/check.py's; the references are explorer/runs/refs.py's.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pyarrow.compute as pc
 from explorer.analysis.check import DEFAULT_MAX_REGRESSION, CheckSide, compute_check, parse_threshold
 from explorer.analysis.compare import kernel_table
 from explorer.model.shapes import CheckResult
+from explorer.runs.refs import REF_HELP, resolve_run_ref
 from explorer.store.catalog.catalog import RunRecord
 from explorer.store.queries import DEFAULT_OP_VIEW, op_table, run_device_total_ns, select_op_view
-from explorer.store.refs import resolve_run_ref
 from explorer.store.runs import RunStore
 from explorer.views.memory import run_peak_memory
 
@@ -47,3 +47,6 @@ def compute_run_check(store: RunStore, baseline: str, candidate: str, metrics: S
     if "peak_memory" in metrics:
         sides = [replace(side, peak_memory_bytes=run_peak_memory(store, side.id)) for side in sides]
     return compute_check(sides[0], sides[1], metrics, threshold)
+
+
+__all__ = ["DEFAULT_MAX_REGRESSION", "REF_HELP", "compute_run_check"]

@@ -68,3 +68,6 @@ def build_collectives_page(run: Run, sort: str = COLLECTIVES_SORT, limit: int | 
     page = CollectivesPage(run_json(run.record), data, sort, limit)
     page.twin = f"/api/runs/{run.id}/collectives?{page.query()}"
     return page
+
+
+__all__ = ["COLLECTIVES_SORT", "CollectivesPage", "build_collectives_page", "collective_links_json", "collectives_json"]

@@ -89,3 +89,8 @@ def overview_top_ops(run: Run) -> tuple[list[OpRow], list[OpRow]]:
     by_device = load_ops(run.store, run.id, sort="-self_device_ns", limit=TOP_OPS, view="operators")
     return ([r for r in by_device if r["self_device_ns"] > 0],
             load_ops(run.store, run.id, sort="-self_cpu_ns", limit=TOP_OPS, view="operators"))
+
+
+def compute_run_breakdown(run: Run, rank: str = "") -> Breakdown:
+    """The `/api/runs/{id}/breakdown` object: the lane breakdown of the run, or of the ranks `rank` names."""
+    return run.breakdown(parse_ranks(rank))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION
+from explorer.analysis.steps import DEFAULT_STEP_ANNOTATION, MAX_ANNOTATION_CHARS
 from explorer.model.shapes import (
     RunJson,
     StepsResult,
@@ -33,3 +33,6 @@ def build_steps_page(run: Run, annotation: str = DEFAULT_STEP_ANNOTATION) -> Ste
     data = run.steps(annotation)
     q = "" if annotation == DEFAULT_STEP_ANNOTATION else "?" + urlencode({"annotation": annotation})
     return StepsPage(run_json(run.record), data, {"steps": make_steps_figure(data)}, f"/api/runs/{run.id}/steps{q}")
+
+
+__all__ = ["DEFAULT_STEP_ANNOTATION", "MAX_ANNOTATION_CHARS", "StepsPage", "build_steps_page"]
