@@ -10,6 +10,9 @@ from fastapi.exceptions import RequestValidationError
 from api.deps import TIME_BOUND_NS, RelNs, RunDep, StateDep, origin_ns, parse_csv
 from api.responses import FastJSONResponse, fast_json
 from explorer.analysis.chain import build_event_detail
+from explorer.analysis.device_align import build_alignment_rows
+from explorer.analysis.device_chain import compute_chain, parse_node_ref
+from explorer.analysis.device_chain_timeline import build_chain_timeline
 from explorer.analysis.device_events import (
     build_device_event,
     compute_range_device_summaries,
@@ -18,7 +21,8 @@ from explorer.analysis.device_events import (
 from explorer.analysis.lod import WindowPart, compute_bounded_window
 from explorer.analysis.lod_budget import DEFAULT_HEIGHT_PX, MAX_HEIGHT_PX, scope_of
 from explorer.analysis.search import compute_search
-from explorer.errors import EventNotFound
+from explorer.errors import DeviceProfileNotFound, EventNotFound
+from explorer.model.device_timeline_shapes import DeviceAlignmentsJson, DeviceChainTimelineJson
 from explorer.model.shapes import EventDetail, RangeDeviceSummaries, SearchResult, TimelineWindow
 from explorer.model.source_links import SourceLinker
 from explorer.store.run_queries import load_slice_column
@@ -97,6 +101,32 @@ def range_device_summary(run: RunDep, state: StateDep, start_ns: Annotated[int, 
     profiles = state.store.device_profiles(run.id)
     found = [] if dt is None else compute_range_device_summaries(dt, profiles, start_ns, end_ns, origin_ns(run))
     return fast_json({"summaries": found})
+
+
+@router.get("/timeline/device-alignment", response_class=FastJSONResponse, response_model=DeviceAlignmentsJson)
+def device_alignment(run: RunDep, state: StateDep) -> FastJSONResponse:
+    """Each device profile's alignment onto the host clock (explorer.analysis.device_align) and its span on the
+    timeline (relative ns, shifted); no profiles, an empty list."""
+    dt = state.device_timeline(run.id)
+    if dt is None:
+        return fast_json({"profiles": []})
+    rows = build_alignment_rows(state.store.device_profiles(run.id), dt.alignments, origin_ns(run))
+    return fast_json({"profiles": rows})
+
+
+@router.get("/timeline/device-chain", response_class=FastJSONResponse, response_model=DeviceChainTimelineJson)
+def device_chain(run: RunDep, state: StateDep, profile: str, node: str,
+                 mode: Literal["step", "trace"] = "trace") -> FastJSONResponse:
+    """A device dependency chain (`node` Instruction:<id> or DmaPacket:<id>; one step up or traced to its
+    root cause) as timeline items: slice ids, tracks, times relative on the timeline's axis, links with waits."""
+    dt = state.device_timeline(run.id)
+    if dt is None or profile not in dt.profiles:
+        known = [] if dt is None else dt.profiles
+        raise DeviceProfileNotFound(f"run {run.id}: no device profile {profile!r} on its timeline",
+                                    {"profile_id": profile, "profiles": known})
+    name, ident = parse_node_ref(node)
+    chain = compute_chain(dt.tables[profile], name, ident, mode == "trace")
+    return fast_json(build_chain_timeline(dt, profile, chain, mode, f"{name}:{ident}", origin_ns(run)))
 
 
 @router.get("/search", response_class=FastJSONResponse, response_model=SearchResult)
