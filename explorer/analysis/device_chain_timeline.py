@@ -49,7 +49,7 @@ def build_chain_timeline(dt: DeviceTimeline, profile_id: str, chain: Chain, mode
         return {"table": n.table, "id": n.id, "slice_id": None if hit is None else hit[0],
                 "track_id": None if hit is None else hit[1], "name": n.label, "lane": n.lane,
                 "ts_rel_ns": n.start_ns + base, "dur_ns": n.end_ns - n.start_ns, "wait_start_ns": n.ready_ns + base,
-                "role": role}
+                "run_ns": n.run_ns + base, "role": role}
 
     last = len(nodes) - 1
     is_root = chain.root is not None and (chain.root.table, chain.root.id) == (nodes[0].table, nodes[0].id)

@@ -34,7 +34,8 @@ class DeviceAlignmentsJson(TypedDict):
 @with_config(STRICT)
 class ChainItemJson(TypedDict):
     """A chain node on the timeline: its device slice (`slice_id`, `track_id`; None when it has none), its span
-    and waiting interval (relative ns on the timeline), `role` root / step / node (the one asked about)."""
+    and waiting interval [wait_start_ns, run_ns) (relative ns on the timeline), `role` root / step / node (the
+    one asked about)."""
 
     table: str
     id: int
@@ -45,6 +46,7 @@ class ChainItemJson(TypedDict):
     ts_rel_ns: int
     dur_ns: int
     wait_start_ns: int
+    run_ns: int
     role: str
 
 

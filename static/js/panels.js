@@ -76,8 +76,9 @@
           side.append(el("p", { id: "tl-device-alignment", class: "muted" }, al.within
             ? "Device tracks on this time axis as captured: the profile lies inside this execution (" + TE.fmtNs(al.start_offset_ns) +
               " after its start, " + TE.fmtNs(al.end_offset_ns) + " before its end), so the clocks agree to within " + TE.fmtNs(al.uncertainty_ns) + " (no clock-sync data in the export)."
-            : "Device tracks on this time axis as captured, but the profile sticks out of this execution by " + TE.fmtNs(al.uncertainty_ns) +
-              ": the device and host clocks disagree by at least that much (no clock-sync data in the export)."));
+            : "As captured, the profile sticks out of this execution by " + TE.fmtNs(al.uncertainty_ns) +
+              ": the device and host clocks disagree by at least that much (no clock-sync data in the export). Its tracks are " +
+              (TE.alignmentText ? TE.alignmentText(al) : "shifted by " + TE.fmtNs(al.shift_ns)) + "."));
         }
       }
       const nodeId = (e.args || {}).id;  // a device instruction or DMA packet: its dependency chain (device_chain.html)

@@ -40,7 +40,8 @@ def test_trace_to_root_cause_on_the_timeline(served: tuple[TestClient, str]) -> 
     assert [lk["wait_ns"] for lk in body["links"]] == [2500, 4000] and body["total_wait_ns"] == 6500
     for item, key in zip(body["items"], walk, strict=True):
         n = nodes[key]
-        assert (item["ts_rel_ns"], item["wait_start_ns"]) == (BASE_NS + n["start"] - origin, BASE_NS + n["ready"] - origin)
+        assert (item["ts_rel_ns"], item["wait_start_ns"], item["run_ns"]) == (
+            BASE_NS + n["start"] - origin, BASE_NS + n["ready"] - origin, BASE_NS + n["run"] - origin)
         event = client.get(f"/api/runs/{run}/events/{item['slice_id']}").json()["event"]
         assert (event["cat"], event["args"]["id"], event["track_id"]) == (key[0], key[1], item["track_id"])
         assert event["ts_rel_ns"] == item["ts_rel_ns"]  # a transfer's slice is its first packet
