@@ -77,6 +77,11 @@
       catch (err) { this.chainBar.hidden = false; this.chainBar.textContent = "device chain: " + err.message; return; }
       this.chain = c;
       const tl = this.tl;
+      if (tl.opts.urlState) {  // the link reopens the chain
+        const p = new URLSearchParams(location.search);
+        p.set("dchain_profile", c.profile); p.set("dchain_node", c.node); p.set("dchain_mode", c.mode);
+        history.replaceState(null, "", location.pathname + "?" + p.toString());
+      }
       for (const t of tl.tracks) if (t.device_profile === c.profile && t.group) tl.openGroups.add(t.group);
       tl.relayout();
       const root = c.root !== null ? c.items[c.root] : null, node = c.items[c.items.length - 1];

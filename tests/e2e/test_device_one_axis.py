@@ -87,3 +87,22 @@ def test_show_a_traced_chain_on_the_timeline(page: Any, server: Any, runs: dict[
     page.click("#tl-dchain button")
     page.wait_for_function("() => TE.timelineApi.deviceAxis().drawn.length === 0")
     assert "dchain_node" not in page.url
+
+
+def test_draw_a_chain_from_a_selected_instruction(page: Any, server: Any, runs: dict[str, Any]) -> None:
+    """A device instruction's details offer "draw on timeline": its chain traced to the root cause, drawn in place
+    and kept in the URL."""
+    run = runs["chain"]
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.goto(f"{server.url}/runs/{run}/timeline")
+    page.wait_for_selector("#tl-device-align .tl-note-row")
+    first = server.state.store.table(run, "slices").num_rows
+    events = [page.evaluate(f"() => fetch('/api/runs/{run}/events/{first + k}').then((r) => r.json())") for k in range(9)]
+    vector = next(e["event"]["slice_id"] for e in events if e.get("event", {}).get("args", {}).get("id") == 30
+                  and e["event"]["cat"] == "Instruction")
+    page.evaluate(f"() => TE.timelineApi.select({vector})")
+    page.wait_for_selector("#tl-draw-chain")
+    page.click("#tl-draw-chain")
+    page.wait_for_selector("#tl-dchain-root")
+    assert "ACTIVATE" in page.inner_text("#tl-dchain-root")
+    page.wait_for_function("() => location.search.includes('dchain_node=Instruction')")
