@@ -43,7 +43,7 @@ COUNTER_COLUMNS = (
     ("SbufUsage", "avg_util_percent", "SBUF utilisation [%]"),
     ("PsumUsage", "avg_util_percent", "PSUM utilisation [%]"),
 )
-PER_OP = (("hfu_per_interval", "HFU per op"), ("mfu_per_interval", "MFU per op"))
+PER_OP = (("hfu_per_interval", "HFU per op [fraction of 1]"), ("mfu_per_interval", "MFU per op [fraction of 1]"))
 DEVICE_COLOURS = {"opcode": "name", "layer": "layer"}  # colour device slices by: -> the name column used
 DEPENDENCY = "dependency"  # the flow kind of a `Flow` row between two instructions
 DEVICE_TRACKS = TRACKS.append(pa.field("device_profile", pa.string())).append(pa.field("group", pa.string()))

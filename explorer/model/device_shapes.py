@@ -175,7 +175,7 @@ class HierarchyChild(TypedDict):
 
 @with_config(STRICT)
 class HierarchyNode(TypedDict):
-    """A `FrameworkNode`: `time_ns` the union of its `time_intervals`; `hfu` as published."""
+    """A `FrameworkNode`: `time_ns` the union of its `time_intervals`; `hfu` as published (a fraction of 1)."""
 
     node_name: str
     parent_name: str | None
