@@ -136,3 +136,15 @@ def test_range_summary_and_chain_follow_the_shift(shifted: tuple[TestClient, str
     for item in chain["items"]:
         event = client.get(f"/api/runs/{run}/events/{item['slice_id']}").json()["event"]
         assert (event["ts_rel_ns"], event["dur_ns"], event["args"]["id"]) == (item["ts_rel_ns"], item["dur_ns"], item["id"])
+
+
+def test_the_device_page_says_so(shifted: tuple[TestClient, str, Path, str]) -> None:
+    """The device page states the shift and opens the timeline on the profile's span there."""
+    client, run, export, _ = shifted
+    at = expected_placement(export, "matmul")
+    p = next(x for x in client.get(f"/api/runs/{run}/timeline/device-alignment").json()["profiles"]
+             if x["profile_id"] == "matmul")
+    html = client.get(f"/runs/{run}/device/matmul").text
+    statement = html.split('id="device-alignment"', 1)[1].split("</p>", 1)[0]
+    assert "shifted by -4.021 µs onto the host clock" in statement and at["shift"] == -4021
+    assert f"timeline?start={p['start_ns']}&amp;end={p['end_ns']}" in html
