@@ -76,3 +76,23 @@ def test_the_fixture_profiles_through_the_api() -> None:
             detail = client.get(f"/api/runs/{run}/events/{view['profile']['system_slice_id']}").json()
             assert detail["device_profile"]["alignment"] == view["alignment"]
             assert 'id="device-alignment"' in client.get(f"/runs/{run}/device/{profile}").text
+
+
+def test_each_profile_against_its_linked_slice() -> None:
+    """compute_profile_alignments: a profile's `system_slice_id` is the position of its slice in the slices table;
+    an unlinked one (-1) or one pointing past the table keeps its own clock."""
+    import pyarrow as pa
+
+    from explorer.analysis.device_align import build_alignment_rows, compute_profile_alignments
+
+    slices = pa.table({"ts_ns": pa.array([E - 10, E + 5000], pa.int64()), "dur_ns": pa.array([5, 1000], pa.int64())})
+    profiles = pa.table({"profile_id": ["late", "free", "lost"], "name": ["late", "free", "lost"], "nc_id": [0, 1, 2],
+                         "start_ns": pa.array([E + 5900, E, E], pa.int64()), "end_ns": pa.array([E + 6300, E + 9, E + 9],
+                                                                                             pa.int64()),
+                         "system_slice_id": pa.array([1, -1, 7], pa.int64())})
+    got = compute_profile_alignments(profiles, slices)
+    assert got["late"]["shift_ns"] == (E + 6000) - (E + 6300) == -300  # its end moved back onto the slice's
+    assert got["free"]["method"] == got["lost"]["method"] == "none" and got["free"]["shift_ns"] == 0
+    rows = build_alignment_rows(profiles, got, E)
+    assert [(r["profile_id"], r["start_ns"], r["end_ns"]) for r in rows] == [("late", 5600, 6000), ("free", 0, 9),
+                                                                             ("lost", 0, 9)]
