@@ -12,12 +12,15 @@ from api.deps import TIME_BOUND_NS, PageRunDep, RelNs, RunDep, StateDep, parse_c
 from api.responses import FastJSONResponse, fast_json
 from api.routes.overview import warm_timeline
 from api.templating import render_page
+from explorer.model.device_timeline_shapes import DeviceAlignmentsJson, DeviceChainTimelineJson
 from explorer.model.shapes import EventDetail, RangeDeviceSummaries, SearchResult, TimelineWindow
 from explorer.model.source_links import SourceLinker
 from explorer.views.timeline import (
     DEFAULT_HEIGHT_PX,
     MAX_HEIGHT_PX,
     build_timeline_page,
+    compute_device_alignment,
+    compute_device_chain_timeline,
     compute_event,
     compute_range_summaries,
     compute_run_search,
@@ -76,6 +79,21 @@ def range_device_summary(run: RunDep, start_ns: Annotated[int, Query(ge=-TIME_BO
     if end_ns <= start_ns:
         raise _window_error("end_ns", f"end_ns ({end_ns}) must be greater than start_ns ({start_ns})")
     return fast_json(compute_range_summaries(run, start_ns, end_ns))
+
+
+@router.get("/timeline/device-alignment", response_class=FastJSONResponse, response_model=DeviceAlignmentsJson)
+def device_alignment(run: RunDep) -> FastJSONResponse:
+    """Each device profile's alignment onto the host clock (explorer.analysis.device.align) and its span on the
+    timeline (relative ns, shifted); no profiles, an empty list."""
+    return fast_json(compute_device_alignment(run))
+
+
+@router.get("/timeline/device-chain", response_class=FastJSONResponse, response_model=DeviceChainTimelineJson)
+def device_chain(run: RunDep, profile: str, node: str,
+                 mode: Literal["step", "trace"] = "trace") -> FastJSONResponse:
+    """A device dependency chain (`node` Instruction:<id> or DmaPacket:<id>; one step up or traced to its
+    root cause) as timeline items: slice ids, tracks, times relative on the timeline's axis, links with waits."""
+    return fast_json(compute_device_chain_timeline(run, profile, node, mode))
 
 
 @router.get("/search", response_class=FastJSONResponse, response_model=SearchResult)

@@ -175,7 +175,7 @@ class HierarchyChild(TypedDict):
 
 @with_config(STRICT)
 class HierarchyNode(TypedDict):
-    """A `FrameworkNode`: `time_ns` the union of its `time_intervals`; `hfu` as published."""
+    """A `FrameworkNode`: `time_ns` the union of its `time_intervals`; `hfu` as published (a fraction of 1)."""
 
     node_name: str
     parent_name: str | None
@@ -355,10 +355,15 @@ class DeviceChainJson(TypedDict):
 @with_config(STRICT)
 class AlignmentJson(TypedDict):
     """A device profile on the system time axis (explorer.analysis.device.align): `method` execution_slice (checked
-    against its nc_exec_running slice) or none (not linked: its own clock, unchecked)."""
+    against its nc_exec_running slice) or none (not linked: its own clock, unchecked). `shift_ns` is added to the
+    profile's times on the timeline (the host clock); [`shift_min_ns`, `shift_max_ns`] are the shifts the
+    execution slice allows."""
 
     method: str
     within: bool | None
     start_offset_ns: int | None
     end_offset_ns: int | None
     uncertainty_ns: int | None
+    shift_ns: int
+    shift_min_ns: int | None
+    shift_max_ns: int | None

@@ -1,5 +1,6 @@
 """The dependency-chain page of a Neuron device profile and its JSON twin: the chain (explorer.analysis.device.chain)
-with times relative to the run's origin, and links to step further up. Computed once; nothing formatted here.
+with times relative to the run's origin on the timeline's axis (the profile's alignment shift applied), and links
+to step further up. Computed once; nothing formatted here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from explorer.model.device_shapes import ChainEdgeJson, ChainNodeJson, DeviceCha
 from explorer.model.shapes import RunJson
 from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import RunStore
-from explorer.views.device import load_profile_tables, resolve_profile
+from explorer.views.device import load_profile_tables, profile_alignment, resolve_profile
 
 CHAIN_MODES = ("step", "trace")
 
@@ -51,7 +52,9 @@ def compute_chain_json(tables: Tables, profile: DeviceProfileJson, node: str, mo
 def run_chain_json(store: RunStore, rec: RunRecord, profile: str, node: str, mode: str) -> DeviceChainJson:
     """The chain of one node of a run's device profile: what the route and the notebook API return."""
     chosen = resolve_profile(store, rec, profile)
-    return compute_chain_json(load_profile_tables(store, rec.id, chosen), chosen, node, mode, rec.summary.start_ns)
+    shift = profile_alignment(store, rec, chosen)["shift_ns"]  # device clock -> the timeline's (host) clock
+    return compute_chain_json(load_profile_tables(store, rec.id, chosen), chosen, node, mode,
+                              rec.summary.start_ns - shift)
 
 
 def chain_query(node: str, mode: str) -> str:

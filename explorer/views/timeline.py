@@ -8,6 +8,9 @@ from typing import Any
 import pyarrow as pa
 
 from explorer.analysis.chain import build_event_detail
+from explorer.analysis.device.align import build_alignment_rows
+from explorer.analysis.device.chain import compute_chain, parse_node_ref
+from explorer.analysis.device.chain_timeline import build_chain_timeline
 from explorer.analysis.device.events import (
     build_device_event,
     compute_range_device_summaries,
@@ -17,7 +20,7 @@ from explorer.analysis.device.tracks import device_track_rows
 from explorer.analysis.search import compute_search
 from explorer.analysis.timeline.index import WindowPart, compute_bounded_window
 from explorer.analysis.timeline.layout import DEFAULT_HEIGHT_PX, MAX_HEIGHT_PX, display_order, scope_of
-from explorer.errors import EventNotFound
+from explorer.errors import DeviceProfileNotFound, EventNotFound
 from explorer.model.ranks import track_ranks
 from explorer.model.shapes import (
     RunJson,
@@ -61,7 +64,7 @@ def build_tracks(run: Run, offset: int = 0, limit: int | None = None) -> Tracks:
 
 
 __all__ = ["DEFAULT_HEIGHT_PX", "MAX_HEIGHT_PX", "TimelinePage", "build_timeline_page", "build_tracks",
-           "compute_event", "compute_range_summaries", "compute_run_search", "compute_run_window", "run_tracks"]
+           "compute_device_alignment", "compute_device_chain_timeline", "compute_event", "compute_range_summaries", "compute_run_search", "compute_run_window", "run_tracks"]
 
 
 def run_tracks(run: Run, offset: int = 0, limit: int | None = None) -> Tracks:
@@ -123,3 +126,25 @@ def compute_run_search(run: Run, q: str, regex: bool = False, args: bool = False
     """Matches of `q` over the whole run: the count and the first `limit` in time order (relative ns)."""
     args_col = load_slice_column(run.store, run.id, "args") if args else None
     return compute_search(run.timeline_index(), q, regex=regex, limit=limit, args=args_col)
+
+
+def compute_device_alignment(run: Run) -> dict[str, Any]:
+    """Each device profile's alignment onto the host clock (explorer.analysis.device.align) and its span on the
+    timeline (relative ns, shifted); no profiles, an empty list."""
+    devices = run.device_timeline()
+    if devices is None:
+        return {"profiles": []}
+    return {"profiles": build_alignment_rows(run.store.device_profiles(run.id), devices.alignments, run.origin_ns)}
+
+
+def compute_device_chain_timeline(run: Run, profile: str, node: str, mode: str) -> dict[str, Any]:
+    """A device dependency chain (one step up, or traced to its root cause) as timeline items: slice ids, tracks,
+    times relative on the timeline's axis, links with waits."""
+    devices = run.device_timeline()
+    if devices is None or profile not in devices.profiles:
+        known = [] if devices is None else devices.profiles
+        raise DeviceProfileNotFound(f"run {run.id}: no device profile {profile!r} on its timeline",
+                                    {"profile_id": profile, "profiles": known})
+    name, ident = parse_node_ref(node)
+    chain = compute_chain(devices.tables[profile], name, ident, mode == "trace")
+    return dict(build_chain_timeline(devices, profile, chain, mode, f"{name}:{ident}", run.origin_ns))

@@ -76,8 +76,9 @@
           side.append(el("p", { id: "tl-device-alignment", class: "muted" }, al.within
             ? "Device tracks on this time axis as captured: the profile lies inside this execution (" + TE.fmtNs(al.start_offset_ns) +
               " after its start, " + TE.fmtNs(al.end_offset_ns) + " before its end), so the clocks agree to within " + TE.fmtNs(al.uncertainty_ns) + " (no clock-sync data in the export)."
-            : "Device tracks on this time axis as captured, but the profile sticks out of this execution by " + TE.fmtNs(al.uncertainty_ns) +
-              ": the device and host clocks disagree by at least that much (no clock-sync data in the export)."));
+            : "As captured, the profile sticks out of this execution by " + TE.fmtNs(al.uncertainty_ns) +
+              ": the device and host clocks disagree by at least that much (no clock-sync data in the export). Its tracks are " +
+              (TE.alignmentText ? TE.alignmentText(al) : "shifted by " + TE.fmtNs(al.shift_ns)) + "."));
         }
       }
       const nodeId = (e.args || {}).id;  // a device instruction or DMA packet: its dependency chain (device_chain.html)
@@ -85,7 +86,9 @@
         const chain = TE.base() + tl.source.prefix.replace("/api/runs/", "/runs/") + "/device/" + encodeURIComponent(e.device_profile) +
           "/chain?node=" + e.cat + ":" + encodeURIComponent(nodeId) + "&mode=";
         side.append(el("p", { id: "tl-chain-links" }, "Dependency chain: ", el("a", { href: chain + "step" }, "one step up"), " · ",
-          el("a", { href: chain + "trace", id: "tl-trace-chain" }, "trace to root cause")));
+          el("a", { href: chain + "trace", id: "tl-trace-chain" }, "trace to root cause"),
+          ...(tl.deviceAxis ? [" · ", el("button", { class: "small", id: "tl-draw-chain", title: "trace it to its root cause and draw the chain here",
+            onclick: () => tl.deviceAxis.showChain({ profile: e.device_profile, node: e.cat + ":" + nodeId, mode: "trace" }) }, "draw on timeline")] : [])));
       }
       if (d.offline && d.chainOmitted) side.append(el("p", { class: "muted" }, "Offline report: this run draws too many events for their linked chains to fit in the report."));
       if (d.offline && d.argsOmitted) side.append(el("p", { class: "muted" }, "Offline report: this event's args did not fit in the report; open the run on the server for them."));

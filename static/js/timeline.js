@@ -148,6 +148,10 @@
       }
       if (this.source.live && this.tracks.some((x) => x.device_profile)) this.deviceColorSel.hidden = false;
       this.relayout();
+      if (TE.DeviceAxis && this.source.live && this.tracks.some((x) => x.device_profile)) {  // device_timeline.js
+        this.deviceAxis = new TE.DeviceAxis(this);
+        await this.deviceAxis.start();
+      }
       await this.fetchWindow(true);
       this.gaps.load();  // not awaited: the first paint never waits for the breakdown
       const d = this.data;  // after the first paint; a first window of the whole run is the overview already
@@ -407,6 +411,7 @@
         ctx.fillStyle = TE.THEME.timeline.rule; ctx.fillRect(0, body - 2, W, 2);
       }
       this.drawChain(ctx);
+      if (this.deviceAxis) this.deviceAxis.draw(ctx, { left: GUTTER, top: TOP_H, width: W, height: H });
       if (this.collectives) this.collectives.draw(ctx, { left: GUTTER, top: TOP_H, width: W, height: H });
       if (this.highlight) {
         TE.overlays.drawHighlight(ctx, this.highlight, ts, { top: TOP_H, width: W, height: H });
@@ -457,7 +462,9 @@
       ctx.font = FONT;
       ctx.fillStyle = c.muted;
       const more = !r.sub && this.tracksTotal ? " listed, of " + this.tracksTotal + " in the run" : "";
-      ctx.fillText(r.n + (r.n === 1 ? " track" : " tracks") + more, x0 + keyW + 14, y + HEADER_H / 2);
+      const count = r.n + (r.n === 1 ? " track" : " tracks") + more;
+      ctx.fillText(count, x0 + keyW + 14, y + HEADER_H / 2);
+      if (r.sub && this.deviceAxis) this.deviceAxis.drawHeaderNote(ctx, r, x0 + keyW + 28 + ctx.measureText(count).width, y + HEADER_H / 2);
       if (r.collapsed && r.tracks) {
         TE.lanes.drawSummary(ctx, ts, r.tracks, (id) => this.trackData.get(id), y + HEADER_H - 1, r.lane,
           r.lane && this.summaries.get(r.lane), this.data);

@@ -107,6 +107,10 @@
       collectives: () => (tl.collectives ? { enabled: tl.collectives.enabled, links: tl.collectives.links.slice(),
         drawn: tl.collectives.drawn.slice() } : null),
       setCollectives: (on) => tl.collectives.toggle(on),
+      /** Neuron device profiles on the host axis (device_timeline.js): their alignments, the device chain drawn and
+          its outlined nodes (canvas px); null for a run without device tracks. */
+      deviceAxis: () => (tl.deviceAxis ? { profiles: Array.from(tl.deviceAxis.byProfile.values()), chain: tl.deviceAxis.chain,
+        drawn: tl.deviceAxis.drawn.slice() } : null),
       /** The run's largest device gaps (the breakdown's), once loaded after the first paint; null before. */
       gaps: () => (tl.gaps.loaded ? tl.gaps.gaps.slice() : null),
       /** The gap under canvas x on track `trackId` (its empty area), or null. */

@@ -129,7 +129,7 @@ def test_device_counters_follow_their_tables(served: tuple[TestClient, str, int]
         elif t["label"].startswith(("SBUF", "PSUM")):
             table = "SbufUsage" if t["label"].startswith("SBUF") else "PsumUsage"
             want = [(r["timestamp"] - origin, r["avg_util_percent"]) for r in rows(p, table)]
-        elif t["label"] == "HFU per op":
+        elif t["label"] == "HFU per op [fraction of 1]":
             want = [(int(ts) - origin, v) for n in rows(p, "FrameworkNode")
                     for (a, b), h in zip(json.loads(n["time_intervals"]), json.loads(n["hfu_per_interval"]), strict=True)
                     for ts, v in ((a, float(h)), (b, 0.0))]

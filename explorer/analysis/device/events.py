@@ -84,25 +84,28 @@ def device_profile_link(profiles: pa.Table, slice_id: int, origin_ns: int,
     if not linked:
         return None
     p = linked[0]
+    align = compute_alignment(int(p["start_ns"]), int(p["end_ns"]), *(exec_span or (None, None)))
+    shift = align["shift_ns"]  # its tracks' span on the timeline (the host clock)
     out = {"profile_id": p["profile_id"], "name": p["name"], "nc_id": p["nc_id"],
-           "start_ns": int(p["start_ns"]) - origin_ns, "end_ns": int(p["end_ns"]) - origin_ns}
+           "start_ns": int(p["start_ns"]) + shift - origin_ns, "end_ns": int(p["end_ns"]) + shift - origin_ns}
     if exec_span is not None:
-        out["alignment"] = compute_alignment(int(p["start_ns"]), int(p["end_ns"]), *exec_span)
+        out["alignment"] = align
     return out
 
 
 def compute_range_device_summaries(dt: DeviceTimeline, profiles: pa.Table, start_ns: int, end_ns: int,
                                    origin_ns: int) -> list[dict[str, Any]]:
     """The device Summary (compute_device_summary, the published definitions) of [start_ns, end_ns)
-    (relative ns) cut to each profile's span, for every profile the range overlaps; times in the result are
-    relative ns, the window each summary covers."""
+    (relative ns on the timeline) cut to each profile's span there (its times shifted by its alignment), for
+    every profile the range overlaps; times in the result are relative ns, the window each summary covers."""
     a, b = start_ns + origin_ns, end_ns + origin_ns
     out = []
     for p in profiles.to_pylist():
-        lo, hi = max(a, int(p["start_ns"])), min(b, int(p["end_ns"]))
+        shift = dt.alignments[p["profile_id"]]["shift_ns"] if p["profile_id"] in dt.alignments else 0
+        lo, hi = max(a, int(p["start_ns"]) + shift), min(b, int(p["end_ns"]) + shift)
         if hi <= lo:
             continue
-        summary = compute_device_summary(dt.tables[p["profile_id"]], lo, hi)
+        summary = compute_device_summary(dt.tables[p["profile_id"]], lo - shift, hi - shift)
         out.append({"profile": p["profile_id"], "name": p["name"], "start_ns": lo - origin_ns,
                     "end_ns": hi - origin_ns, "metrics": summary.metrics})
     return out

@@ -1,7 +1,8 @@
 """Timeline tracks of a run's Neuron device profiles, built at read time from the stored device tables: one
 slice track per (physical core, `Instruction.timeline_track`), per DMA queue and per CC core, and counter
 tracks (HBM/DMA throughput, pending DMA, throttling, SBUF/PSUM use, per-op HFU/MFU), with track and slice
-ids above the run's own. Times stay absolute int64 ns here; the timeline index makes them relative. No I/O.
+ids above the run's own. Times are absolute int64 ns on the host clock (each profile shifted by its alignment,
+explorer.analysis.device.align); the timeline index makes them relative. No I/O.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.analysis.device.align import compute_profile_alignments
 from explorer.analysis.device.rows import Tables, ints, strings
 from explorer.analysis.timeline.index import TimelineIndex, build_timeline_index
+from explorer.model.device_shapes import AlignmentJson
 from explorer.model.lanes import Lane
 from explorer.model.ranks import NO_RANK
 from explorer.model.shapes import TrackRow
@@ -40,7 +43,7 @@ COUNTER_COLUMNS = (
     ("SbufUsage", "avg_util_percent", "SBUF utilisation [%]"),
     ("PsumUsage", "avg_util_percent", "PSUM utilisation [%]"),
 )
-PER_OP = (("hfu_per_interval", "HFU per op"), ("mfu_per_interval", "MFU per op"))
+PER_OP = (("hfu_per_interval", "HFU per op [fraction of 1]"), ("mfu_per_interval", "MFU per op [fraction of 1]"))
 DEVICE_COLOURS = {"opcode": "name", "layer": "layer"}  # colour device slices by: -> the name column used
 DEPENDENCY = "dependency"  # the flow kind of a `Flow` row between two instructions
 DEVICE_TRACKS = TRACKS.append(pa.field("device_profile", pa.string())).append(pa.field("group", pa.string()))
@@ -67,6 +70,7 @@ class DeviceTimeline:
     counter_parts: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
     flows: tuple[np.ndarray, np.ndarray] = (np.zeros(0, I64), np.zeros(0, I64))
     profile_of_track: dict[int, str] = field(default_factory=dict)
+    alignments: dict[str, AlignmentJson] = field(default_factory=dict)  # profile_id -> its shift onto the host clock
     columns: dict[str, np.ndarray] = field(default_factory=dict)  # the parts concatenated, by finish
     names: list[str] = field(default_factory=list)  # slice names; `name` columns hold codes into it
     _name_index: dict[str, int] = field(default_factory=dict)
@@ -88,7 +92,7 @@ def build_device_timeline(profiles: pa.Table, tables: Mapping[str, Tables], run_
     last_sort = max(sort_of.values(), default=0) + 1
     slice_track = run_slices.column("track_id").to_numpy()
     dt = DeviceTimeline(first_slice_id=run_slices.num_rows, first_track_id=first_track, profiles=[],
-                        tables=dict(tables))
+                        tables=dict(tables), alignments=compute_profile_alignments(profiles, run_slices))
     flow_from: list[np.ndarray] = []
     flow_to: list[np.ndarray] = []
     for p in profiles.to_pylist():
@@ -110,9 +114,9 @@ def build_device_timeline(profiles: pa.Table, tables: Mapping[str, Tables], run_
 
 
 def _add_profile(dt: DeviceTimeline, p: dict[str, Any], tables: Tables, sort_key: int) -> np.ndarray:
-    """Append one profile's tracks and slices; returns its Instruction ids by slice position (offset from
-    the profile's first slice), -1 for non-instruction slices."""
-    code = len(dt.profiles)
+    """Append one profile's tracks and slices, shifted by its alignment; returns its Instruction ids by slice
+    position (offset from the profile's first slice), -1 for non-instruction slices."""
+    code, shift = len(dt.profiles), dt.alignments[p["profile_id"]]["shift_ns"]
     dt.profiles.append(p["profile_id"])
     ident = {"lane": str(Lane.HARDWARE), "instance": p["instance_id"], "process": f"PID {p['process_id']}",
              "device": f"NC:{p['nc_id']}", "sort_key": sort_key, "device_profile": p["profile_id"]}
@@ -132,7 +136,7 @@ def _add_profile(dt: DeviceTimeline, p: dict[str, Any], tables: Tables, sort_key
             dt.tracks.append({**ident, "track_id": tid, "kind": "slice", "thread": label, "label": label,
                               "max_depth": 0, "count": len(pos), "group": f"{head} · {group}"})
             dt.profile_of_track[tid] = p["profile_id"]
-            dt.ts.append(start[pos])
+            dt.ts.append(start[pos] + shift)
             dt.dur.append(np.maximum(end[pos] - start[pos], 0))
             dt.track.append(np.full(len(pos), tid, np.int32))
             dt.name.append(names[pos])
@@ -146,7 +150,7 @@ def _add_profile(dt: DeviceTimeline, p: dict[str, Any], tables: Tables, sort_key
         dt.tracks.append({**ident, "track_id": tid, "kind": "counter", "thread": label, "label": label,
                           "max_depth": 0, "count": len(ts), "group": f"{head} · counters"})
         dt.profile_of_track[tid] = p["profile_id"]
-        dt.counter_parts.append((tid, ts, value))
+        dt.counter_parts.append((tid, ts + shift, value))
     return np.concatenate(inst_ids) if inst_ids else np.zeros(0, I64)
 
 
