@@ -66,6 +66,7 @@ from explorer.model.shapes import (
     KernelCategory,
     KernelRow,
     KernelsResult,
+    OpMemorySummary,
     OpRow,
     OpsResult,
     RunJson,
@@ -226,6 +227,7 @@ class OpsPage(SortLinks):
     page: int = 1
     rank: str = ""  # the `rank=` filter as given ("" every rank)
     ranks: list[int] = field(default_factory=list)  # the run's ranks (the filter is offered when several)
+    memory: OpMemorySummary | None = None  # issue 38: the memory columns' device and totals (None: no columns)
 
     def view_link(self, view: str) -> str:
         """Query string of the same table in another view (filter, grouping and sort kept; back to page 1)."""
@@ -394,8 +396,21 @@ def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q:
     device_total = run_device_total_ns(rec) if ranks is None else rank_device_total_ns(store, rec.id, ranks)
     check_op_view(view)
     sort = sort or default_op_sort(device_total, view)
+    # ---- memory columns (issue 38; explorer/views/op_memory.py): the whole run's per-name/per-shape rows only ----
+    from explorer.views.op_memory import (  # (a cycle)
+        add_op_memory,
+        is_memory_sort,
+        run_op_memory,
+        sort_memory_rows,
+    )
+    memory = None
+    if start_ns is None and end_ns is None and ranks is None and not by_module:
+        memory = run_op_memory(store, rec.id, by_shape)
+    mem_sort = memory is not None and is_memory_sort(sort)
+    # ---- end memory columns ----
     if start_ns is None and end_ns is None:
-        rows = load_ops(store, rec.id, sort=sort, limit=limit, by_shape=by_shape, name_filter=q, view=view,
+        rows = load_ops(store, rec.id, sort=default_op_sort(device_total, view) if mem_sort else sort,
+                        limit=None if mem_sort else limit, by_shape=by_shape, name_filter=q, view=view,
                         by_module=by_module, ranks=ranks)
     else:
         origin = rec.summary.start_ns
@@ -407,8 +422,15 @@ def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q:
         url = links.url(parse_frame(row["name"])) if links is not None and row["kind"] == "python" else None
         if url:
             row["source_url"] = url
-    return {"rows": rows, "device_total_ns": device_total, "attributed_ns": attributed_device_ns(store, rec, ranks),
-            "view": view, "sort": sort, "has_modules": has_module_frames(store, rec.id)}
+    result: OpsResult = {"rows": rows, "device_total_ns": device_total,
+                         "attributed_ns": attributed_device_ns(store, rec, ranks), "view": view, "sort": sort,
+                         "has_modules": has_module_frames(store, rec.id)}
+    if memory is not None:  # (issue 38: memory columns)
+        add_op_memory(rows, memory[1])
+        result["memory"] = memory[0]
+        if mem_sort:
+            result["rows"] = sort_memory_rows(rows, sort, limit)
+    return result
 
 
 def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str = "", by_shape: bool = False,
@@ -425,6 +447,7 @@ def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str
                        data["view"], data["attributed_ns"], by_module and has_modules, data["has_modules"], rank=rank,
                        ranks=run_ranks(store.table(run_id, "tracks")))
     ops_page.page = max(1, page)
+    ops_page.memory = data.get("memory")  # (issue 38)
     ops_page.twin = f"/api/runs/{run_id}/ops?{ops_page.query()}"
     return ops_page
 

@@ -252,6 +252,15 @@ def _live_at(ev: MemoryEvents, partner: np.ndarray, device: str, at: int) -> lis
             and (partner[i] < 0 or partner[i] > at)]
 
 
+def live_at_peak(ev: MemoryEvents, partner: np.ndarray, device: str) -> np.ndarray:
+    """Per event: an allocation of `device` live at its peak (the first event at the maximum of Total Allocated)."""
+    mine = np.flatnonzero(np.asarray([d == device for d in ev.device], dtype=bool))
+    out = np.zeros(len(ev.ts_ns), dtype=bool)
+    if len(mine):
+        out[_live_at(ev, partner, device, int(mine[int(np.argmax(ev.allocated[mine]))]))] = True
+    return out
+
+
 def _peak(ev: MemoryEvents, owners: Owners, partner: np.ndarray, device: str, step_of: list[str]) -> Peak:
     mine = np.flatnonzero(np.asarray([d == device for d in ev.device], dtype=bool))
     at = int(mine[int(np.argmax(ev.allocated[mine]))])  # the first event reaching the maximum

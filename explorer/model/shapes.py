@@ -189,6 +189,29 @@ class OpRow(TypedDict):
     self_device_ns: int
     device_pct: float
     source_url: NotRequired[str]  # python view: the frame's vscode:// link (explorer.model.source_links)
+    # memory columns (explorer.analysis.op_memory.OP_MEMORY): only when the run has [memory] events
+    allocated_bytes: NotRequired[int]
+    self_allocated_bytes: NotRequired[int]
+    allocations: NotRequired[int]
+    self_allocations: NotRequired[int]
+    net_bytes: NotRequired[int]
+    self_net_bytes: NotRequired[int]
+    peak_bytes: NotRequired[int]
+    self_peak_bytes: NotRequired[int]
+
+
+@with_config(STRICT)
+class OpMemorySummary(TypedDict):
+    """What the op table's memory columns cover: one device's [memory] events; the self columns' sums plus
+    `outside_*` equal the totals, the memory page's for that device (explorer.views.op_memory)."""
+
+    device: str
+    devices: list[str]  # every device with [memory] events (the columns show `device`: the highest peak)
+    allocated_bytes: int
+    allocations: int
+    peak_bytes: int  # the device's peak (the maximum of Total Allocated)
+    outside_allocated_bytes: int  # allocated outside every op
+    outside_peak_bytes: int  # of the peak: allocations made outside every op, or before the profile
 
 
 @with_config(STRICT)
@@ -201,6 +224,7 @@ class OpsResult(TypedDict):
     view: str
     sort: str
     has_modules: bool
+    memory: NotRequired[OpMemorySummary]  # the memory columns' device and totals, when the rows have them
 
 
 # ---- kernels ------------------------------------------------------------------------------------

@@ -18,25 +18,20 @@ from typing_extensions import TypedDict
 from explorer.analysis.alloc_snapshot import SnapshotDevice, compute_snapshot
 from explorer.analysis.hbm import HbmUsage, compute_hbm, is_hbm_series
 from explorer.analysis.memory import (
-    MemoryEvents,
     MemoryReport,
     PeakDelta,
-    ThreadOps,
     compare_peaks,
     compute_memory,
     compute_owners,
-    device_name,
 )
 from explorer.analysis.memory_categories import CategoryTimeline, compute_categories
 from explorer.errors import BadRequest
 from explorer.ingest.memory_timeline import CATEGORIES
-from explorer.model.lanes import Lane
 from explorer.model.shapes import RunJson
 from explorer.pages import run_json
 from explorer.store.runs import RunStore
+from explorer.views.memory_events import NoAddresses, memory_events, thread_keys, thread_ops
 
-MEMORY_NAME = "[memory]"
-STEP_PREFIX = "ProfilerStep#"
 OWNER_COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
                 "#9c755f", "#bab0ac")
 
@@ -95,7 +90,7 @@ def _run_memory(store: RunStore, run_id: str) -> MemoryResult:
     rec = store.require_ready(run_id)
     origin = rec.summary.start_ns
     tracks = store.table(run_id, "tracks")
-    thread_of_track = _thread_keys(tracks)
+    thread_of_track = thread_keys(tracks)
     snapshot = _snapshot(store, run_id)
     categories = None
     if store.table_path(run_id, "memory_categories").exists():
@@ -105,8 +100,8 @@ def _run_memory(store: RunStore, run_id: str) -> MemoryResult:
                                                                      rec.summary.end_ns) else None, CATEGORIES)
     hbm = compute_hbm(_hbm_series(store.table(run_id, "counters"), tracks, origin))
     try:
-        read = _memory_events(store.table(run_id, "instants"), thread_of_track, origin)
-    except _NoAddresses as exc:
+        read = memory_events(store.table(run_id, "instants"), thread_of_track, origin)
+    except NoAddresses as exc:
         return MemoryResult(run_id=run_id, report=None, reason=NO_ADDRESSES.format(count=exc.count),
                             snapshot=snapshot, categories=categories, hbm=hbm, baseline="", compare=[])
     if read is None:
@@ -114,7 +109,7 @@ def _run_memory(store: RunStore, run_id: str) -> MemoryResult:
                             hbm=hbm, baseline="", compare=[])
     keys, events = read
     slices = store.table(run_id, "slices")
-    ops, steps = _thread_ops(slices, thread_of_track, keys, origin)
+    ops, steps = thread_ops(slices, thread_of_track, keys, origin)
     report = compute_memory(events, compute_owners(events, ops), steps)
     return MemoryResult(run_id=run_id, report=report, reason="", snapshot=snapshot, categories=categories,
                         hbm=hbm, baseline="", compare=[])
@@ -170,117 +165,6 @@ def build_memory_page(store: RunStore, run_id: str, baseline: str = "") -> Memor
                     for i, t in enumerate(data["report"]["timelines"])}
     query = f"?{urlencode({'baseline': baseline})}" if baseline else ""
     return MemoryPage(run_json(rec), data, figures, f"/api/runs/{run_id}/memory{query}")
-
-
-def _thread_keys(tracks: pa.Table) -> dict[int, tuple[str, str, str]]:
-    """track id -> its host thread (instance, process, thread)."""
-    cols = [tracks.column(c).to_pylist() for c in ("track_id", "instance", "process", "thread")]
-    return {tid: (inst, proc, th) for tid, inst, proc, th in zip(*cols, strict=True)}
-
-
-class _NoAddresses(Exception):
-    def __init__(self, count: int) -> None:
-        super().__init__(count)
-        self.count = count
-
-
-def _memory_events(instants: pa.Table, thread_of_track: dict[int, tuple[str, str, str]],
-                   origin: int) -> tuple[list[tuple[str, str, str]], MemoryEvents] | None:
-    """The run's [memory] instants with an address and a byte count, in time order (ties: the stored order)."""
-    mem = instants.filter(pc.equal(instants.column("name"), MEMORY_NAME))
-    if not mem.num_rows:
-        return None
-    raws = mem.column("args").to_pylist()
-    try:  # one decode of them all (a tenth of the time of one per event)
-        parsed = _DECODE_MANY("[" + ",".join(raws) + "]")
-    except (msgspec.DecodeError, RecursionError):
-        parsed = [_args(raw) for raw in raws]
-    keep = [i for i, a in enumerate(parsed) if _is_int(a.nbytes) and _is_int(a.addr)]
-    if not keep:
-        raise _NoAddresses(len(parsed))
-    tracks = mem.column("track_id").to_numpy()[keep]
-    ts = mem.column("ts_ns").to_numpy()[keep] - origin
-    order = np.lexsort((np.arange(len(keep)), ts))  # time order, stored order on ties
-    keys: dict[tuple[str, str, str], int] = {}
-    thread_of = {int(t): keys.setdefault(thread_of_track[int(t)], len(keys)) for t in np.unique(tracks)}
-    args = [parsed[keep[i]] for i in order.tolist()]
-    devices: dict[tuple[object, object], str] = {}
-    events = MemoryEvents(
-        ts_ns=ts[order], thread=np.asarray([thread_of[int(t)] for t in tracks[order]], np.int64),
-        addr=[a.addr for a in args], nbytes=np.asarray([a.nbytes for a in args], np.int64),
-        allocated=np.asarray([_int(a.allocated) for a in args], np.int64),
-        reserved=np.asarray([_int(a.reserved) for a in args], np.int64),
-        device=[_device(a, devices) for a in args])
-    return list(keys), events
-
-
-def _device(args: _MemoryArgs, known: dict[tuple[object, object], str]) -> str:
-    if type(args.device_type) not in (int, str) or type(args.device_id) not in (int, str):
-        return device_name(args.device_type, args.device_id)  # (a float, a bool, a list: not a key)
-    key = (args.device_type, args.device_id)
-    if (name := known.get(key)) is None:
-        name = known[key] = device_name(*key)
-    return name
-
-
-class _MemoryArgs(msgspec.Struct, gc=False):
-    """The args of a [memory] instant this page reads (any JSON value; checked as it is used)."""
-
-    addr: Any = msgspec.field(name="Addr", default=None)
-    nbytes: Any = msgspec.field(name="Bytes", default=None)
-    allocated: Any = msgspec.field(name="Total Allocated", default=None)
-    reserved: Any = msgspec.field(name="Total Reserved", default=None)
-    device_type: Any = msgspec.field(name="Device Type", default=0)
-    device_id: Any = msgspec.field(name="Device Id", default=-1)
-
-
-_DECODE_ARGS = msgspec.json.Decoder(_MemoryArgs).decode
-_DECODE_MANY = msgspec.json.Decoder(list[_MemoryArgs]).decode
-
-
-def _args(raw: str) -> _MemoryArgs:
-    try:
-        return _DECODE_ARGS(raw)
-    except (msgspec.DecodeError, RecursionError):  # (args not an object, or not JSON: no address, skipped)
-        return _MemoryArgs()
-
-
-def _is_int(value: object) -> bool:
-    return type(value) is int and -(2**63) < value < 2**63
-
-
-def _int(value: object) -> int:
-    """A total as an int: integral floats too (a writer's 2.71e+9), else 0."""
-    if type(value) is float and value.is_integer() and abs(value) < 2**63:
-        return int(value)
-    return value if type(value) is int and -(2**63) < value < 2**63 else 0
-
-
-def _thread_ops(slices: pa.Table, thread_of_track: dict[int, tuple[str, str, str]], keys: list[tuple[str, str, str]],
-                origin: int) -> tuple[list[ThreadOps | None], list[tuple[str, int, int]]]:
-    """Per memory thread (keys' order) its framework slices; and the ProfilerSteps (name, start, end)."""
-    host = slices.filter(pc.equal(slices.column("lane"), Lane.FRAMEWORK.value))
-    index = {key: i for i, key in enumerate(keys)}
-    tracks = np.asarray(sorted(thread_of_track), dtype=np.int64)
-    of_track = np.full(int(tracks.max()) + 1 if len(tracks) else 1, -1, dtype=np.int64)
-    for track, key in thread_of_track.items():
-        of_track[track] = index.get(key, -1)
-    thread = of_track[host.column("track_id").to_numpy()]
-    start = host.column("ts_ns").to_numpy() - origin
-    end = start + host.column("dur_ns").to_numpy()
-    is_step = pc.starts_with(host.column("name"), STEP_PREFIX).to_numpy(zero_copy_only=False)
-    step_names = host.column("name").filter(pa.array(is_step)).to_pylist()
-    steps = set(zip(step_names, start[is_step].tolist(), end[is_step].tolist(), strict=True))
-    ops: list[ThreadOps | None] = []
-    for i in range(len(keys)):
-        at = np.flatnonzero(thread == i)
-        if not len(at):
-            ops.append(None)
-            continue
-        picked = pa.array(at)
-        ops.append(ThreadOps(start[at], end[at], host.column("name").take(picked).to_pylist(),
-                             host.column("cat").take(picked).to_pylist()))
-    return ops, sorted(steps, key=lambda s: s[1])
 
 
 def make_memory_figure(timeline: Any, peak_ns: int | None = None) -> dict[str, Any]:
