@@ -97,6 +97,13 @@ from explorer.store.queries import (
 from explorer.store.run_queries import load_ops_in_range
 from explorer.store.runs import RunStore
 from explorer.store.sql import load_sql_schema
+from explorer.views.compare_memory import compute_compare_memory  # issue 38: memory in compare
+from explorer.views.op_memory import (  # issue 38
+    add_op_memory,
+    is_memory_sort,
+    run_op_memory,
+    sort_memory_rows,
+)
 
 KERNEL_CATEGORIES = tuple(dict.fromkeys(rule.category for rule in CATEGORY_RULES))
 TOP_OPS = 15
@@ -397,12 +404,6 @@ def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q:
     check_op_view(view)
     sort = sort or default_op_sort(device_total, view)
     # ---- memory columns (issue 38; explorer/views/op_memory.py): the whole run's per-name/per-shape rows only ----
-    from explorer.views.op_memory import (  # (a cycle)
-        add_op_memory,
-        is_memory_sort,
-        run_op_memory,
-        sort_memory_rows,
-    )
     memory = None
     if start_ns is None and end_ns is None and ranks is None and not by_module:
         memory = run_op_memory(store, rec.id, by_shape)
@@ -478,7 +479,11 @@ def compute_run_compare(store: RunStore, run_ids: list[str], baseline: str | Non
         raise BadRequest(f"compare takes 2 to {MAX_COMPARE_RUNS} run ids, comma-separated: /compare?runs=a,b")
     if len(set(run_ids)) != len(run_ids):
         raise BadRequest("a run appears twice in the comparison")
-    return compute_compare([compare_side(store, rid) for rid in run_ids], baseline)
+    result = compute_compare([compare_side(store, rid) for rid in run_ids], baseline)
+    # ---- memory in compare (issue 38; explorer/views/compare_memory.py) ----
+    if memory := compute_compare_memory(store, [r["id"] for r in result["runs"]]):
+        result["memory"] = memory
+    return result
 
 
 def compare_side(store: RunStore, run_id: str) -> RunOps:

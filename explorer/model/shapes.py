@@ -512,6 +512,39 @@ class KernelCompare(TypedDict):
 
 
 @with_config(STRICT)
+class MemoryOwnerDelta(TypedDict):
+    """One owner (op or module) at two peaks: its live bytes at the run's and at the baseline's."""
+
+    owner: str
+    bytes: int
+    baseline_bytes: int
+    delta: int
+
+
+@with_config(STRICT)
+class MemoryPeakDelta(TypedDict):
+    """One device's peak against the baseline's (explorer.analysis.memory.compare_peaks); each breakdown's deltas
+    sum to `delta` (the breakdowns hold "(allocated before the profile)" too)."""
+
+    device: str
+    bytes: int
+    baseline_bytes: int
+    delta: int
+    by_owner: list[MemoryOwnerDelta]  # what is live at each run's peak, by owner op, the biggest change first
+    by_module: list[MemoryOwnerDelta]  # ... by innermost nn.Module ("(no module)" outside any)
+
+
+@with_config(STRICT)
+class MemoryCompare(TypedDict):
+    """A run's memory against the baseline's on the compare page: per device both have, the peaks and their
+    difference by owner (cut to the biggest changes, the rest summed in one row: the deltas still sum)."""
+
+    run_id: str
+    baseline_id: str
+    peaks: list[MemoryPeakDelta]
+
+
+@with_config(STRICT)
 class CompareResult(TypedDict):
     """GET /api/compare: the runs op by op and kernel by kernel against the baseline (listed first)."""
 
@@ -522,6 +555,7 @@ class CompareResult(TypedDict):
     sort: str
     rows: list[DiffRow]
     kernels: KernelCompare
+    memory: NotRequired[list[MemoryCompare]]  # issue 38: when the baseline and another run have [memory] events
 
 
 @with_config(STRICT)

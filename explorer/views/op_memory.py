@@ -16,7 +16,7 @@ from explorer.model.op_stats import compute_op_events
 from explorer.model.shapes import OpMemorySummary, OpRow
 from explorer.store.queries import OP_TIE_BREAK, load_op_inputs, op_sort_descending
 from explorer.store.runs import RunStore
-from explorer.views.memory_events import read_memory_events
+from explorer.views.memory_data import read_memory_events
 
 
 def run_op_memory(store: RunStore, run_id: str, by_shape: bool) -> tuple[OpMemorySummary, pa.Table] | None:

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.conftest import Uploader, assert_error
-from tests.helpers.memory_profiles import train_profile
+from tests.helpers.memory_profiles import read_trace, train_profile
 
 pytest.importorskip("torch")
 
@@ -42,3 +42,31 @@ def test_ops_page_and_twin_show_the_memory_columns(client: TestClient, upload: U
     assert got == sorted(got, reverse=True) and got[0] > 0
     # grouped by module, the rows have no memory columns: sorting by one is a clear 400
     assert_error(client.get(f"/api/runs/{rid}/ops?sort=-self_allocated_bytes&by_module=1"), 400, "bad_request")
+
+
+def test_compare_shows_memory_by_owner(client: TestClient, upload: Uploader, profiles: dict[str, Path]) -> None:
+    """Batch 16 against batch 8: the peak's Δ is the two files' maximum Total Allocated apart, and the Δ by owner op
+    and by module each sum to it (the tables hold what no op explains, and the rest in one row)."""
+    b8, b16 = uploaded(upload, profiles["b8"]), uploaded(upload, profiles["b16"])
+    data = client.get(f"/api/compare?runs={b8},{b16}").json()
+    [m] = data["memory"]
+    assert (m["baseline_id"], m["run_id"]) == (b8, b16)
+    [p] = m["peaks"]
+    peaks = {k: max(e["args"]["Total Allocated"] for e in read_trace(profiles[k])[0]) for k in ("b8", "b16")}
+    assert (p["device"], p["bytes"], p["baseline_bytes"]) == ("CPU", peaks["b16"], peaks["b8"])
+    assert p["delta"] == peaks["b16"] - peaks["b8"] > 0
+    for rows in (p["by_owner"], p["by_module"]):
+        assert sum(r["delta"] for r in rows) == p["delta"]
+        assert sum(r["bytes"] for r in rows) == p["bytes"] and sum(r["baseline_bytes"] for r in rows) == p["baseline_bytes"]
+    owners = {r["owner"]: r for r in p["by_owner"]}
+    assert owners["aten::clamp_min"]["bytes"] == 2 * owners["aten::clamp_min"]["baseline_bytes"] > 0  # ReLU outputs
+    html = client.get(f"/compare?runs={b8},{b16}").text
+    assert 'id="tab-memory"' in html and 'data-what="owner op"' in html and "aten::clamp_min" in html
+
+
+def test_compare_without_memory_events_has_no_memory(client: TestClient, upload: Uploader,
+                                                     profiles: dict[str, Path]) -> None:
+    tiny = upload()["id"]
+    b8 = uploaded(upload, profiles["b8"])
+    assert "memory" not in client.get(f"/api/compare?runs={tiny},{b8}").json()
+    assert 'id="tab-memory"' not in client.get(f"/compare?runs={tiny},{b8}").text

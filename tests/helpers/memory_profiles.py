@@ -19,13 +19,12 @@ HIDDEN_NAMES = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_functi
 OP_CATS = frozenset({"cpu_op", "user_annotation", "python_function"})
 
 
-def train_profile(path: Path, batch: int, leak: bool = False, checkpoint: bool = False) -> dict[str, Any]:
+def train_profile(path: Path, batch: int, leak: bool = False) -> dict[str, Any]:
     """Train the MLP for a few steps under the profiler, write its Kineto trace to `path`; returns key_averages()
     memory per row name: {name: (cpu_memory_usage, self_cpu_memory_usage, count)}, and per (name, shapes text)."""
     import torch
     from torch import nn
     from torch.profiler import ProfilerActivity, profile, schedule
-    from torch.utils.checkpoint import checkpoint as ckpt
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -38,8 +37,7 @@ def train_profile(path: Path, batch: int, leak: bool = False, checkpoint: bool =
                  schedule=schedule(wait=1, warmup=1, active=ACTIVE_STEPS),
                  on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
         for _ in range(2 + ACTIVE_STEPS):
-            out = ckpt(model, x, use_reentrant=False) if checkpoint else model(x)
-            out.sum().backward()
+            model(x).sum().backward()
             if leak:
                 kept.append(torch.cumsum(leak_src, 0))
             prof.step()
@@ -48,6 +46,33 @@ def train_profile(path: Path, batch: int, leak: bool = False, checkpoint: bool =
     for e in prof.key_averages(group_by_input_shape=True):
         by_shape[e.key].append((e.cpu_memory_usage, e.self_cpu_memory_usage, e.count))
     return {"by_name": by_name, "by_shape": {k: sorted(v) for k, v in by_shape.items()}}
+
+
+def blocks_profile(path: Path, checkpoint: bool, blocks: int = 4) -> None:
+    """A stack of MLP blocks (Linear 4x wide, GELU, Linear back) trained for a few steps, each block under
+    activation checkpointing or not: checkpointed, a block keeps only its input for the backward pass."""
+    import torch
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.utils.checkpoint import checkpoint as ckpt
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    stack = nn.ModuleList(nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.GELU(), nn.Linear(4 * WIDTH, WIDTH))
+                          for _ in range(blocks))
+    x = torch.randn(128, WIDTH, requires_grad=True)
+
+    def forward(h: Any) -> Any:
+        for block in stack:
+            h = ckpt(block, h, use_reentrant=False) if checkpoint else block(h)
+        return h
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True,
+                 schedule=schedule(wait=1, warmup=1, active=ACTIVE_STEPS),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(2 + ACTIVE_STEPS):
+            forward(x).sum().backward()
+            prof.step()
 
 
 def read_trace(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
