@@ -62,6 +62,7 @@ def test_compare_shows_memory_by_owner(client: TestClient, upload: Uploader, pro
     assert owners["aten::clamp_min"]["bytes"] == 2 * owners["aten::clamp_min"]["baseline_bytes"] > 0  # ReLU outputs
     html = client.get(f"/compare?runs={b8},{b16}").text
     assert 'id="tab-memory"' in html and 'data-what="owner op"' in html and "aten::clamp_min" in html
+    assert 'id="headline-memory"' in html
 
 
 def test_compare_without_memory_events_has_no_memory(client: TestClient, upload: Uploader,
