@@ -71,3 +71,14 @@ def test_compare_without_memory_events_has_no_memory(client: TestClient, upload:
     b8 = uploaded(upload, profiles["b8"])
     assert "memory" not in client.get(f"/api/compare?runs={tiny},{b8}").json()
     assert 'id="tab-memory"' not in client.get(f"/compare?runs={tiny},{b8}").text
+
+
+def test_memory_at_refuses_a_track_that_is_not_a_memory_counter(client: TestClient, upload: Uploader,
+                                                                  profiles: dict[str, Path]) -> None:
+    rid = uploaded(upload, profiles["b8"])
+    tracks = client.get(f"/api/runs/{rid}/tracks").json()["tracks"]
+    other = next(t for t in tracks if not t["label"].startswith("memory "))
+    assert_error(client.get(f"/api/runs/{rid}/memory/at?track={other['track_id']}&at_ns=0"), 400, "bad_request")
+    mem = next(t for t in tracks if t["label"] == "memory allocated (CPU) [bytes]")
+    assert client.get(f"/api/runs/{rid}/memory/at?track={mem['track_id']}&at_ns=-1").json()["event"] is None
+    assert client.get(f"/api/runs/{rid}/memory/at?track={mem['track_id']}&at_ns={2**70}").status_code == 422
