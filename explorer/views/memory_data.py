@@ -24,6 +24,7 @@ from explorer.analysis.memory import (
     device_name,
 )
 from explorer.analysis.memory_categories import CategoryTimeline, compute_categories
+from explorer.analysis.onchip_memory import OnChipMemory, compute_onchip_memory
 from explorer.errors import BadRequest
 from explorer.ingest.memory_timeline import CATEGORIES
 from explorer.model.lanes import Lane
@@ -170,6 +171,7 @@ class MemoryResult(TypedDict):
     snapshot: list[SnapshotDevice]
     categories: CategoryTimeline | None  # from export_memory_timeline output in the run; times from the run's start
     hbm: list[HbmUsage]  # Neuron HBM by usage type (the system profile's counters), [] when none
+    onchip: list[OnChipMemory]  # Neuron device profiles' SBUF allocations and SBUF/PSUM usage; times relative
     baseline: str  # ?baseline=RUN: the run compared against ("" none)
     compare: list[MemoryPeakDelta]  # each device's peak against the baseline's, by owner
 
@@ -213,20 +215,21 @@ def _run_memory(store: RunStore, run_id: str) -> MemoryResult:
         categories = compute_categories(table, origin if _within_run(table, rec.summary.start_ns,
                                                                      rec.summary.end_ns) else None, CATEGORIES)
     hbm = compute_hbm(_hbm_series(store.table(run_id, "counters"), tracks, origin))
+    onchip = _onchip(store, run_id, origin)
     try:
         read = memory_events(store.table(run_id, "instants"), thread_of_track, origin)
     except NoAddresses as exc:
         return MemoryResult(run_id=run_id, report=None, reason=NO_ADDRESSES.format(count=exc.count),
-                            snapshot=snapshot, categories=categories, hbm=hbm, baseline="", compare=[])
+                            snapshot=snapshot, categories=categories, hbm=hbm, onchip=onchip, baseline="", compare=[])
     if read is None:
         return MemoryResult(run_id=run_id, report=None, reason=NO_EVENTS, snapshot=snapshot, categories=categories,
-                            hbm=hbm, baseline="", compare=[])
+                            hbm=hbm, onchip=onchip, baseline="", compare=[])
     keys, events = read
     slices = store.table(run_id, "slices")
     ops, steps = thread_ops(slices, thread_of_track, keys, origin)
     report = compute_memory(events, compute_owners(events, ops), steps)
     return MemoryResult(run_id=run_id, report=report, reason="", snapshot=snapshot, categories=categories,
-                        hbm=hbm, baseline="", compare=[])
+                        hbm=hbm, onchip=onchip, baseline="", compare=[])
 
 
 def _hbm_series(counters: pa.Table, tracks: pa.Table, origin: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -243,6 +246,25 @@ def _hbm_series(counters: pa.Table, tracks: pa.Table, origin: int) -> dict[str, 
         at = np.flatnonzero(track == t)
         order = at[np.argsort(ts[at], kind="stable")]
         out[labels[t]] = (ts[order] - origin, value[order])
+    return out
+
+
+ONCHIP_TABLES = ("SbufAllocation", "SbufUsage", "PsumUsage")
+
+
+def _onchip(store: RunStore, run_id: str, origin: int) -> list[OnChipMemory]:
+    """Each device profile's on-chip memory (its SBUF / PSUM tables), times from the run's start."""
+    out: list[OnChipMemory] = []
+    for row in store.device_profiles(run_id).to_pylist():
+        names = [t for t in ONCHIP_TABLES if t in (row["tables"] or [])]
+        if not names:
+            continue
+        found = compute_onchip_memory(row["profile_id"], row["name"],
+                                      {t: store.device_table(run_id, row["profile_id"], t) for t in names})
+        if found is not None:
+            found["sbuf_peak_ns"] = found["sbuf_peak_ns"] - origin if found["sbuf_peak_ns"] >= 0 else -1
+            found["usage"] = [{**u, "at_ns": u["at_ns"] - origin} for u in found["usage"]]
+            out.append(found)
     return out
 
 

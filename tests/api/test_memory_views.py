@@ -82,3 +82,18 @@ def test_memory_at_refuses_a_track_that_is_not_a_memory_counter(client: TestClie
     mem = next(t for t in tracks if t["label"] == "memory allocated (CPU) [bytes]")
     assert client.get(f"/api/runs/{rid}/memory/at?track={mem['track_id']}&at_ns=-1").json()["event"] is None
     assert client.get(f"/api/runs/{rid}/memory/at?track={mem['track_id']}&at_ns={2**70}").status_code == 422
+
+
+def test_memory_page_shows_on_chip_memory(client: TestClient) -> None:
+    """A Neuron export (tests/fixtures/neuron/device_export) has no [memory] events: the memory page shows its
+    device profiles' SBUF peak and SBUF/PSUM utilisation instead of 'No memory events'."""
+    from explorer.runs.ingest import ingest_paths
+
+    export = Path(__file__).resolve().parents[1] / "fixtures" / "neuron" / "device_export"
+    rid = ingest_paths(client.app.state.explorer.store, [export], "device").id  # type: ignore[attr-defined]
+    twin = client.get(f"/api/runs/{rid}/memory").json()
+    assert twin["report"] is None and len(twin["onchip"]) == 2
+    html = client.get(f"/runs/{rid}/memory").text
+    assert 'id="onchip"' in html and 'id="memory-empty"' not in html
+    for o in twin["onchip"]:
+        assert f'data-profile="{o["profile_id"]}"' in html and f"/device/{o['profile_id']}" in html

@@ -119,3 +119,17 @@ def test_compare_memory_tab(page: Any, server: Any, runs: dict[str, Any], shot: 
     data = page.request.get(f"{server.url}/api/compare?runs={b8},{b16}").json()
     assert sum(deltas) == data["memory"][0]["peaks"][0]["delta"] > 0
     shot(page, "compare-memory-tab")
+
+
+def test_memory_page_on_chip_memory(page: Any, server: Any, shot: Any) -> None:
+    """The Neuron export fixture: the memory page's on-chip table, each profile linked to its device page."""
+    export = ROOT / "tests" / "fixtures" / "neuron" / "device_export"
+    run_id = ingest_paths(server.state.store, [export], "neuron device export").id
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.goto(f"{server.url}/runs/{run_id}/memory")
+    page.wait_for_selector("body[data-init='1']")
+    rows = page.locator("#onchip .onchip-row")
+    assert rows.count() == 2 and "KiB" in rows.first.locator(".sbuf-peak").inner_text()
+    shot(page, "memory-onchip")
+    rows.first.locator("a").click()
+    page.wait_for_url("**/device/**")
