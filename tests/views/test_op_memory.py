@@ -109,3 +109,25 @@ def test_sorted_by_a_memory_column(store: RunStore, leaky: tuple[Path, dict[str,
 def test_a_run_without_memory_events_has_no_columns(store: RunStore) -> None:
     data = ops(store, Path(__file__).resolve().parents[1] / "api" / "fixtures" / "tiny_kineto.json")
     assert "memory" not in data and all("allocated_bytes" not in r for r in data["rows"])
+
+
+def test_shared_cpu_trace(store: RunStore, shared_traces: Path) -> None:
+    """A public torch.profiler capture (CPU, profile_memory): allocated bytes, counts and self bytes per name
+    equal a plain reading of the file, and the self column sums to the memory page's total."""
+    path = shared_traces / "dtu_mlops" / "trace.json"
+    mem, xs, _ = read_trace(path)
+    index = OpIndex(xs)
+    total: Counter[str] = Counter()
+    self_: Counter[str] = Counter()
+    for e in mem:
+        if (nbytes := e["args"]["Bytes"]) > 0:
+            for x in index.holding(e):
+                total[row_name(x["name"])] += nbytes
+            if (inner := index.innermost(e)) is not None:
+                self_[row_name(inner["name"])] += nbytes
+    data = ops(store, path)
+    rows = data["rows"]
+    assert {r["name"]: r["allocated_bytes"] for r in rows if r["allocated_bytes"]} == +total
+    assert {r["name"]: r["self_allocated_bytes"] for r in rows if r["self_allocated_bytes"]} == +self_
+    allocated = sum(e["args"]["Bytes"] for e in mem if e["args"]["Bytes"] > 0)
+    assert sum(r["self_allocated_bytes"] for r in rows) + data["memory"]["outside_allocated_bytes"] == allocated
