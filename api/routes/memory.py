@@ -28,7 +28,7 @@ def memory(run: RunDep, state: StateDep, baseline: BaselineRun = "") -> MemoryRe
 
 
 @router.get("/api/runs/{run_id}/memory/at")
-def memory_at(run: RunDep, state: StateDep, track: Annotated[int, Query(ge=0, description="a memory counter track")],
+def memory_at(run: RunDep, state: StateDep, track: Annotated[int, Query(ge=0, le=2**31 - 1, description="a memory counter track")],
               at_ns: Annotated[int, Query(ge=-(2**62), le=2**62, description="ns from the run's start")]) -> MemoryAt:
     """What a memory counter track (`memory allocated|reserved (<device>) [bytes]`) shows at a time, for the
     timeline's hover: the [memory] event of its device in force at `at_ns` (the last at or before it; null before

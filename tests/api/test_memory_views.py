@@ -97,3 +97,10 @@ def test_memory_page_shows_on_chip_memory(client: TestClient) -> None:
     assert 'id="onchip"' in html and 'id="memory-empty"' not in html
     for o in twin["onchip"]:
         assert f'data-profile="{o["profile_id"]}"' in html and f"/device/{o['profile_id']}" in html
+
+
+def test_memory_at_any_track_id(client: TestClient, upload: Uploader) -> None:
+    rid = upload()["id"]
+    for track in (0, 2**31 - 1):
+        assert_error(client.get(f"/api/runs/{rid}/memory/at?track={track}&at_ns=0"), 400, "bad_request")
+    assert client.get(f"/api/runs/{rid}/memory/at?track={2**31}&at_ns=0").status_code == 422
