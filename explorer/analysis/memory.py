@@ -12,6 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 from typing_extensions import TypedDict
 
+from explorer.model.shapes import MemoryOwnerDelta as OwnerDelta
+from explorer.model.shapes import MemoryPeakDelta as PeakDelta
+
 # Ops that only obtain storage for the op around them: an allocation's owner is the innermost op not listed here
 # (aten::clone's aten::empty_strided belongs to aten::clone). The innermost op is kept too (`op`).
 ALLOCATION_PRIMITIVES = frozenset({
@@ -252,6 +255,15 @@ def _live_at(ev: MemoryEvents, partner: np.ndarray, device: str, at: int) -> lis
             and (partner[i] < 0 or partner[i] > at)]
 
 
+def live_at_peak(ev: MemoryEvents, partner: np.ndarray, device: str) -> np.ndarray:
+    """Per event: an allocation of `device` live at its peak (the first event at the maximum of Total Allocated)."""
+    mine = np.flatnonzero(np.asarray([d == device for d in ev.device], dtype=bool))
+    out = np.zeros(len(ev.ts_ns), dtype=bool)
+    if len(mine):
+        out[_live_at(ev, partner, device, int(mine[int(np.argmax(ev.allocated[mine]))]))] = True
+    return out
+
+
 def _peak(ev: MemoryEvents, owners: Owners, partner: np.ndarray, device: str, step_of: list[str]) -> Peak:
     mine = np.flatnonzero(np.asarray([d == device for d in ev.device], dtype=bool))
     at = int(mine[int(np.argmax(ev.allocated[mine]))])  # the first event reaching the maximum
@@ -348,34 +360,25 @@ def thin_indices(values: np.ndarray, points: int) -> np.ndarray:
     return np.asarray(sorted(keep), dtype=np.int64)
 
 
-class OwnerDelta(TypedDict):
-    owner: str
-    bytes: int
-    baseline_bytes: int
-    delta: int
-
-
-class PeakDelta(TypedDict):
-    device: str
-    bytes: int
-    baseline_bytes: int
-    delta: int
-    by_owner: list[OwnerDelta]  # what is live at each run's peak, by owner, the biggest change first
-
-
 def compare_peaks(run: MemoryReport, baseline: MemoryReport) -> list[PeakDelta]:
-    """Each device's peak in `run` against `baseline` and, by owner op, what was live at the two peaks."""
+    """Each device's peak in `run` against `baseline` and, by owner op and by module, what was live at the two
+    peaks (each breakdown sums to its peak, so the deltas sum to the peak's delta)."""
     base = {p["device"]: p for p in baseline["peaks"]}
     rows: list[PeakDelta] = []
     for peak in run["peaks"]:
         other = base.get(peak["device"])
         if other is None:
             continue
-        mine = {r["owner"]: r["bytes"] for r in peak["by_owner"]}
-        theirs = {r["owner"]: r["bytes"] for r in other["by_owner"]}
-        owners = [OwnerDelta(owner=o, bytes=mine.get(o, 0), baseline_bytes=theirs.get(o, 0),
-                             delta=mine.get(o, 0) - theirs.get(o, 0)) for o in sorted(set(mine) | set(theirs))]
         rows.append(PeakDelta(device=peak["device"], bytes=peak["bytes"], baseline_bytes=other["bytes"],
                               delta=peak["bytes"] - other["bytes"],
-                              by_owner=sorted(owners, key=lambda r: (-abs(r["delta"]), r["owner"]))))
+                              by_owner=_deltas(peak["by_owner"], other["by_owner"]),
+                              by_module=_deltas(peak["by_module"], other["by_module"])))
     return rows
+
+
+def _deltas(run: list[OwnerBytes], baseline: list[OwnerBytes]) -> list[OwnerDelta]:
+    mine = {r["owner"]: r["bytes"] for r in run}
+    theirs = {r["owner"]: r["bytes"] for r in baseline}
+    owners = [OwnerDelta(owner=o, bytes=mine.get(o, 0), baseline_bytes=theirs.get(o, 0),
+                         delta=mine.get(o, 0) - theirs.get(o, 0)) for o in sorted(set(mine) | set(theirs))]
+    return sorted(owners, key=lambda r: (-abs(r["delta"]), r["owner"]))

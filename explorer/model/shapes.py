@@ -189,6 +189,29 @@ class OpRow(TypedDict):
     self_device_ns: int
     device_pct: float
     source_url: NotRequired[str]  # python view: the frame's vscode:// link (explorer.model.source_links)
+    # memory columns (explorer.analysis.op_memory.OP_MEMORY): only when the run has [memory] events
+    allocated_bytes: NotRequired[int]
+    self_allocated_bytes: NotRequired[int]
+    allocations: NotRequired[int]
+    self_allocations: NotRequired[int]
+    net_bytes: NotRequired[int]
+    self_net_bytes: NotRequired[int]
+    peak_bytes: NotRequired[int]
+    self_peak_bytes: NotRequired[int]
+
+
+@with_config(STRICT)
+class OpMemorySummary(TypedDict):
+    """What the op table's memory columns cover: one device's [memory] events; the self columns' sums plus
+    `outside_*` equal the totals, the memory page's for that device (explorer.views.op_memory)."""
+
+    device: str
+    devices: list[str]  # every device with [memory] events (the columns show `device`: the highest peak)
+    allocated_bytes: int
+    allocations: int
+    peak_bytes: int  # the device's peak (the maximum of Total Allocated)
+    outside_allocated_bytes: int  # allocated outside every op
+    outside_peak_bytes: int  # of the peak: allocations made outside every op, or before the profile
 
 
 @with_config(STRICT)
@@ -201,6 +224,7 @@ class OpsResult(TypedDict):
     view: str
     sort: str
     has_modules: bool
+    memory: NotRequired[OpMemorySummary]  # the memory columns' device and totals, when the rows have them
 
 
 # ---- kernels ------------------------------------------------------------------------------------
@@ -488,6 +512,39 @@ class KernelCompare(TypedDict):
 
 
 @with_config(STRICT)
+class MemoryOwnerDelta(TypedDict):
+    """One owner (op or module) at two peaks: its live bytes at the run's and at the baseline's."""
+
+    owner: str
+    bytes: int
+    baseline_bytes: int
+    delta: int
+
+
+@with_config(STRICT)
+class MemoryPeakDelta(TypedDict):
+    """One device's peak against the baseline's (explorer.analysis.memory.compare_peaks); each breakdown's deltas
+    sum to `delta` (the breakdowns hold "(allocated before the profile)" too)."""
+
+    device: str
+    bytes: int
+    baseline_bytes: int
+    delta: int
+    by_owner: list[MemoryOwnerDelta]  # what is live at each run's peak, by owner op, the biggest change first
+    by_module: list[MemoryOwnerDelta]  # ... by innermost nn.Module ("(no module)" outside any)
+
+
+@with_config(STRICT)
+class MemoryCompare(TypedDict):
+    """A run's memory against the baseline's on the compare page: per device both have, the peaks and their
+    difference by owner (cut to the biggest changes, the rest summed in one row: the deltas still sum)."""
+
+    run_id: str
+    baseline_id: str
+    peaks: list[MemoryPeakDelta]
+
+
+@with_config(STRICT)
 class CompareResult(TypedDict):
     """GET /api/compare: the runs op by op and kernel by kernel against the baseline (listed first)."""
 
@@ -498,6 +555,7 @@ class CompareResult(TypedDict):
     sort: str
     rows: list[DiffRow]
     kernels: KernelCompare
+    memory: NotRequired[list[MemoryCompare]]  # issue 38: when the baseline and another run have [memory] events
 
 
 @with_config(STRICT)

@@ -27,6 +27,7 @@ from explorer.views.advice import compare_findings, run_advice
 from explorer.views.charts import (
     make_compare_figure,
 )
+from explorer.views.compare_memory import compute_compare_memory
 from explorer.views.overview import device_busy_pct
 
 MAX_COMPARE_RUNS = 8
@@ -75,7 +76,10 @@ def compute_run_compare(runs: list[Run], baseline: str | None = None) -> Compare
     """The `/api/compare` object for stored runs: ops from the op table's operators view, kernels from
     the slices table."""
     check_compare_ids([r.id for r in runs])
-    return compute_compare([compare_side(r) for r in runs], baseline)
+    result = compute_compare([compare_side(r) for r in runs], baseline)
+    if memory := compute_compare_memory(runs[0].store, [r["id"] for r in result["runs"]]):  # memory in compare
+        result["memory"] = memory
+    return result
 
 
 def compare_side(run: Run) -> RunOps:

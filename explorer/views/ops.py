@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from explorer.analysis.rank_slices import parse_ranks
 from explorer.model.shapes import (
+    OpMemorySummary,
     OpRow,
     OpsResult,
     RunJson,
@@ -33,6 +34,7 @@ from explorer.views.charts import (
     make_top_ops_figure,
 )
 from explorer.views.links import run_json
+from explorer.views.op_memory import add_op_memory, is_memory_sort, run_op_memory, sort_memory_rows
 from explorer.views.tables import SortLinks
 
 
@@ -79,6 +81,7 @@ class OpsPage(SortLinks):
     ranks: list[int] = field(default_factory=list)  # the run's ranks (the filter is offered when several)
     start_ns: int | None = None  # the window the rows start in (relative ns), None: the whole run
     end_ns: int | None = None
+    memory: OpMemorySummary | None = None  # the memory columns' device and totals (None: no columns)
 
     def view_link(self, view: str) -> str:
         """Query string of the same table in another view (filter, grouping and sort kept; back to page 1)."""
@@ -109,8 +112,13 @@ def compute_run_ops(run: Run, query: OpsQuery = OpsQuery(), links: SourceLinker 
     device_total = run_device_total_ns(rec) if ranks is None else rank_device_total_ns(store, rec.id, ranks)
     check_op_view(query.view)
     sort = query.sort or default_op_sort(device_total, query.view)
-    if query.start_ns is None and query.end_ns is None:
-        rows = load_ops(store, rec.id, sort=sort, limit=query.limit, by_shape=query.by_shape, name_filter=query.q,
+    # memory columns (explorer/views/op_memory.py): the whole run's rows by name or by name and shape only
+    whole = query.start_ns is None and query.end_ns is None
+    memory = run_op_memory(store, rec.id, query.by_shape) if whole and ranks is None and not query.by_module else None
+    mem_sort = memory is not None and is_memory_sort(sort)
+    if whole:
+        rows = load_ops(store, rec.id, sort=default_op_sort(device_total, query.view) if mem_sort else sort,
+                        limit=None if mem_sort else query.limit, by_shape=query.by_shape, name_filter=query.q,
                         view=query.view, by_module=query.by_module, ranks=ranks)
     else:
         start = run.origin_ns + (query.start_ns or 0)
@@ -121,8 +129,15 @@ def compute_run_ops(run: Run, query: OpsQuery = OpsQuery(), links: SourceLinker 
         url = links.url(parse_frame(row["name"])) if links is not None and row["kind"] == "python" else None
         if url:
             row["source_url"] = url
-    return {"rows": rows, "device_total_ns": device_total, "attributed_ns": attributed_device_ns(store, rec, ranks),
-            "view": query.view, "sort": sort, "has_modules": has_module_frames(store, rec.id)}
+    result: OpsResult = {"rows": rows, "device_total_ns": device_total,
+                         "attributed_ns": attributed_device_ns(store, rec, ranks), "view": query.view, "sort": sort,
+                         "has_modules": has_module_frames(store, rec.id)}
+    if memory is not None:
+        add_op_memory(rows, memory[1])
+        result["memory"] = memory[0]
+        if mem_sort:
+            result["rows"] = sort_memory_rows(rows, sort, query.limit)
+    return result
 
 
 def build_ops_page(run: Run, query: OpsQuery = OpsQuery(), links: SourceLinker | None = None) -> OpsPage:
@@ -135,7 +150,8 @@ def build_ops_page(run: Run, query: OpsQuery = OpsQuery(), links: SourceLinker |
                        make_top_ops_figure(data["rows"], ops_chart_metric(data["sort"], data["device_total_ns"],
                                                                           data["view"])),
                        data["view"], data["attributed_ns"], query.by_module, data["has_modules"], rank=query.rank,
-                       ranks=run.rank_ids(), page=max(1, query.page), start_ns=query.start_ns, end_ns=query.end_ns)
+                       ranks=run.rank_ids(), page=max(1, query.page), start_ns=query.start_ns, end_ns=query.end_ns,
+                       memory=data.get("memory"))
     ops_page.twin = f"/api/runs/{run.id}/ops?{ops_page.query()}"
     return ops_page
 

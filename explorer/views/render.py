@@ -24,8 +24,9 @@ from explorer.views.charts import time_unit
 PLOTLY_JS = "vendor/plotly-basic.min.js"  # the bundle pages load (static/vendor/README.md says why this one)
 PLOTLY_FULL_JS = "vendor/plotly.min.js"  # the installed plotly package's full bundle, served for old links
 # Classic scripts (not ES modules) so the offline report can inline them as they are.
-APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/sources.js", "js/timescale.js", "js/tracks.js", "js/lanes.js", "js/overlays.js",
-               "js/device_timeline.js", "js/gaps.js", "js/panels.js", "js/timeline_input.js", "js/timeline.js", "js/timeline_api.js", "js/tables.js",
+APP_SCRIPTS = ("js/common.js", "js/charts.js", "js/sources.js", "js/timescale.js", "js/tracks.js", "js/memory_tracks.js",
+               "js/lanes.js", "js/overlays.js", "js/device_timeline.js", "js/gaps.js", "js/panels.js",
+               "js/timeline_input.js", "js/timeline.js", "js/timeline_api.js", "js/tables.js",
                "js/pages.js")
 APP_STYLES = ("css/app.css",)
 

@@ -37,6 +37,16 @@
     return TE.pyFixed(v, 0) + " " + unit;
   }
 
+  /** _memory_macros.html's mib(): bytes in binary units (the exact count on hover). */
+  TE.fmtBytes = function (n) {
+    if (none(n)) return "–";
+    const a = Math.abs(n);
+    if (a >= 2 ** 30) return TE.pyFixed(n / 2 ** 30, 2) + " GiB";
+    if (a >= 2 ** 20) return TE.pyFixed(n / 2 ** 20, 2) + " MiB";
+    if (a >= 1024) return TE.pyFixed(n / 1024, 1) + " KiB";
+    return TE.thousands(String(n)) + " B";
+  };
+
   // ---- cells, by the header's data-fmt ---------------------------------------------------------------
   const muted = (text) => el("span", { class: "muted" }, text);
   const num = (v, text) => el("td", { class: "num", "data-v": none(v) ? "" : String(v) }, text);
@@ -49,6 +59,7 @@
       td.append(el("div", { class: "bar", style: "width:" + Math.min(v || 0, 100).toFixed(1) + "%" }), el("span", {}, TE.fmtPct(v)));
       return td;
     },
+    bytes: (v) => num(v, el("span", { title: TE.fmtInt(v) + " bytes" }, TE.fmtBytes(v))),
     mono: (v) => el("td", { class: "mono" }, none(v) ? "" : String(v)),
     module: (v) => el("td", { class: "mono", title: v || "outside any nn.Module" }, v ? v : muted("—")),
     opname: (v, row, table) => {

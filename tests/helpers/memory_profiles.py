@@ -1,0 +1,138 @@
+"""Real torch.profiler(profile_memory=True, record_shapes=True, with_stack=True) CPU captures for the memory tests
+(a small MLP whose activations dominate; optionally a tensor leaked per step, or activation checkpointing), with
+torch's own key_averages() memory figures, and a plain json + decimal reader of the file (no explorer import)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+ACTIVE_STEPS = 3
+WIDTH, HIDDEN = 256, 2048
+# torch.autograd.profiler._filter_name: rows key_averages() leaves out (the op table too)
+HIDDEN_NAMES = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
+                          "profiler::_record_function_enter_new", "profiler::_record_function_exit",
+                          "aten::is_leaf", "aten::output_nr", "aten::_version"})
+OP_CATS = frozenset({"cpu_op", "user_annotation", "python_function"})
+
+
+def train_profile(path: Path, batch: int, leak: bool = False) -> dict[str, Any]:
+    """Train the MLP for a few steps under the profiler, write its Kineto trace to `path`; returns key_averages()
+    memory per row name: {name: (cpu_memory_usage, self_cpu_memory_usage, count)}, and per (name, shapes text)."""
+    import torch
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = nn.Sequential(nn.Linear(WIDTH, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(),
+                          nn.Linear(HIDDEN, 10))
+    x = torch.randn(batch * 16, WIDTH)
+    leak_src = torch.randn(64, WIDTH)
+    kept: list[Any] = []
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True,
+                 schedule=schedule(wait=1, warmup=1, active=ACTIVE_STEPS),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(2 + ACTIVE_STEPS):
+            model(x).sum().backward()
+            if leak:
+                kept.append(torch.cumsum(leak_src, 0))
+            prof.step()
+    by_name = {e.key: (e.cpu_memory_usage, e.self_cpu_memory_usage, e.count) for e in prof.key_averages()}
+    by_shape: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for e in prof.key_averages(group_by_input_shape=True):
+        by_shape[e.key].append((e.cpu_memory_usage, e.self_cpu_memory_usage, e.count))
+    return {"by_name": by_name, "by_shape": {k: sorted(v) for k, v in by_shape.items()}}
+
+
+def blocks_profile(path: Path, checkpoint: bool, blocks: int = 4) -> None:
+    """A stack of MLP blocks (Linear 4x wide, GELU, Linear back) trained for a few steps, each block under
+    activation checkpointing or not: checkpointed, a block keeps only its input for the backward pass."""
+    import torch
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.utils.checkpoint import checkpoint as ckpt
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    stack = nn.ModuleList(nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.GELU(), nn.Linear(4 * WIDTH, WIDTH))
+                          for _ in range(blocks))
+    x = torch.randn(128, WIDTH, requires_grad=True)
+
+    def forward(h: Any) -> Any:
+        for block in stack:
+            h = ckpt(block, h, use_reentrant=False) if checkpoint else block(h)
+        return h
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True,
+                 schedule=schedule(wait=1, warmup=1, active=ACTIVE_STEPS),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(2 + ACTIVE_STEPS):
+            forward(x).sum().backward()
+            prof.step()
+
+
+def read_trace(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """([memory] events in time order (file order on ties), the op X events, baseTimeNanoseconds); times stay
+    Decimal µs as written."""
+    doc = json.loads(path.read_text(), parse_float=Decimal)
+    events = doc["traceEvents"]
+    mem = [e for e in events if e.get("name") == "[memory]"]
+    mem = [e for _, e in sorted(enumerate(mem), key=lambda p: (Decimal(p[1]["ts"]), p[0]))]
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") in OP_CATS and e["name"] not in HIDDEN_NAMES]
+    return mem, ops, int(doc.get("baseTimeNanoseconds", 0))
+
+
+def row_name(name: str) -> str:
+    return "ProfilerStep*" if name.startswith("ProfilerStep#") else name
+
+
+class OpIndex:
+    """The op X events of each thread, to find the ops holding a time (closed intervals, as torch counts). An op
+    that is the only child of an op of the same name is left out, as torch's EventList._remove_dup_nodes folds it
+    (aten::sum calling its other overload)."""
+
+    def __init__(self, ops: list[dict[str, Any]]) -> None:
+        self.by_tid: dict[Any, list[tuple[Decimal, Decimal, dict[str, Any]]]] = defaultdict(list)
+        for x in sorted(ops, key=lambda x: (Decimal(x["ts"]), -Decimal(x["dur"]))):
+            t = Decimal(x["ts"])
+            self.by_tid[x["tid"]].append((t, t + Decimal(x["dur"]), x))
+        for tid, spans in self.by_tid.items():
+            parent: list[int] = []
+            stack: list[int] = []
+            for k, (_t, end, _) in enumerate(spans):
+                while stack and spans[stack[-1]][1] < end:  # (ops on one thread nest: the first that holds it)
+                    stack.pop()
+                parent.append(stack[-1] if stack else -1)
+                stack.append(k)
+            children = Counter(parent)
+            self.by_tid[tid] = [s for k, s in enumerate(spans)
+                                if not (parent[k] >= 0 and children[parent[k]] == 1
+                                        and spans[parent[k]][2]["name"] == s[2]["name"])]
+
+    def holding(self, e: dict[str, Any]) -> list[dict[str, Any]]:
+        t = Decimal(e["ts"])
+        return [x for s, end, x in self.by_tid[e["tid"]] if s <= t <= end]
+
+    def innermost(self, e: dict[str, Any]) -> dict[str, Any] | None:
+        """The latest-starting op holding the event (the shortest on ties)."""
+        held = self.holding(e)
+        return max(held, key=lambda x: (Decimal(x["ts"]), -Decimal(x["dur"]))) if held else None
+
+
+def live_at_peak(mem: list[dict[str, Any]]) -> tuple[int, set[int]]:
+    """(the first event at the maximum Total Allocated, the positions of the allocations live there), replaying
+    allocations and frees by address."""
+    totals = [e["args"]["Total Allocated"] for e in mem]
+    at = totals.index(max(totals))
+    live: dict[int, int] = {}
+    for k, e in enumerate(mem[:at + 1]):
+        if e["args"]["Bytes"] > 0:
+            live[e["args"]["Addr"]] = k
+        else:
+            live.pop(e["args"]["Addr"], None)
+    return at, set(live.values())
+
