@@ -68,6 +68,7 @@ from explorer.model.shapes import (
     KernelsResult,
     OpRow,
     OpsResult,
+    RatesBasis,
     RunJson,
     RunLinks,
     RunList,
@@ -96,6 +97,7 @@ from explorer.store.queries import (
 from explorer.store.run_queries import load_ops_in_range
 from explorer.store.runs import RunStore
 from explorer.store.sql import load_sql_schema
+from explorer.views.rates import add_op_work, with_kernel_work  # issue 37
 
 KERNEL_CATEGORIES = tuple(dict.fromkeys(rule.category for rule in CATEGORY_RULES))
 TOP_OPS = 15
@@ -226,6 +228,7 @@ class OpsPage(SortLinks):
     page: int = 1
     rank: str = ""  # the `rank=` filter as given ("" every rank)
     ranks: list[int] = field(default_factory=list)  # the run's ranks (the filter is offered when several)
+    rates: RatesBasis | None = None  # issue 37: what the rows' `work` rates compare with
 
     def view_link(self, view: str) -> str:
         """Query string of the same table in another view (filter, grouping and sort kept; back to page 1)."""
@@ -265,6 +268,7 @@ class KernelsPage(SortLinks):
     page: int = 1
     rank: str = ""  # the `rank=` filter as given ("" every rank)
     ranks: list[int] = field(default_factory=list)  # the run's ranks (the filter is offered when several)
+    rates: RatesBasis | None = None  # issue 37: what the rows' `work` rates compare with
 
     def sort_descending(self, sort: str) -> bool:
         return sort_descending(sort)
@@ -407,8 +411,9 @@ def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q:
         url = links.url(parse_frame(row["name"])) if links is not None and row["kind"] == "python" else None
         if url:
             row["source_url"] = url
+    rates = add_op_work(store, rec, rows, by_shape, device_total)  # issue 37: achieved rates (explorer.views.rates)
     return {"rows": rows, "device_total_ns": device_total, "attributed_ns": attributed_device_ns(store, rec, ranks),
-            "view": view, "sort": sort, "has_modules": has_module_frames(store, rec.id)}
+            "view": view, "sort": sort, "has_modules": has_module_frames(store, rec.id), "rates": rates}
 
 
 def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str = "", by_shape: bool = False,
@@ -423,7 +428,7 @@ def build_ops_page(store: RunStore, run_id: str, sort: str | None = None, q: str
                        make_top_ops_figure(data["rows"], ops_chart_metric(data["sort"], data["device_total_ns"],
                                                                           data["view"])),
                        data["view"], data["attributed_ns"], by_module and has_modules, data["has_modules"], rank=rank,
-                       ranks=run_ranks(store.table(run_id, "tracks")))
+                       ranks=run_ranks(store.table(run_id, "tracks")), rates=data.get("rates"))
     ops_page.page = max(1, page)
     ops_page.twin = f"/api/runs/{run_id}/ops?{ops_page.query()}"
     return ops_page
@@ -501,14 +506,16 @@ def build_tracks(store: RunStore, run_id: str, offset: int = 0, limit: int | Non
 def compute_run_kernels(store: RunStore, run_id: str, ranks: tuple[int, ...] | None = None) -> KernelTable:
     """The kernel table of a stored run (or of some of its ranks): the cached slice columns plus the args
     of its device executions, read from Parquet (only those rows' args)."""
-    store.require_ready(run_id)
+    rec = store.require_ready(run_id)
     args = pq.read_table(store.table_path(run_id, "slices"), columns=["args", "track_id"],
                          filters=[("device_time", "=", True)])
     if ranks is None:
-        return compute_kernel_table(store.table(run_id, "slices"), args.column("args"))
+        table = compute_kernel_table(store.table(run_id, "slices"), args.column("args"))
+        return with_kernel_work(table, store, rec)  # issue 37: achieved rates (explorer.views.rates)
     sub = rank_subset(store, run_id, ranks)
     mine = np.isin(args.column("track_id").to_numpy(), sub.tracks.column("track_id").to_numpy())
-    return compute_kernel_table(sub.slices, args.column("args").filter(pa.array(mine)))
+    table = compute_kernel_table(sub.slices, args.column("args").filter(pa.array(mine)))
+    return with_kernel_work(table, store, rec, sub.tracks.column("track_id").combine_chunks())
 
 
 def kernels_json(kernels: KernelTable, sort: str = DEFAULT_KERNEL_SORT, q: str = "", category: str = "",
@@ -516,8 +523,14 @@ def kernels_json(kernels: KernelTable, sort: str = DEFAULT_KERNEL_SORT, q: str =
     """The `/api/runs/{id}/kernels` object; the kernels page holds the same rows."""
     if category and category not in KERNEL_CATEGORIES:
         raise BadRequest(f"no kernel category {category!r}; categories: {', '.join(KERNEL_CATEGORIES)}")
-    return {"rows": sort_kernel_rows(kernels.table, sort, limit, q, category),
-            "device_total_ns": kernels.device_total_ns, "categories": kernels.categories}
+    rows = sort_kernel_rows(kernels.table, sort, limit, q, category)
+    for row in rows:  # issue 37: the work of the ops that launched them (explorer.views.rates)
+        if row["name"] in kernels.work:
+            row["work"] = kernels.work[row["name"]]
+    out: KernelsResult = {"rows": rows, "device_total_ns": kernels.device_total_ns, "categories": kernels.categories}
+    if kernels.rates is not None:
+        out["rates"] = kernels.rates
+    return out
 
 
 def build_kernels_page(store: RunStore, run_id: str, sort: str = DEFAULT_KERNEL_SORT, q: str = "", category: str = "",
@@ -529,7 +542,7 @@ def build_kernels_page(store: RunStore, run_id: str, sort: str = DEFAULT_KERNEL_
     figures = {"top": make_top_kernels_figure(data["rows"]), "categories": make_kernel_category_figure(data["categories"])}
     kernels_page = KernelsPage(run_json(rec), data["rows"], data["device_total_ns"], data["categories"], sort, q,
                                category, limit, figures, page=max(1, page), rank=rank,
-                               ranks=run_ranks(store.table(run_id, "tracks")))
+                               ranks=run_ranks(store.table(run_id, "tracks")), rates=data.get("rates"))
     kernels_page.twin = f"/api/runs/{run_id}/kernels?{kernels_page.query()}"
     return kernels_page
 

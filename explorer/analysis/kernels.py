@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from explorer.analysis.collectives import OTHER_KERNELS
 from explorer.errors import BadRequest
 from explorer.model.op_stats import op_key_name
-from explorer.model.shapes import KernelCategory, KernelRow
+from explorer.model.shapes import KernelCategory, KernelRow, OpWork, RatesBasis
 
 TOP_OPS_PER_KERNEL = 3
 PERCENTILES = (50, 95)
@@ -93,6 +93,8 @@ class KernelTable:
     table: pa.Table
     device_total_ns: int
     categories: list[KernelCategory]
+    work: dict[str, OpWork] = field(default_factory=dict)  # per name, from its ops' shapes (explorer.views.rates)
+    rates: RatesBasis | None = None  # what `work`'s rates compare with
 
 
 DEFAULT_KERNEL_SORT = "-total_ns"  # the kernels table, page, JSON twin, notebook and CLI: most device time first

@@ -174,6 +174,36 @@ class RanksResult(TypedDict):
 # ---- op table -----------------------------------------------------------------------------------
 
 @with_config(STRICT)
+class OpWork(TypedDict):
+    """Work done by an op row's calls or a kernel's executions, from the ops' recorded shapes and dtypes
+    (explorer.analysis.advice.efficiency): `kind` gemm | conv | attention | elementwise | reduction | mixed;
+    `flops` None for the memory-bound kinds; rates per second over `time_ns`; `peak_per_s` the device's peak for
+    the kind (FLOP/s of the dtype for gemm/conv/attention, memory bytes/s otherwise), None on an unknown device."""
+
+    kind: str
+    dtype: str
+    calls: int
+    flops: int | None
+    bytes: int
+    time_ns: int
+    flop_per_s: int | None
+    bytes_per_s: int | None
+    peak_per_s: int | None
+    pct_of_peak: float | None
+
+
+@with_config(STRICT)
+class RatesBasis(TypedDict):
+    """What the rows' `work` rates are measured against: the run's device model ("" none or several), the peak
+    table's row for it (None: unknown device, no peak) with its source, and the time the rates divide by."""
+
+    device: str
+    model: str | None
+    source: str | None
+    time_basis: str  # device | cpu
+
+
+@with_config(STRICT)
 class OpRow(TypedDict):
     """One op table row (explorer.model.tables.OP_STATS); `module` only when grouped by nn.Module."""
 
@@ -189,6 +219,7 @@ class OpRow(TypedDict):
     self_device_ns: int
     device_pct: float
     source_url: NotRequired[str]  # python view: the frame's vscode:// link (explorer.model.source_links)
+    work: NotRequired[OpWork]  # FLOPs / bytes from the calls' shapes, when every call's are known
 
 
 @with_config(STRICT)
@@ -201,6 +232,7 @@ class OpsResult(TypedDict):
     view: str
     sort: str
     has_modules: bool
+    rates: NotRequired[RatesBasis]  # what the rows' `work` rates compare with
 
 
 # ---- kernels ------------------------------------------------------------------------------------
@@ -245,6 +277,7 @@ class KernelRow(TypedDict):
     device_pct: float
     top_ops: list[TopOp]
     launch: LaunchConfig | None
+    work: NotRequired[OpWork]  # from the shapes of the ops that launched these executions alone
 
 
 @with_config(STRICT)
@@ -262,6 +295,7 @@ class KernelsResult(TypedDict):
     rows: list[KernelRow]
     device_total_ns: int
     categories: list[KernelCategory]
+    rates: NotRequired[RatesBasis]
 
 
 # ---- breakdown ----------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ from explorer.model.shapes import Breakdown, RanksResult, RunJson
 from explorer.pages import compute_run_breakdown, compute_run_kernels, compute_run_steps, run_json
 from explorer.rank_pages import compute_run_ranks
 from explorer.render import fmt_dur
-from explorer.store.catalog import RunRecord
 from explorer.store.runs import RunStore
+from explorer.views.rates import run_device_model
 
 OVERVIEW_FINDINGS = 3  # findings on the overview's first screen
 
@@ -53,15 +53,9 @@ def compute_run_advice(store: RunStore, run_id: str, breakdown: Breakdown | None
                           load_op_shapes(store, run_id),
                           breakdown if breakdown is not None else compute_run_breakdown(store, run_id),
                           _step_count(store, run_id), ranks, device_recommendations(store, run_id),
-                          _device_model(rec), load_gemm_dtypes(store, run_id),
+                          run_device_model(rec), load_gemm_dtypes(store, run_id),
                           sort_kernel_rows((kernels or compute_run_kernels(store, run_id)).table))
     return compute_advice(inputs)
-
-
-def _device_model(rec: RunRecord) -> str:
-    """The run's one GPU model from deviceProperties ("" for none, or for several models)."""
-    names = {d.name for d in rec.summary.devices if d.source == "deviceProperties"}
-    return names.pop() if len(names) == 1 else ""
 
 
 def load_gemm_dtypes(store: RunStore, run_id: str) -> dict[int, str]:

@@ -8,15 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from explorer.analysis.advice.finding import Context, fact, make_finding, page_link, timeline_link
-from explorer.analysis.advice.ops import OpSeq, largest_shape, rows_key
+from explorer.analysis.advice.ops import ELEMENTWISE, OpSeq, base_name, largest_shape, rows_key
 from explorer.model.advice_shapes import Finding
 
-ELEMENTWISE = frozenset({
-    "mul", "add", "sub", "div", "pow", "rsqrt", "sqrt", "exp", "log", "tanh", "sigmoid", "neg", "abs", "mean",
-    "sum", "var", "var_mean", "std", "softmax", "_softmax", "log_softmax", "_log_softmax", "gelu", "silu", "relu",
-    "clamp", "clamp_min", "maximum", "minimum", "where", "square", "reciprocal", "erf", "rsub", "masked_fill",
-    "amax", "addcmul", "addcdiv", "lerp", "dropout", "native_dropout", "mish", "hardswish", "leaky_relu", "exp2",
-})
 # views and bookkeeping that neither break a chain nor count in its time
 TRANSPARENT = frozenset({
     "view", "reshape", "_reshape_alias", "expand", "unsqueeze", "squeeze", "transpose", "t", "permute", "detach",
@@ -27,12 +21,6 @@ MATMUL = frozenset({"matmul", "bmm", "baddbmm", "einsum", "mm"})
 SOFTMAX = frozenset({"softmax", "_softmax", "_safe_softmax", "safe_softmax"})
 MIN_CHAIN = 3
 ATTN_LOOK = 5  # siblings looked at on each side of a softmax for its two matmuls
-
-
-def base_name(name: str) -> str:
-    """`aten::mul_` -> `mul`: the op's name without namespace and in-place suffix."""
-    short = name.split("::", 1)[1] if name.startswith("aten::") else ""
-    return short[:-1] if short.endswith("_") and not short.endswith("__") else short
 
 
 def fused_caller(parent_name: str) -> bool:

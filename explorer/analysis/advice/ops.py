@@ -15,6 +15,12 @@ from explorer.model.lanes import Lane
 
 I64 = np.int64
 OP_CATEGORIES = ("cpu_op", "Operator")  # Kineto's op category, and the 2021 traces' name for it
+ELEMENTWISE = frozenset({
+    "mul", "add", "sub", "div", "pow", "rsqrt", "sqrt", "exp", "log", "tanh", "sigmoid", "neg", "abs", "mean",
+    "sum", "var", "var_mean", "std", "softmax", "_softmax", "log_softmax", "_log_softmax", "gelu", "silu", "relu",
+    "clamp", "clamp_min", "maximum", "minimum", "where", "square", "reciprocal", "erf", "rsub", "masked_fill",
+    "amax", "addcmul", "addcdiv", "lerp", "dropout", "native_dropout", "mish", "hardswish", "leaky_relu", "exp2",
+})
 
 
 @dataclass(frozen=True)
@@ -112,3 +118,9 @@ def rows_key(text: str) -> tuple[int, ...] | None:
 def largest_shape(text: str) -> list[int]:
     dims = [s for s in parse_shapes(text) if s]
     return max(dims, key=lambda s: (int(np.prod(s, dtype=np.float64)), len(s))) if dims else []
+
+
+def base_name(name: str) -> str:
+    """`aten::mul_` -> `mul`: the op's name without namespace and in-place suffix."""
+    short = name.split("::", 1)[1] if name.startswith("aten::") else ""
+    return short[:-1] if short.endswith("_") and not short.endswith("__") else short

@@ -1,0 +1,70 @@
+"""Achieved rates on the ops and kernels pages: the run's ops' work (explorer.analysis.advice.efficiency) loaded
+once from their args, summed per op row and per kernel name, against the device's peak (an unknown device gets
+none). The ops and kernels builders in explorer.pages call this; nothing here formats."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from explorer.analysis.advice.efficiency import WORK_OPS, Work, kernel_work, op_work, sum_work
+from explorer.analysis.advice.peaks import find_peak
+from explorer.analysis.kernels import KernelTable
+from explorer.model.shapes import OpRow, RatesBasis
+from explorer.store.catalog import RunRecord
+from explorer.store.runs import RunStore
+
+
+def run_device_model(rec: RunRecord) -> str:
+    """The run's one GPU model from deviceProperties ("" for none, or for several models)."""
+    names = {d.name for d in rec.summary.devices if d.source == "deviceProperties"}
+    return names.pop() if len(names) == 1 else ""
+
+
+def rates_basis(rec: RunRecord, device_run: bool) -> RatesBasis:
+    device = run_device_model(rec)
+    peak = find_peak(device) if device else None
+    return {"device": device, "model": None if peak is None else peak.model,
+            "source": None if peak is None else peak.source, "time_basis": "device" if device_run else "cpu"}
+
+
+def load_op_work(store: RunStore, run_id: str) -> tuple[dict[int, Work], dict[int, tuple[str, str]]]:
+    """The work of every op call the efficiency table knows (by slice id), and each such op's (name, shapes)."""
+    t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "name", "shapes", "args"],
+                      filters=[("is_op", "=", True), ("name", "in", list(WORK_OPS))])
+    works: dict[int, Work] = {}
+    keys: dict[int, tuple[str, str]] = {}
+    for sid, name, shapes, args in zip(*(t.column(c).to_pylist() for c in ("slice_id", "name", "shapes", "args")),
+                                       strict=True):
+        w = op_work(str(name), args or "")
+        if w is not None:
+            works[int(sid)] = w
+            keys[int(sid)] = (str(name), shapes or "")
+    return works, keys
+
+
+def add_op_work(store: RunStore, rec: RunRecord, rows: list[OpRow], by_shape: bool, device_total_ns: int) -> RatesBasis:
+    """Give each op row whose every call has known work its `work` (rates over the row's device total, or its
+    CPU total on a host-only run); returns what the rates compare with."""
+    basis = rates_basis(rec, device_total_ns > 0)
+    peak = find_peak(basis["device"]) if basis["device"] else None
+    works, keys = load_op_work(store, rec.id)
+    ids = list(works)
+    sums = sum_work([keys[i] if by_shape else (keys[i][0],) for i in ids], [works[i] for i in ids])
+    for row in rows:
+        s = sums.get((row["name"], row["input_shapes"]) if by_shape else (row["name"],))
+        time_ns = row["device_total_ns"] if device_total_ns else row["cpu_total_ns"]
+        if s is not None and s.calls == row["calls"] and time_ns > 0:
+            row["work"] = s.rate(time_ns, peak)
+    return basis
+
+
+def with_kernel_work(table: KernelTable, store: RunStore, rec: RunRecord, tracks: pa.Array | None = None) -> KernelTable:
+    """The kernel table with, per kernel name, the work of the executions an op launched alone
+    (explorer.analysis.advice.efficiency.kernel_work); `tracks` keeps those tracks' executions (a rank filter)."""
+    basis = rates_basis(rec, True)
+    works, _ = load_op_work(store, rec.id)
+    peak = find_peak(basis["device"]) if basis["device"] else None
+    return replace(table, work=kernel_work(store.table(rec.id, "slices"), works, peak, tracks), rates=basis)
