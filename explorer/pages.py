@@ -525,8 +525,7 @@ def kernels_json(kernels: KernelTable, sort: str = DEFAULT_KERNEL_SORT, q: str =
         raise BadRequest(f"no kernel category {category!r}; categories: {', '.join(KERNEL_CATEGORIES)}")
     rows = sort_kernel_rows(kernels.table, sort, limit, q, category)
     for row in rows:  # issue 37: the work of the ops that launched them (explorer.views.rates)
-        if row["name"] in kernels.work:
-            row["work"] = kernels.work[row["name"]]
+        row["work"] = kernels.work.get(row["name"])
     out: KernelsResult = {"rows": rows, "device_total_ns": kernels.device_total_ns, "categories": kernels.categories}
     if kernels.rates is not None:
         out["rates"] = kernels.rates

@@ -219,7 +219,7 @@ class OpRow(TypedDict):
     self_device_ns: int
     device_pct: float
     source_url: NotRequired[str]  # python view: the frame's vscode:// link (explorer.model.source_links)
-    work: NotRequired[OpWork]  # FLOPs / bytes from the calls' shapes, when every call's are known
+    work: NotRequired[OpWork | None]  # FLOPs / bytes from the calls' shapes; None unless every call's are known
 
 
 @with_config(STRICT)
@@ -277,7 +277,7 @@ class KernelRow(TypedDict):
     device_pct: float
     top_ops: list[TopOp]
     launch: LaunchConfig | None
-    work: NotRequired[OpWork]  # from the shapes of the ops that launched these executions alone
+    work: NotRequired[OpWork | None]  # from the shapes of the ops that launched these executions alone
 
 
 @with_config(STRICT)

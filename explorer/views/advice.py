@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 
 from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
-from explorer.analysis.advice.peaks import GEMMS, first_input_type
+from explorer.analysis.advice.efficiency import WORK_OPS
+from explorer.analysis.advice.peaks import first_input_type
 from explorer.analysis.device_advice import compute_recommendations
 from explorer.analysis.kernels import KernelTable, sort_kernel_rows
 from explorer.device_pages import compute_device_profiles, load_profile_tables
@@ -59,9 +60,10 @@ def compute_run_advice(store: RunStore, run_id: str, breakdown: Breakdown | None
 
 
 def load_gemm_dtypes(store: RunStore, run_id: str) -> dict[int, str]:
-    """The GEMM ops' first input dtype by slice id, from their args (Kineto's `Input type`)."""
+    """The first input dtype by slice id of the ops efficiency knows (GEMM, elementwise, ...), from their args
+    (Kineto's `Input type`): the GEMM table and the fusion floor read it."""
     t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "args"],
-                      filters=[("is_op", "=", True), ("name", "in", list(GEMMS))])
+                      filters=[("is_op", "=", True), ("name", "in", list(WORK_OPS))])
     return {int(i): first_input_type(a or "") for i, a in zip(t.column("slice_id").to_pylist(),
                                                               t.column("args").to_pylist(), strict=True)}
 

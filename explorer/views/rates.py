@@ -46,7 +46,7 @@ def load_op_work(store: RunStore, run_id: str) -> tuple[dict[int, Work], dict[in
 
 
 def add_op_work(store: RunStore, rec: RunRecord, rows: list[OpRow], by_shape: bool, device_total_ns: int) -> RatesBasis:
-    """Give each op row whose every call has known work its `work` (rates over the row's device total, or its
+    """Give each op row its `work`: None unless every call's work is known (rates over the row's device total, or its
     CPU total on a host-only run); returns what the rates compare with."""
     basis = rates_basis(rec, device_total_ns > 0)
     peak = find_peak(basis["device"]) if basis["device"] else None
@@ -56,8 +56,7 @@ def add_op_work(store: RunStore, rec: RunRecord, rows: list[OpRow], by_shape: bo
     for row in rows:
         s = sums.get((row["name"], row["input_shapes"]) if by_shape else (row["name"],))
         time_ns = row["device_total_ns"] if device_total_ns else row["cpu_total_ns"]
-        if s is not None and s.calls == row["calls"] and time_ns > 0:
-            row["work"] = s.rate(time_ns, peak)
+        row["work"] = s.rate(time_ns, peak) if s is not None and s.calls == row["calls"] and time_ns > 0 else None
     return basis
 
 

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from explorer.analysis.advice.dist import exposed_comm, neuron_findings, stragglers
 from explorer.analysis.advice.finding import Context, rank_findings
-from explorer.analysis.advice.fusion import compute_fusion_findings
+from explorer.analysis.advice.fusion import Bandwidth, compute_fusion_findings
 from explorer.analysis.advice.host import (
     dataloader_stalls,
     host_bound,
@@ -21,7 +21,7 @@ from explorer.analysis.advice.host import (
     sync_points,
 )
 from explorer.analysis.advice.ops import build_op_seq
-from explorer.analysis.advice.peaks import compute_efficiency, peak_json
+from explorer.analysis.advice.peaks import compute_efficiency, find_peak, peak_json
 from explorer.model.advice_shapes import AdviceResult, Finding
 from explorer.model.device_shapes import RecommendationJson
 from explorer.model.shapes import Breakdown, KernelRow, RanksResult
@@ -58,8 +58,20 @@ class AdviceInputs:
     ranks: RanksResult | None = None
     devices: list[DeviceRecs] = field(default_factory=list)
     device: str = ""  # the device model (Kineto deviceProperties name)
-    dtypes: dict[int, str] = field(default_factory=dict)  # GEMM op slice id -> its first input's dtype
+    dtypes: dict[int, str] = field(default_factory=dict)  # op slice id -> its first input's dtype (GEMM, elementwise)
     kernels: list[KernelRow] = field(default_factory=list)  # the kernel table's rows
+
+
+def _bandwidth(inp: AdviceInputs, device: bool) -> tuple[Bandwidth | None, str]:
+    """The fusion floor's bandwidth, or why there is none."""
+    peak = find_peak(inp.device) if inp.device else None
+    if not device:
+        return None, "a host-only run (op times are CPU time)"
+    if peak is None or peak.hbm is None:
+        return None, (f"unknown device “{inp.device}”" if inp.device and peak is None else
+                      f"the {peak.model}'s memory bandwidth is not stated" if peak is not None else
+                      "no single device model in the run")
+    return Bandwidth(peak.hbm, peak.model, inp.dtypes), ""
 
 
 def compute_advice(inp: AdviceInputs) -> AdviceResult:
@@ -67,7 +79,7 @@ def compute_advice(inp: AdviceInputs) -> AdviceResult:
     device = bool(np.asarray(pc.fill_null(inp.slices.column("device_time"), False)
                              .to_numpy(zero_copy_only=False), bool).any())
     ops = build_op_seq(inp.slices, inp.shapes)
-    findings: list[Finding] = compute_fusion_findings(ops, ctx)
+    findings: list[Finding] = compute_fusion_findings(ops, ctx, *_bandwidth(inp, device))
     if device:
         findings += host_bound(ctx, inp.breakdown) + launch_bound(ctx, inp.slices, inp.flows, inp.breakdown)
         findings += pageable_copies(ctx, inp.slices) + low_occupancy(ctx, inp.kernels)

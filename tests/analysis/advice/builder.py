@@ -22,6 +22,7 @@ class Op:
     sync: int = 0  # µs of a cudaStreamSynchronize after the op
     types: list[str] = field(default_factory=list)  # Kineto's Input type
     kargs: dict[str, Any] = field(default_factory=dict)  # extra args of the kernel (launch parameters)
+    concrete: list[str] = field(default_factory=list)  # Kineto's Concrete Inputs (scalar arguments as text)
 
 
 @dataclass
@@ -36,8 +37,9 @@ class Trace:
             self.events.append(_x("user_annotation", op.busy_name, 1, self.host, op.gap_before))
             self.host += op.gap_before
         self.corr += 1
+        args = {"Input Dims": op.shapes, "Input type": op.types, "External id": self.corr}
         self.events.append(_x("cpu_op", op.name, 1, self.host, op.dur,
-                              {"Input Dims": op.shapes, "Input type": op.types, "External id": self.corr}))
+                              {**args, "Concrete Inputs": op.concrete} if op.concrete else args))
         if op.kernel is not None:
             t = self.host + 1
             self.events.append(_x("cuda_runtime", "cudaLaunchKernel", 1, t, op.launch, {"correlation": self.corr}))
