@@ -6,7 +6,6 @@ kernels' share (an op that launched one execution gives it its work, one that la
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
