@@ -231,7 +231,7 @@ def _launch(names: pa.Array, code: np.ndarray, dur: np.ndarray,
 
 def _launch_row(r: dict[str, Any]) -> dict[str, Any] | None:
     flop, gb, nbytes = r["flop"], r["gb"], r["bytes"]
-    row = {"grid": _int_list(r["grid"]), "block": _int_list(r["block"]), "registers_per_thread": r["regs"],
+    row = {"grid": parse_int_list(r["grid"]), "block": parse_int_list(r["block"]), "registers_per_thread": r["regs"],
            "shared_memory": r["smem"], "est_occupancy_pct": r["occ"], "configs": r["configs"],
            "config_calls": r["config_calls"], "kernel_flop": None if flop is None else int(flop),
            "kernel_num_gb": gb, "flop_per_s": None, "gb_per_s": None,
@@ -248,7 +248,7 @@ def _launch_row(r: dict[str, Any]) -> dict[str, Any] | None:
 _INTS = re.compile(r"^\[\s*-?\d+(\s*,\s*-?\d+)*\s*\]$")
 
 
-def _int_list(text: str | None) -> list[int] | None:
+def parse_int_list(text: str | None) -> list[int] | None:
     """'[512,1,1]' -> [512, 1, 1]; anything that is not a list of integers -> None."""
     if text is None or not _INTS.match(text):
         return None

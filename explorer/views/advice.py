@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import duckdb
 import pyarrow.parquet as pq
 
 from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
 from explorer.analysis.advice.efficiency import WORK_OPS
 from explorer.analysis.advice.peaks import first_input_type
 from explorer.analysis.device_advice import compute_recommendations
-from explorer.analysis.kernels import KernelTable, sort_kernel_rows
+from explorer.analysis.kernels import KernelTable, parse_int_list, sort_kernel_rows
 from explorer.device_pages import compute_device_profiles, load_profile_tables
 from explorer.model.advice_shapes import AdviceResult, Finding, FindingChange, FindingRef
 from explorer.model.ranks import run_ranks
@@ -19,6 +21,7 @@ from explorer.model.shapes import Breakdown, RanksResult, RunJson
 from explorer.pages import compute_run_breakdown, compute_run_kernels, compute_run_steps, run_json
 from explorer.rank_pages import compute_run_ranks
 from explorer.render import fmt_dur
+from explorer.store.catalog import RunRecord
 from explorer.store.runs import RunStore
 from explorer.views.rates import run_device_model
 
@@ -55,8 +58,36 @@ def compute_run_advice(store: RunStore, run_id: str, breakdown: Breakdown | None
                           breakdown if breakdown is not None else compute_run_breakdown(store, run_id),
                           _step_count(store, run_id), ranks, device_recommendations(store, run_id),
                           run_device_model(rec), load_gemm_dtypes(store, run_id),
-                          sort_kernel_rows((kernels or compute_run_kernels(store, run_id)).table))
+                          sort_kernel_rows((kernels or compute_run_kernels(store, run_id)).table),
+                          run_num_sms(rec), load_grid_blocks(store, run_id))
     return compute_advice(inputs)
+
+
+def run_num_sms(rec: RunRecord) -> int:
+    """The SMs of the run's devices (Kineto deviceProperties' numSms): the smallest when they differ, 0 unknown."""
+    counts = [d["numSms"] for f in rec.summary.files if isinstance(f.get("device_properties"), list)
+              for d in f["device_properties"] if isinstance(d, dict) and isinstance(d.get("numSms"), int)
+              and not isinstance(d.get("numSms"), bool) and d["numSms"] > 0]
+    return min(counts) if counts else 0
+
+
+def load_grid_blocks(store: RunStore, run_id: str) -> dict[int, int]:
+    """Kernel slice id -> the blocks in its launch grid (the product of Kineto's `grid`), for the kernels whose
+    args carry a grid of positive integers; DuckDB reads the args (no Python per kernel)."""
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            "SELECT slice_id, CAST(json_extract(args, '$.grid') AS VARCHAR) FROM read_parquet(?) "
+            "WHERE device_time AND json_valid(args) AND json_extract(args, '$.grid') IS NOT NULL",
+            [str(store.table_path(run_id, "slices"))]).fetchall()
+    finally:
+        con.close()
+    out: dict[int, int] = {}
+    for sid, grid in rows:
+        dims = parse_int_list(grid)
+        if dims and all(d > 0 for d in dims):
+            out[int(sid)] = math.prod(dims)
+    return out
 
 
 def load_gemm_dtypes(store: RunStore, run_id: str) -> dict[int, str]:

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from explorer.analysis.advice.compiled import torch_compile_findings
 from explorer.analysis.advice.dist import exposed_comm, neuron_findings, stragglers
 from explorer.analysis.advice.finding import Context, rank_findings
 from explorer.analysis.advice.fusion import Bandwidth, compute_fusion_findings
@@ -20,6 +21,7 @@ from explorer.analysis.advice.host import (
     pageable_copies,
     sync_points,
 )
+from explorer.analysis.advice.launch import blocking_copy, small_grid
 from explorer.analysis.advice.ops import build_op_seq
 from explorer.analysis.advice.peaks import compute_efficiency, find_peak, peak_json
 from explorer.model.advice_shapes import AdviceResult, Finding
@@ -30,7 +32,8 @@ from explorer.model.shapes import Breakdown, KernelRow, RanksResult
 # fusion rule finds dozens of tiny chains (a BatchNorm's mul -> add -> add) that bury the findings that matter.
 MIN_SAVING_DEN = 1000
 RULES = ("unfused-attention", "unfused-elementwise", "host-bound", "launch-bound", "sync-points", "pageable-copies",
-         "dataloader-stalls", "low-occupancy", "exposed-communication", "straggler", "neuron")
+         "dataloader-stalls", "low-occupancy", "small-grid", "blocking-copy", "torch-compile-recompiles",
+         "exposed-communication", "straggler", "neuron")
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class AdviceInputs:
     device: str = ""  # the device model (Kineto deviceProperties name)
     dtypes: dict[int, str] = field(default_factory=dict)  # op slice id -> its first input's dtype (GEMM, elementwise)
     kernels: list[KernelRow] = field(default_factory=list)  # the kernel table's rows
+    num_sms: int = 0  # deviceProperties' numSms (0 unknown)
+    grid_blocks: dict[int, int] = field(default_factory=dict)  # kernel slice id -> blocks in its launch grid
 
 
 def _bandwidth(inp: AdviceInputs, device: bool) -> tuple[Bandwidth | None, str]:
@@ -83,7 +88,9 @@ def compute_advice(inp: AdviceInputs) -> AdviceResult:
     if device:
         findings += host_bound(ctx, inp.breakdown) + launch_bound(ctx, inp.slices, inp.flows, inp.breakdown)
         findings += pageable_copies(ctx, inp.slices) + low_occupancy(ctx, inp.kernels)
+        findings += small_grid(ctx, inp.slices, inp.grid_blocks, inp.num_sms) + blocking_copy(ctx, inp.slices)
     findings += sync_points(ctx, inp.slices, inp.breakdown, device) + dataloader_stalls(ctx, inp.slices)
+    findings += torch_compile_findings(ctx, inp.slices)
     if inp.ranks is not None and len(inp.ranks["ranks"]) > 1:
         findings += exposed_comm(ctx, inp.ranks) + stragglers(ctx, inp.ranks)
     for d in inp.devices:

@@ -124,3 +124,21 @@ def base_name(name: str) -> str:
     """`aten::mul_` -> `mul`: the op's name without namespace and in-place suffix."""
     short = name.split("::", 1)[1] if name.startswith("aten::") else ""
     return short[:-1] if short.endswith("_") and not short.endswith("__") else short
+
+
+def nearest_ancestor(parent: np.ndarray, start: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    """For each start slice, its nearest proper ancestor for which `hit` is true (-1 none)."""
+    n = len(parent)
+    out = np.full(len(start), -1, I64)
+    if not n:
+        return out
+    ok = (start >= 0) & (start < n)
+    cur = np.where(ok, parent[np.where(ok, start, 0)], -1)
+    for _ in range(256):
+        live = (out < 0) & (cur >= 0) & (cur < n)
+        if not live.any():
+            break
+        found = live & hit[np.where(live, cur, 0)]
+        out[found] = cur[found]
+        cur = np.where(live & ~found, parent[np.where(live, cur, 0)], -1)
+    return out
