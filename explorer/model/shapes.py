@@ -178,7 +178,8 @@ class OpWork(TypedDict):
     """Work done by an op row's calls or a kernel's executions, from the ops' recorded shapes and dtypes
     (explorer.analysis.advice.efficiency): `kind` gemm | conv | attention | elementwise | reduction | mixed;
     `flops` None for the memory-bound kinds; rates per second over `time_ns`; `peak_per_s` the device's peak for
-    the kind (FLOP/s of the dtype for gemm/conv/attention, memory bytes/s otherwise), None on an unknown device."""
+    the kind (FLOP/s of the dtype for gemm/conv/attention, memory bytes/s otherwise; `peak_kind` says which), None
+    on an unknown device."""
 
     kind: str
     dtype: str
@@ -189,6 +190,7 @@ class OpWork(TypedDict):
     flop_per_s: int | None
     bytes_per_s: int | None
     peak_per_s: int | None
+    peak_kind: str | None  # BF16/FP16 tensor | FP32 | TF32 tensor | memory bandwidth
     pct_of_peak: float | None
 
 

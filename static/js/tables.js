@@ -78,7 +78,7 @@
       const w = row.work, td = el("td", { class: "num work" });
       if (!w) { td.append(muted("–")); return td; }
       td.append(el("div", {}, none(w.flop_per_s) ? rate(w.bytes_per_s, "B/s") : rate(w.flop_per_s, "FLOP/s")));
-      if (!none(w.pct_of_peak)) td.append(el("div", { class: "work-pct" }, TE.fmtPct(w.pct_of_peak) + " of peak"));
+      if (!none(w.pct_of_peak)) td.append(el("div", { class: "work-pct" }, TE.fmtPct(w.pct_of_peak) + " of peak ", muted("(" + w.peak_kind + ")")));
       td.append(el("div", { class: "muted" }, w.kind + (w.dtype ? " · " + w.dtype : "")));
       return td;
     },

@@ -6,6 +6,7 @@ docs/advice.md; loading the args is the caller's."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,12 @@ ATTENTION_BHLD = frozenset({
     "aten::_scaled_dot_product_fused_attention_overrideable",
 })
 ATTENTION_BLHD = frozenset({"aten::_flash_attention_forward", "aten::_efficient_attention_forward"})
+# kernel names that say tensor-core math on float32 inputs (CUTLASS s1688/s16816 TF32 tiles, cuBLAS's tf32 kernels)
+TENSOR_OP_KERNEL = re.compile(r"tensorop_s\d|tf32", re.IGNORECASE)
+# the leading arguments an elementwise op reads (an `out=` variant lists its output tensor after them)
+ARITY = {**dict.fromkeys(("add", "sub", "mul", "div", "pow", "maximum", "minimum", "rsub", "masked_fill",
+                          "clamp_min", "leaky_relu"), 2),
+         **dict.fromkeys(("where", "addcmul", "addcdiv", "lerp", "clamp"), 3)}
 # every op name op_work knows (the loader reads only these ops' args)
 WORK_OPS: tuple[str, ...] = tuple(sorted({*GEMMS, *CONV_ARGS, *ATTENTION_BHLD, *ATTENTION_BLHD,
                                           *(f"aten::{n}{s}" for n in ELEMENTWISE_ONLY | REDUCTIONS for s in ("", "_"))}))
@@ -87,7 +94,9 @@ def op_work(name: str, args_text: str) -> Work | None:
     concrete = args.get("Concrete Inputs") or []
     if not isinstance(dims, list) or not isinstance(types, list) or len(dims) != len(types):
         return None
-    tensors = [(d, t) for d, t in zip(dims, types, strict=True)
+    short = base_name(name)
+    reads = ARITY.get(short, 1) if short in ELEMENTWISE_ONLY else len(dims)  # past them: the `out=` tensor
+    tensors = [(d, t) for d, t in zip(dims[:reads], types[:reads], strict=True)
                if isinstance(d, list) and t in DTYPE_SIZE and all(isinstance(v, int) for v in d)]
     if not tensors:
         return None
@@ -113,8 +122,10 @@ def _work(name: str, tensors: list[tuple[list[int], str]], conc: list[str]) -> W
         shape = _broadcast([d for d, _ in tensors])
         if shape is None:
             return None
-        return Work("elementwise", dtype, None,
-                    sum(numel(d) * DTYPE_SIZE[t] for d, t in tensors) + numel(shape) * size)
+        # the output's dtype: the widest of the inputs that are not 0-dim (a wrapped Python scalar does not promote)
+        out_t = max((t for d, t in tensors if d), key=lambda t: DTYPE_SIZE[t], default=dtype)
+        return Work("elementwise", out_t, None,
+                    sum(numel(d) * DTYPE_SIZE[t] for d, t in tensors) + numel(shape) * DTYPE_SIZE[out_t])
     if short in REDUCTIONS:
         x = tensors[0][0]
         reduced = _int_list(conc[1]) if len(conc) > 1 and conc[1] else None
@@ -178,26 +189,35 @@ def _attention(name: str, tensors: list[tuple[list[int], str]]) -> Work | None:
                 (numel(q) + numel(k) + numel(v) + b * h * lq * dv) * size)
 
 
-def peak_for(kind: str, dtype: str, peak: DevicePeak | None) -> int | None:
-    """The peak a rate is a share of: the FLOP/s of the dtype for compute kinds (BF16/FP16 tensor, or FP32),
-    the memory bandwidth for elementwise and reduction ops; None for an unknown device or dtype."""
+def peak_for(kind: str, dtype: str, peak: DevicePeak | None, achieved: int | None = None,
+             tensor_op: bool = False) -> tuple[int | None, str | None]:
+    """The peak a rate is a share of, and which: BF16/FP16 tensor FLOP/s for half-precision compute kinds; for
+    float32 the FP32 rate, or the TF32 tensor rate when the kernel's name says tensor op or the rate is above the
+    FP32 peak (which only TF32 tensor cores reach); memory bandwidth for elementwise and reduction ops. (None, None)
+    for an unknown device or dtype."""
     if peak is None:
-        return None
-    if kind in COMPUTE_KINDS:
-        return peak.bf16_flops if dtype in HALF else peak.fp32_flops if dtype == "float" else None
-    return peak.hbm
+        return None, None
+    if kind not in COMPUTE_KINDS:
+        return peak.hbm, None if peak.hbm is None else "memory bandwidth"
+    if dtype in HALF:
+        return peak.bf16_flops, "BF16/FP16 tensor"
+    if dtype != "float":
+        return None, None
+    if peak.tf32_flops is not None and (tensor_op or (achieved is not None and achieved > peak.fp32_flops)):
+        return peak.tf32_flops, "TF32 tensor"
+    return peak.fp32_flops, "FP32"
 
 
 def rate(kind: str, dtype: str, calls: int, flops: int | None, nbytes: int, time_ns: int,
-         peak: DevicePeak | None) -> OpWork:
+         peak: DevicePeak | None, tensor_op: bool = False) -> OpWork:
     """Achieved FLOP/s and bytes/s (integers, floor) over `time_ns`, and the % of the kind's peak."""
     flop_s = flops * 10**9 // time_ns if flops is not None and time_ns > 0 else None
     byte_s = nbytes * 10**9 // time_ns if time_ns > 0 else None
-    top = peak_for(kind, dtype, peak)
     achieved = flop_s if kind in COMPUTE_KINDS else byte_s
+    top, which = peak_for(kind, dtype, peak, achieved, tensor_op)
     pct = None if top is None or achieved is None else 100 * achieved / top
     return {"kind": kind, "dtype": dtype, "calls": calls, "flops": flops, "bytes": nbytes, "time_ns": time_ns,
-            "flop_per_s": flop_s, "bytes_per_s": byte_s, "peak_per_s": top, "pct_of_peak": pct}
+            "flop_per_s": flop_s, "bytes_per_s": byte_s, "peak_per_s": top, "peak_kind": which, "pct_of_peak": pct}
 
 
 @dataclass
@@ -221,9 +241,9 @@ class WorkSum:
         self.bytes += w.bytes
         self.time_ns += time_ns
 
-    def rate(self, time_ns: int, peak: DevicePeak | None) -> OpWork:
+    def rate(self, time_ns: int, peak: DevicePeak | None, tensor_op: bool = False) -> OpWork:
         return rate(self.kind or "mixed", self.dtype, self.calls, self.flops, self.bytes, time_ns,
-                    peak if self.kind and self.dtype else None)
+                    peak if self.kind and self.dtype else None, tensor_op)
 
 
 def sum_work(keys: list[tuple[str, ...]], works: list[Work]) -> dict[tuple[str, ...], WorkSum]:
@@ -272,4 +292,4 @@ def kernel_work(slices: pa.Table, works: dict[int, Work], peak: DevicePeak | Non
     for name, o, d in zip(names, owner[alone].tolist(), dur.tolist(), strict=True):
         w = works[o]
         sums.setdefault(str(name), WorkSum(w.kind, w.dtype)).add(w, int(d))
-    return {k: s.rate(s.time_ns, peak) for k, s in sums.items()}
+    return {k: s.rate(s.time_ns, peak, bool(TENSOR_OP_KERNEL.search(k))) for k, s in sums.items()}

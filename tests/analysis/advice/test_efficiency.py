@@ -111,10 +111,19 @@ def test_op_work_matches_the_formulas_on_a_real_capture(capture: list[dict[str, 
     ("aten::mul", {"Input Dims": [[4, 3]], "Input type": ["c10::Float4"]}),  # an unknown dtype
     ("aten::mm", {"Input Dims": [[4, 3], [5, 2]], "Input type": ["float", "float"]}),  # K differs
     ("aten::relu", {"Input Dims": [[4, 3]]}),  # no Input type
+
     ("aten::mul", "not json"),
 ])
 def test_op_work_says_nothing_when_the_args_do_not_say_enough(name: str, args: Any) -> None:
     assert op_work(name, args if isinstance(args, str) else json.dumps(args)) is None
+
+
+def test_an_out_tensor_is_the_output_not_an_input() -> None:
+    # mul.out(self, other, out) as Kineto records it: the third tensor is written, not read
+    out = {"Input Dims": [[128], [], [128]], "Input type": ["float", "double", "float"]}
+    assert op_work("aten::mul", json.dumps(out)) == Work("elementwise", "float", None, 128 * 4 + 8 + 128 * 4)
+    where = {"Input Dims": [[8], [8], [8]], "Input type": ["bool", "float", "float"]}  # three inputs, all read
+    assert op_work("aten::where", json.dumps(where)) == Work("elementwise", "float", None, 8 + 8 * 4 + 8 * 4 + 8 * 4)
 
 
 def test_attention_entry_points_in_b_l_h_d_layout() -> None:
@@ -131,9 +140,16 @@ def test_rates_against_the_peak_of_the_kind_and_dtype() -> None:
     r = rate("gemm", "c10::BFloat16", 3, 989 * 10**9, 10**6, 2_000_000, h100)  # 989 GFLOP in 2 ms
     assert r["flop_per_s"] == 989 * 10**9 * 10**9 // 2_000_000 and r["bytes_per_s"] == 10**6 * 10**9 // 2_000_000
     assert r["peak_per_s"] == 989 * 10**12 and r["pct_of_peak"] == pytest.approx(100 * r["flop_per_s"] / 989e12)
-    assert rate("gemm", "float", 1, 10, 10, 10, h100)["peak_per_s"] == 67 * 10**12  # FP32, no tensor cores
+    assert r["peak_kind"] == "BF16/FP16 tensor"
+    fp32 = rate("gemm", "float", 1, 10, 10, 10, h100)
+    assert fp32["peak_per_s"] == 67 * 10**12 and fp32["peak_kind"] == "FP32"  # no tensor cores
+    # above the FP32 peak only TF32 tensor cores go: 100 TFLOP/s is a share of the dense TF32 peak (494.5)
+    tf32 = rate("gemm", "float", 1, 100 * 10**12, 10, 10**9, h100)
+    assert tf32["peak_kind"] == "TF32 tensor" and tf32["pct_of_peak"] == pytest.approx(100 * 100 / 494.5)
+    named = rate("gemm", "float", 1, 10**12, 10, 10**9, h100, tensor_op=True)  # a CUTLASS tensorop_s1688 kernel
+    assert named["peak_per_s"] == 494_500 * 10**9
     e = rate("elementwise", "float", 1, None, 3_350_000, 1000, h100)  # 3.35 MB in 1 µs: the whole bandwidth
-    assert e["flop_per_s"] is None and e["bytes_per_s"] == 3_350 * 10**9 and e["pct_of_peak"] == pytest.approx(100.0)
+    assert e["peak_kind"] == "memory bandwidth" and e["flop_per_s"] is None and e["bytes_per_s"] == 3_350 * 10**9 and e["pct_of_peak"] == pytest.approx(100.0)
     unknown = rate("gemm", "float", 1, 10, 10, 10, find_peak("Tesla V100-SXM2-32GB"))
     assert unknown["peak_per_s"] is None and unknown["pct_of_peak"] is None and unknown["flop_per_s"] == 10**9
 
