@@ -24,8 +24,9 @@ def run_device_model(rec: RunRecord) -> str:
 
 
 def rates_basis(rec: RunRecord, device_run: bool) -> RatesBasis:
+    """A run without device executions has rates over CPU time: no device peak applies to them."""
     device = run_device_model(rec)
-    peak = find_peak(device) if device else None
+    peak = find_peak(device) if device and device_run else None
     return {"device": device, "model": None if peak is None else peak.model,
             "source": None if peak is None else peak.source, "time_basis": "device" if device_run else "cpu"}
 
@@ -49,7 +50,7 @@ def add_op_work(store: RunStore, rec: RunRecord, rows: list[OpRow], by_shape: bo
     """Give each op row its `work`: None unless every call's work is known (rates over the row's device total, or its
     CPU total on a host-only run); returns what the rates compare with."""
     basis = rates_basis(rec, device_total_ns > 0)
-    peak = find_peak(basis["device"]) if basis["device"] else None
+    peak = find_peak(basis["device"]) if basis["model"] else None
     works, keys = load_op_work(store, rec.id)
     ids = list(works)
     sums = sum_work([keys[i] if by_shape else (keys[i][0],) for i in ids], [works[i] for i in ids])
@@ -65,5 +66,5 @@ def with_kernel_work(table: KernelTable, store: RunStore, rec: RunRecord, tracks
     (explorer.analysis.advice.efficiency.kernel_work); `tracks` keeps those tracks' executions (a rank filter)."""
     basis = rates_basis(rec, True)
     works, _ = load_op_work(store, rec.id)
-    peak = find_peak(basis["device"]) if basis["device"] else None
+    peak = find_peak(basis["device"]) if basis["model"] else None
     return replace(table, work=kernel_work(store.table(rec.id, "slices"), works, peak, tracks), rates=basis)

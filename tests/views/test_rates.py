@@ -66,7 +66,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp = tmp_path_factory.mktemp("rates")
     paths = {"h100": build(ops(), tmp / "h100.json", H100), "v100": build(ops(), tmp / "v100.json", "Tesla V100"),
              "host": build([Op(o.name, o.dur, o.shapes, None, types=o.types, concrete=o.concrete) for o in ops()],
-                           tmp / "host.json")}
+                           tmp / "host.json", H100)}  # a GPU box's capture without device activity
     app = create_app(Settings(data_dir=tmp / "data"))
     store = app.state.explorer.store
     runs = {k: ingest_paths(store, [p], k).id for k, p in paths.items()}
@@ -129,7 +129,9 @@ def test_a_host_only_run_divides_by_cpu_time(served: Any) -> None:
     client, _, runs, paths = served
     twin = client.get(f"/api/runs/{runs['host']}/ops?by_shape=1").json()
     assert twin["rates"]["time_basis"] == "cpu" and twin["rates"]["model"] is None
+    assert twin["rates"]["device"] == H100  # known, but CPU time is no share of its peak
     calls = [e for e in json.loads(paths["host"].read_text())["traceEvents"] if e.get("name") == "aten::mul"]
     mul = next(r for r in twin["rows"] if r["name"] == "aten::mul")
     assert mul["work"]["time_ns"] == sum(e["dur"] for e in calls) * 1000 == mul["cpu_total_ns"]
-    assert mul["work"]["calls"] == 2 and mul["work"]["pct_of_peak"] is None
+    assert mul["work"]["calls"] == 2 and mul["work"]["pct_of_peak"] is None and mul["work"]["peak_per_s"] is None
+    assert "no device peak applies" in client.get(f"/runs/{runs['host']}/ops").text
