@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from explorer.analysis.advice.compiled import torch_compile_findings
 from explorer.analysis.advice.dist import exposed_comm, neuron_findings, stragglers
+from explorer.analysis.advice.efficiency import peak_for
 from explorer.analysis.advice.finding import Context, rank_findings
 from explorer.analysis.advice.fusion import Bandwidth, compute_fusion_findings
 from explorer.analysis.advice.host import (
@@ -24,7 +25,7 @@ from explorer.analysis.advice.host import (
 from explorer.analysis.advice.launch import blocking_copy, small_grid
 from explorer.analysis.advice.ops import build_op_seq
 from explorer.analysis.advice.peaks import compute_efficiency, find_peak, peak_json
-from explorer.model.advice_shapes import AdviceResult, Finding
+from explorer.model.advice_shapes import AdviceResult, EfficiencyRow, Finding
 from explorer.model.device_shapes import RecommendationJson
 from explorer.model.shapes import Breakdown, KernelRow, RanksResult
 
@@ -100,4 +101,13 @@ def compute_advice(inp: AdviceInputs) -> AdviceResult:
             "time_basis": "device" if device else "cpu", "findings": rank_findings(listed),
             "not_listed": len(findings) - len(listed), "min_saving_ns": ctx.span_ns // MIN_SAVING_DEN,
             "rules": list(RULES), "device": inp.device, "peak": peak_json(inp.device) if inp.device else None,
-            "efficiency": compute_efficiency(ops, inp.dtypes, inp.device)}
+            "efficiency": _tf32(compute_efficiency(ops, inp.dtypes, inp.device), inp.device)}
+
+
+def _tf32(rows: list[EfficiencyRow], device: str) -> list[EfficiencyRow]:
+    """A float32 GEMM faster than the FP32 peak ran on TF32 tensor cores: its % is of that peak (peak_for's rule)."""
+    peak = find_peak(device) if device else None
+    for r in rows:
+        if peak is not None and r["dtype"] == "float" and r["time_ns"]:
+            r["peak_flops_per_s"] = peak_for("gemm", "float", peak, r["flops"] * 10**9 // r["time_ns"])[0]
+    return rows
