@@ -5,6 +5,7 @@ none). The ops and kernels builders in explorer.pages call this; nothing here fo
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,8 +33,16 @@ def rates_basis(rec: RunRecord, device_run: bool) -> RatesBasis:
 
 
 def load_op_work(store: RunStore, run_id: str) -> tuple[dict[int, Work], dict[int, tuple[str, str]]]:
-    """The work of every op call the efficiency table knows (by slice id), and each such op's (name, shapes)."""
-    t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "name", "shapes", "args"],
+    """The work of every op call the efficiency table knows (by slice id), and each such op's (name, shapes).
+    A stored run never changes: the answer is kept per slices file (its path, size and time)."""
+    path = store.table_path(run_id, "slices")
+    st = path.stat()
+    return _load_op_work(str(path), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _load_op_work(path: str, size: int, mtime_ns: int) -> tuple[dict[int, Work], dict[int, tuple[str, str]]]:
+    t = pq.read_table(path, columns=["slice_id", "name", "shapes", "args"],
                       filters=[("is_op", "=", True), ("name", "in", list(WORK_OPS))])
     works: dict[int, Work] = {}
     keys: dict[int, tuple[str, str]] = {}

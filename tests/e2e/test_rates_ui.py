@@ -5,7 +5,6 @@ under the table names the peak's device. Screenshots for review."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 from urllib.request import urlopen
 
