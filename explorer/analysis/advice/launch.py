@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from explorer.analysis.advice.finding import Context, fact, make_finding, page_link, timeline_link
 from explorer.analysis.advice.ops import nearest_ancestor
+from explorer.analysis.kernels import categorize
 from explorer.model.advice_shapes import Finding
 from explorer.model.lanes import Lane
 
@@ -28,7 +29,7 @@ def _mask(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def small_grid(ctx: Context, slices: pa.Table, blocks: dict[int, int], num_sms: int) -> list[Finding]:
-    """Kernel executions whose grid has fewer blocks than the device has SMs (`blocks`: slice id -> blocks in the
+    """Compute kernel executions (explorer.analysis.kernels' category) whose grid has fewer blocks than the device has SMs (`blocks`: slice id -> blocks in the
     grid; `num_sms` from deviceProperties, 0 unknown), together at least 1/20 of the span. Not timed: a kernel
     that leaves SMs idle is not faster split up unless its work can be."""
     if num_sms <= 0 or not blocks:
@@ -37,6 +38,11 @@ def small_grid(ctx: Context, slices: pa.Table, blocks: dict[int, int], num_sms: 
     count = np.fromiter(blocks.values(), I64, len(blocks))
     small = (count > 0) & (count < num_sms) & (ids >= 0) & (ids < slices.num_rows)
     ids, count = ids[small], count[small]
+    if len(ids):  # compute kernels only: NCCL and other collectives run on few blocks by design
+        cats = categorize(slices.column("name").take(pa.array(ids)).combine_chunks(),
+                          slices.column("cat").take(pa.array(ids)).combine_chunks())
+        compute = np.asarray(pc.fill_null(pc.equal(cats, "compute"), False).to_numpy(zero_copy_only=False), bool)
+        ids, count = ids[compute], count[compute]
     if not len(ids):
         return []
     dur = slices.column("dur_ns").to_numpy().astype(I64)[ids]

@@ -39,9 +39,12 @@ def test_small_grid_fires_below_the_sm_count(store: RunStore, tmp_path: Path) ->
     assert "reduce_kernel" in f["title"]
 
 
-def test_small_grid_stays_quiet_on_full_grids_and_without_numsms(store: RunStore, tmp_path: Path) -> None:
+def test_small_grid_stays_quiet_on_full_grids_collectives_and_without_numsms(store: RunStore, tmp_path: Path) -> None:
+    nccl = [Op(o.name, o.dur, o.shapes, o.kernel, kernel_name="ncclKernel_AllReduce_RING_LL_Sum_float" if
+               o.kernel_name else "", kargs=o.kargs) for o in grid_ops(8)]  # collectives use few blocks by design
     for path in (build(grid_ops(264), tmp_path / "full.json", "NVIDIA H100 80GB HBM3", sms=132),
-                 build(grid_ops(8), tmp_path / "nosms.json", "NVIDIA H100 80GB HBM3")):
+                 build(grid_ops(8), tmp_path / "nosms.json", "NVIDIA H100 80GB HBM3"),
+                 build(nccl, tmp_path / "nccl.json", "NVIDIA H100 80GB HBM3", sms=132)):
         assert not [f for f in advise(store, path)["findings"] if f["rule"] == "small-grid"]
 
 
