@@ -411,7 +411,7 @@ def compute_run_ops(store: RunStore, rec: RunRecord, sort: str | None = None, q:
         url = links.url(parse_frame(row["name"])) if links is not None and row["kind"] == "python" else None
         if url:
             row["source_url"] = url
-    rates = add_op_work(store, rec, rows, by_shape, device_total)  # issue 37: achieved rates (explorer.views.rates)
+    rates = add_op_work(store, rec, rows, by_shape, device_total, ranks)  # issue 37: rates (explorer.views.rates)
     return {"rows": rows, "device_total_ns": device_total, "attributed_ns": attributed_device_ns(store, rec, ranks),
             "view": view, "sort": sort, "has_modules": has_module_frames(store, rec.id), "rates": rates}
 

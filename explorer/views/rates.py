@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from explorer.analysis.advice.efficiency import WORK_OPS, Work, kernel_work, op_work, sum_work
 from explorer.analysis.advice.peaks import find_peak
 from explorer.analysis.kernels import KernelTable
+from explorer.model.rank_slices import rank_track_ids
 from explorer.model.shapes import OpRow, RatesBasis
 from explorer.store.catalog import RunRecord
 from explorer.store.runs import RunStore
@@ -32,37 +33,40 @@ def rates_basis(rec: RunRecord, device_run: bool) -> RatesBasis:
             "source": None if peak is None else peak.source, "time_basis": "device" if device_run else "cpu"}
 
 
-def load_op_work(store: RunStore, run_id: str) -> tuple[dict[int, Work], dict[int, tuple[str, str]]]:
-    """The work of every op call the efficiency table knows (by slice id), and each such op's (name, shapes).
-    A stored run never changes: the answer is kept per slices file (its path, size and time)."""
+def load_op_work(store: RunStore, run_id: str) -> tuple[dict[int, Work], dict[int, tuple[str, str, int]]]:
+    """The work of every op call the efficiency table knows (by slice id), and each such op's (name, shapes,
+    track). A stored run never changes: the answer is kept per slices file (its path, size and time)."""
     path = store.table_path(run_id, "slices")
     st = path.stat()
     return _load_op_work(str(path), st.st_size, st.st_mtime_ns)
 
 
 @lru_cache(maxsize=4)
-def _load_op_work(path: str, size: int, mtime_ns: int) -> tuple[dict[int, Work], dict[int, tuple[str, str]]]:
-    t = pq.read_table(path, columns=["slice_id", "name", "shapes", "args"],
-                      filters=[("is_op", "=", True), ("name", "in", list(WORK_OPS))])
+def _load_op_work(path: str, size: int, mtime_ns: int) -> tuple[dict[int, Work], dict[int, tuple[str, str, int]]]:
+    cols = ("slice_id", "name", "shapes", "track_id", "args")
+    t = pq.read_table(path, columns=list(cols), filters=[("is_op", "=", True), ("name", "in", list(WORK_OPS))])
     works: dict[int, Work] = {}
-    keys: dict[int, tuple[str, str]] = {}
-    for sid, name, shapes, args in zip(*(t.column(c).to_pylist() for c in ("slice_id", "name", "shapes", "args")),
-                                       strict=True):
+    keys: dict[int, tuple[str, str, int]] = {}
+    for sid, name, shapes, track, args in zip(*(t.column(c).to_pylist() for c in cols), strict=True):
         w = op_work(str(name), args or "")
         if w is not None:
             works[int(sid)] = w
-            keys[int(sid)] = (str(name), shapes or "")
+            keys[int(sid)] = (str(name), shapes or "", int(track))
     return works, keys
 
 
-def add_op_work(store: RunStore, rec: RunRecord, rows: list[OpRow], by_shape: bool, device_total_ns: int) -> RatesBasis:
+def add_op_work(store: RunStore, rec: RunRecord, rows: list[OpRow], by_shape: bool, device_total_ns: int,
+                ranks: tuple[int, ...] | None = None) -> RatesBasis:
     """Give each op row its `work`: None unless every call's work is known (rates over the row's device total, or its
-    CPU total on a host-only run); returns what the rates compare with."""
+    CPU total on a host-only run); `ranks`: the rows are those ranks' alone. Returns what the rates compare with."""
     basis = rates_basis(rec, device_total_ns > 0)
     peak = find_peak(basis["device"]) if basis["model"] else None
     works, keys = load_op_work(store, rec.id)
     ids = list(works)
-    sums = sum_work([keys[i] if by_shape else (keys[i][0],) for i in ids], [works[i] for i in ids])
+    if ranks is not None:
+        mine = set(rank_track_ids(store.table(rec.id, "tracks"), ranks).tolist())
+        ids = [i for i in ids if keys[i][2] in mine]
+    sums = sum_work([keys[i][:2] if by_shape else (keys[i][0],) for i in ids], [works[i] for i in ids])
     for row in rows:
         s = sums.get((row["name"], row["input_shapes"]) if by_shape else (row["name"],))
         time_ns = row["device_total_ns"] if device_total_ns else row["cpu_total_ns"]
