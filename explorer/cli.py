@@ -329,12 +329,15 @@ def _sort_option(ctx: click.Context, param: click.Parameter, value: str | None) 
 def ops(run_id: str, view: str, sort: str | None, limit: int, by_shape: bool, by_module: bool, fmt: str,
         data_dir: Path | None) -> None:
     """The op table of a run (like torch.profiler key_averages())."""
-    from explorer.store.queries import load_ops
+    from explorer.store.queries import load_ops, run_device_total_ns
+    from explorer.views.rates import add_op_work
 
     store = _store(data_dir)
     run_id = _run_id(store, run_id)
     try:
         every = load_ops(store, run_id, sort=sort, limit=None, by_shape=by_shape, view=view, by_module=by_module)
+        rec = store.require_ready(run_id)  # issue 37: each row's `work`, as the API twin's rows have it
+        add_op_work(store, rec, every, by_shape, run_device_total_ns(rec))
     except ExplorerError as exc:
         console.print(f"error: {exc.message}", markup=False, highlight=False)
         sys.exit(2)

@@ -108,9 +108,10 @@ def twin_data(page: Any) -> dict[str, Any]:
         return dict(page.run)
     if isinstance(page, OpsPage):
         return {"rows": page.rows, "device_total_ns": page.device_total_ns, "attributed_ns": page.attributed_ns,
-                "view": page.view, "sort": page.sort, "has_modules": page.has_modules}
+                "view": page.view, "sort": page.sort, "has_modules": page.has_modules, "rates": page.rates}
     if isinstance(page, KernelsPage):
-        return {"rows": page.rows, "device_total_ns": page.device_total_ns, "categories": page.categories}
+        return {"rows": page.rows, "device_total_ns": page.device_total_ns, "categories": page.categories,
+                "rates": page.rates}
     if isinstance(page, ComparePage | DeviceComparePage | DeviceSidePage):
         return dict(page.compare)
     if isinstance(page, DevicePage):

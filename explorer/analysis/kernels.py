@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from explorer.analysis.collectives import OTHER_KERNELS
 from explorer.analysis.op_stats import op_key_name
 from explorer.errors import BadRequest
-from explorer.model.shapes import KernelCategory, KernelRow
+from explorer.model.shapes import KernelCategory, KernelRow, OpWork, RatesBasis
 
 TOP_OPS_PER_KERNEL = 3
 PERCENTILES = (50, 95)
@@ -93,6 +93,8 @@ class KernelTable:
     table: pa.Table
     device_total_ns: int
     categories: list[KernelCategory]
+    work: dict[str, OpWork] = field(default_factory=dict)  # per name, from its ops' shapes (explorer.views.rates)
+    rates: RatesBasis | None = None  # what `work`'s rates compare with
 
 
 DEFAULT_KERNEL_SORT = "-total_ns"  # the kernels table, page, JSON twin, notebook and CLI: most device time first
@@ -229,7 +231,7 @@ def _launch(names: pa.Array, code: np.ndarray, dur: np.ndarray,
 
 def _launch_row(r: dict[str, Any]) -> dict[str, Any] | None:
     flop, gb, nbytes = r["flop"], r["gb"], r["bytes"]
-    row = {"grid": _int_list(r["grid"]), "block": _int_list(r["block"]), "registers_per_thread": r["regs"],
+    row = {"grid": parse_int_list(r["grid"]), "block": parse_int_list(r["block"]), "registers_per_thread": r["regs"],
            "shared_memory": r["smem"], "est_occupancy_pct": r["occ"], "configs": r["configs"],
            "config_calls": r["config_calls"], "kernel_flop": None if flop is None else int(flop),
            "kernel_num_gb": gb, "flop_per_s": None, "gb_per_s": None,
@@ -246,7 +248,7 @@ def _launch_row(r: dict[str, Any]) -> dict[str, Any] | None:
 _INTS = re.compile(r"^\[\s*-?\d+(\s*,\s*-?\d+)*\s*\]$")
 
 
-def _int_list(text: str | None) -> list[int] | None:
+def parse_int_list(text: str | None) -> list[int] | None:
     """'[512,1,1]' -> [512, 1, 1]; anything that is not a list of integers -> None."""
     if text is None or not _INTS.match(text):
         return None

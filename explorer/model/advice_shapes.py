@@ -56,6 +56,7 @@ class PeakJson(TypedDict):
     model: str
     bf16_flops: int  # FLOP/s
     fp32_flops: int
+    tf32_flops: int | None  # dense TF32 tensor (AMD MI200: FP32 matrix); None where the device has none
     hbm_bytes_per_s: int | None
     source: str
 

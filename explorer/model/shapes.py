@@ -174,6 +174,38 @@ class RanksResult(TypedDict):
 # ---- op table -----------------------------------------------------------------------------------
 
 @with_config(STRICT)
+class OpWork(TypedDict):
+    """Work done by an op row's calls or a kernel's executions, from the ops' recorded shapes and dtypes
+    (explorer.analysis.advice.efficiency): `kind` gemm | conv | attention | elementwise | reduction | mixed;
+    `flops` None for the memory-bound kinds; rates per second over `time_ns`; `peak_per_s` the device's peak for
+    the kind (FLOP/s of the dtype for gemm/conv/attention, memory bytes/s otherwise; `peak_kind` says which), None
+    on an unknown device."""
+
+    kind: str
+    dtype: str
+    calls: int
+    flops: int | None
+    bytes: int
+    time_ns: int
+    flop_per_s: int | None
+    bytes_per_s: int | None
+    peak_per_s: int | None
+    peak_kind: str | None  # BF16/FP16 tensor | FP32 | TF32 tensor | memory bandwidth
+    pct_of_peak: float | None
+
+
+@with_config(STRICT)
+class RatesBasis(TypedDict):
+    """What the rows' `work` rates are measured against: the run's device model ("" none or several), the peak
+    table's row for it (None: unknown device, no peak) with its source, and the time the rates divide by."""
+
+    device: str
+    model: str | None
+    source: str | None
+    time_basis: str  # device | cpu
+
+
+@with_config(STRICT)
 class OpRow(TypedDict):
     """One op table row (explorer.model.tables.OP_STATS); `module` only when grouped by nn.Module."""
 
@@ -198,6 +230,7 @@ class OpRow(TypedDict):
     self_net_bytes: NotRequired[int]
     peak_bytes: NotRequired[int]
     self_peak_bytes: NotRequired[int]
+    work: NotRequired[OpWork | None]  # FLOPs / bytes from the calls' shapes; None unless every call's are known
 
 
 @with_config(STRICT)
@@ -225,6 +258,7 @@ class OpsResult(TypedDict):
     sort: str
     has_modules: bool
     memory: NotRequired[OpMemorySummary]  # the memory columns' device and totals, when the rows have them
+    rates: NotRequired[RatesBasis]  # what the rows' `work` rates compare with
 
 
 # ---- kernels ------------------------------------------------------------------------------------
@@ -269,6 +303,7 @@ class KernelRow(TypedDict):
     device_pct: float
     top_ops: list[TopOp]
     launch: LaunchConfig | None
+    work: NotRequired[OpWork | None]  # from the shapes of the ops that launched these executions alone
 
 
 @with_config(STRICT)
@@ -286,6 +321,7 @@ class KernelsResult(TypedDict):
     rows: list[KernelRow]
     device_total_ns: int
     categories: list[KernelCategory]
+    rates: NotRequired[RatesBasis]
 
 
 # ---- breakdown ----------------------------------------------------------------------------------

@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import duckdb
 import pyarrow.parquet as pq
 
 from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
-from explorer.analysis.advice.peaks import GEMMS, first_input_type
+from explorer.analysis.advice.efficiency import WORK_OPS
+from explorer.analysis.advice.peaks import first_input_type
 from explorer.analysis.device.advice import compute_recommendations
-from explorer.analysis.kernels import sort_kernel_rows
+from explorer.analysis.kernels import parse_int_list, sort_kernel_rows
 from explorer.model.advice_shapes import AdviceResult, Finding, FindingChange, FindingRef
 from explorer.model.shapes import RunJson
 from explorer.runs.run import Run
@@ -18,6 +21,7 @@ from explorer.store.catalog.catalog import RunRecord
 from explorer.store.runs import RunStore
 from explorer.views.device import compute_device_profiles, load_profile_tables
 from explorer.views.links import run_json
+from explorer.views.rates import run_device_model
 from explorer.views.render import fmt_dur
 
 OVERVIEW_FINDINGS = 3  # findings on the overview's first screen
@@ -48,25 +52,48 @@ def run_advice(run: Run) -> AdviceResult:
 
 def compute_run_advice(run: Run) -> AdviceResult:
     """The advisor over the run's tables and its cached breakdown, per-rank summary and kernels."""
-    store, run_id, s = run.store, run.id, run.summary
+    store, run_id, s, rec = run.store, run.id, run.summary, run.record
     ranks = run.ranks() if len(run.rank_ids()) > 1 else None
     inputs = AdviceInputs(run_id, s.start_ns, s.span_ns, run.table("slices"), run.table("flows"),
                           load_op_shapes(store, run_id), run.breakdown(), _step_count(run), ranks,
-                          device_recommendations(store, run_id), _device_model(run.record),
-                          load_gemm_dtypes(store, run_id), sort_kernel_rows(run.kernels().table))
+                          device_recommendations(store, run_id), run_device_model(rec),
+                          load_gemm_dtypes(store, run_id), sort_kernel_rows(run.kernels().table),
+                          run_num_sms(rec), load_grid_blocks(store, run_id))
     return compute_advice(inputs)
 
 
-def _device_model(rec: RunRecord) -> str:
-    """The run's one GPU model from deviceProperties ("" for none, or for several models)."""
-    names = {d.name for d in rec.summary.devices if d.source == "deviceProperties"}
-    return names.pop() if len(names) == 1 else ""
+def run_num_sms(rec: RunRecord) -> int:
+    """The SMs of the run's devices (Kineto deviceProperties' numSms): the smallest when they differ, 0 unknown."""
+    counts = [d["numSms"] for f in rec.summary.files if isinstance(f.get("device_properties"), list)
+              for d in f["device_properties"] if isinstance(d, dict) and isinstance(d.get("numSms"), int)
+              and not isinstance(d.get("numSms"), bool) and d["numSms"] > 0]
+    return min(counts) if counts else 0
+
+
+def load_grid_blocks(store: RunStore, run_id: str) -> dict[int, int]:
+    """Kernel slice id -> the blocks in its launch grid (the product of Kineto's `grid`), for the kernels whose
+    args carry a grid of positive integers; DuckDB reads the args (no Python per kernel)."""
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            "SELECT slice_id, CAST(json_extract(args, '$.grid') AS VARCHAR) FROM read_parquet(?) "
+            "WHERE device_time AND json_valid(args) AND json_extract(args, '$.grid') IS NOT NULL",
+            [str(store.table_path(run_id, "slices"))]).fetchall()
+    finally:
+        con.close()
+    out: dict[int, int] = {}
+    for sid, grid in rows:
+        dims = parse_int_list(grid)
+        if dims and all(d > 0 for d in dims):
+            out[int(sid)] = math.prod(dims)
+    return out
 
 
 def load_gemm_dtypes(store: RunStore, run_id: str) -> dict[int, str]:
-    """The GEMM ops' first input dtype by slice id, from their args (Kineto's `Input type`)."""
+    """The first input dtype by slice id of the ops efficiency knows (GEMM, elementwise, ...), from their args
+    (Kineto's `Input type`): the GEMM table and the fusion floor read it."""
     t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "args"],
-                      filters=[("is_op", "=", True), ("name", "in", list(GEMMS))])
+                      filters=[("is_op", "=", True), ("name", "in", list(WORK_OPS))])
     return {int(i): first_input_type(a or "") for i, a in zip(t.column("slice_id").to_pylist(),
                                                               t.column("args").to_pylist(), strict=True)}
 

@@ -11,6 +11,7 @@ from explorer.model.shapes import (
     OpMemorySummary,
     OpRow,
     OpsResult,
+    RatesBasis,
     RunJson,
 )
 from explorer.model.source_links import SourceLinker, parse_frame
@@ -35,6 +36,7 @@ from explorer.views.charts import (
 )
 from explorer.views.links import run_json
 from explorer.views.op_memory import add_op_memory, is_memory_sort, run_op_memory, sort_memory_rows
+from explorer.views.rates import add_op_work
 from explorer.views.tables import SortLinks
 
 
@@ -82,6 +84,7 @@ class OpsPage(SortLinks):
     start_ns: int | None = None  # the window the rows start in (relative ns), None: the whole run
     end_ns: int | None = None
     memory: OpMemorySummary | None = None  # the memory columns' device and totals (None: no columns)
+    rates: RatesBasis | None = None  # what the rows' `work` rates compare with (explorer.views.rates)
 
     def view_link(self, view: str) -> str:
         """Query string of the same table in another view (filter, grouping and sort kept; back to page 1)."""
@@ -129,9 +132,10 @@ def compute_run_ops(run: Run, query: OpsQuery = OpsQuery(), links: SourceLinker 
         url = links.url(parse_frame(row["name"])) if links is not None and row["kind"] == "python" else None
         if url:
             row["source_url"] = url
+    rates = add_op_work(store, rec, rows, query.by_shape, device_total, ranks)  # achieved rates (views.rates)
     result: OpsResult = {"rows": rows, "device_total_ns": device_total,
                          "attributed_ns": attributed_device_ns(store, rec, ranks), "view": query.view, "sort": sort,
-                         "has_modules": has_module_frames(store, rec.id)}
+                         "has_modules": has_module_frames(store, rec.id), "rates": rates}
     if memory is not None:
         add_op_memory(rows, memory[1])
         result["memory"] = memory[0]
@@ -151,7 +155,7 @@ def build_ops_page(run: Run, query: OpsQuery = OpsQuery(), links: SourceLinker |
                                                                           data["view"])),
                        data["view"], data["attributed_ns"], query.by_module, data["has_modules"], rank=query.rank,
                        ranks=run.rank_ids(), page=max(1, query.page), start_ns=query.start_ns, end_ns=query.end_ns,
-                       memory=data.get("memory"))
+                       memory=data.get("memory"), rates=data.get("rates"))
     ops_page.twin = f"/api/runs/{run.id}/ops?{ops_page.query()}"
     return ops_page
 

@@ -85,6 +85,14 @@
       if (!ops.length) return el("td", { class: "kops" }, muted("–"));
       return el("td", { class: "kops" }, ...ops.map((op) => el("div", {}, el("span", { class: "mono" }, op.name), " ", muted(TE.fmtUs(op.total_ns)))));
     },
+    work: (v, row) => {  // _rates.html's work_cell: achieved rate · % of peak, then kind · dtype · which peak
+      const w = row.work, td = el("td", { class: "num work" });
+      if (!w) { td.append(muted("–")); return td; }
+      const line = el("div", {}, none(w.flop_per_s) ? rate(w.bytes_per_s, "B/s") : rate(w.flop_per_s, "FLOP/s"));
+      if (!none(w.pct_of_peak)) line.append(" · ", el("span", { class: "work-pct", title: "% of the device's " + w.peak_kind + " peak" }, TE.fmtPct(w.pct_of_peak)));
+      td.append(line, el("div", { class: "muted" }, w.kind + (w.dtype ? " · " + w.dtype : "") + (none(w.pct_of_peak) ? "" : " · " + w.peak_kind)));
+      return td;
+    },
     klaunch: (v, row) => {
       const l = row.launch, td = el("td", { class: "klaunch" });
       if (!l) { td.append(muted("–")); return td; }

@@ -7,16 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from explorer.analysis.advice.efficiency import DTYPE_SIZE, numel
 from explorer.analysis.advice.finding import Context, fact, make_finding, page_link, timeline_link
-from explorer.analysis.advice.ops import OpSeq, largest_shape, rows_key
+from explorer.analysis.advice.ops import ELEMENTWISE, OpSeq, base_name, largest_shape, parse_shapes, rows_key
 from explorer.model.advice_shapes import Finding
 
-ELEMENTWISE = frozenset({
-    "mul", "add", "sub", "div", "pow", "rsqrt", "sqrt", "exp", "log", "tanh", "sigmoid", "neg", "abs", "mean",
-    "sum", "var", "var_mean", "std", "softmax", "_softmax", "log_softmax", "_log_softmax", "gelu", "silu", "relu",
-    "clamp", "clamp_min", "maximum", "minimum", "where", "square", "reciprocal", "erf", "rsub", "masked_fill",
-    "amax", "addcmul", "addcdiv", "lerp", "dropout", "native_dropout", "mish", "hardswish", "leaky_relu", "exp2",
-})
 # views and bookkeeping that neither break a chain nor count in its time
 TRANSPARENT = frozenset({
     "view", "reshape", "_reshape_alias", "expand", "unsqueeze", "squeeze", "transpose", "t", "permute", "detach",
@@ -27,12 +22,6 @@ MATMUL = frozenset({"matmul", "bmm", "baddbmm", "einsum", "mm"})
 SOFTMAX = frozenset({"softmax", "_softmax", "_safe_softmax", "safe_softmax"})
 MIN_CHAIN = 3
 ATTN_LOOK = 5  # siblings looked at on each side of a softmax for its two matmuls
-
-
-def base_name(name: str) -> str:
-    """`aten::mul_` -> `mul`: the op's name without namespace and in-place suffix."""
-    short = name.split("::", 1)[1] if name.startswith("aten::") else ""
-    return short[:-1] if short.endswith("_") and not short.endswith("__") else short
 
 
 def fused_caller(parent_name: str) -> bool:
@@ -51,13 +40,40 @@ class Group:
     kept_ns: int = 0  # the part the fused call still costs, by the rule's formula
     first: tuple[int, int] = (0, 0)  # relative start/end of the first occurrence
     slice_ids: list[int] = field(default_factory=list)
+    bytes: int = 0  # the fused kernel's bytes (a known device's chains whose dtype is known), summed
+    floor_ns: int = 0  # those bytes at the device's memory bandwidth, summed
+    floors: int = 0  # occurrences with a bandwidth floor
 
 
-def compute_fusion_findings(ops: OpSeq, ctx: Context) -> list[Finding]:
+@dataclass(frozen=True)
+class Bandwidth:
+    """A known device's memory bandwidth (bytes/s) and model, for the fusion floor; `dtypes` the ops' first
+    input dtype by slice id."""
+
+    bytes_per_s: int
+    model: str
+    dtypes: dict[int, str]
+
+
+def compute_fusion_findings(ops: OpSeq, ctx: Context, bw: Bandwidth | None = None,
+                            reason: str = "no device bandwidth") -> list[Finding]:
+    """`bw` None (host-only run, unknown device or bandwidth; `reason` says which): the chains' saving keeps each
+    one's slowest op."""
     used: set[int] = set()
     out = [_attention_finding(ctx, ops, g) for g in _attention_groups(ops, ctx, used).values()]
-    out += [_chain_finding(ctx, ops, g) for g in _chain_groups(ops, ctx, used).values()]
+    out += [_chain_finding(ctx, ops, g, bw, reason) for g in _chain_groups(ops, ctx, used, bw).values()]
     return out
+
+
+def chain_bytes(ops: OpSeq, part: list[int], dtypes: dict[int, str]) -> int | None:
+    """Bytes a fused kernel of the chain moves: each distinct input shape of more than one element once (the
+    trace names no tensors, so equal shapes count once and an intermediate the chain made counts too) and the
+    last op's output (its largest input shape), at the first op's dtype; None for an unknown dtype."""
+    size = DTYPE_SIZE.get(dtypes.get(int(ops.slice_id[part[0]]), ""))
+    if size is None:
+        return None
+    shapes = {tuple(s) for j in part for s in parse_shapes(ops.shapes[j]) if numel(s) > 1}
+    return (sum(numel(list(s)) for s in shapes) + numel(largest_shape(ops.shapes[part[-1]]))) * size
 
 
 def _attention_groups(ops: OpSeq, ctx: Context, used: set[int]) -> dict[tuple[object, ...], Group]:
@@ -92,7 +108,7 @@ def _near_matmul(ops: OpSeq, i: int, step: int) -> int | None:
     return None
 
 
-def _chain_groups(ops: OpSeq, ctx: Context, used: set[int]) -> dict[tuple[object, ...], Group]:
+def _chain_groups(ops: OpSeq, ctx: Context, used: set[int], bw: Bandwidth | None) -> dict[tuple[object, ...], Group]:
     groups: dict[tuple[object, ...], Group] = {}
     run: list[int] = []
     key: tuple[int, ...] | None = None
@@ -112,7 +128,12 @@ def _chain_groups(ops: OpSeq, ctx: Context, used: set[int]) -> dict[tuple[object
             parent = ops.parent_names[part[0]]
             g = groups.setdefault((names, key, parent), Group(names, shape, parent))
             times = [int(ops.time[j]) for j in part]
-            _add(g, ops, ctx, part, kept=max(times), total=sum(times))
+            nbytes = chain_bytes(ops, part, bw.dtypes) if bw is not None else None
+            floor = 0
+            if bw is not None and nbytes is not None:
+                floor = -(-nbytes * 10**9 // bw.bytes_per_s)  # ceil: a floor never rounds down
+                g.bytes, g.floor_ns, g.floors = g.bytes + nbytes, g.floor_ns + floor, g.floors + 1
+            _add(g, ops, ctx, part, kept=min(max(max(times), floor), sum(times)), total=sum(times))
         starts = (k is not None and int(ops.slice_id[i]) not in used and not fused_caller(ops.parent_names[i]))
         run, key = ([i], k) if starts else ([], None)
     return groups
@@ -158,21 +179,36 @@ def _what(names: tuple[str, ...], parent: str) -> tuple[str, str]:
     return "", "torch.compile the function that holds these ops, so Inductor fuses them into one kernel"
 
 
-def _chain_finding(ctx: Context, ops: OpSeq, g: Group) -> Finding:
+def _chain_finding(ctx: Context, ops: OpSeq, g: Group, bw: Bandwidth | None, reason: str) -> Finding:
     what, call = _what(g.names, g.parent)
+    facts = [fact("occurrences", g.count, "count"), fact("ops per occurrence", len(g.names), "count"),
+             fact(f"chain {'device' if ops.device_basis else 'CPU'} time", g.time_ns)]
+    if bw is not None and g.floors:
+        facts += [fact("bytes one fused kernel per occurrence moves, summed", g.bytes, "bytes"),
+                  fact(f"those bytes at the {bw.model}'s memory bandwidth", g.floor_ns)]
+    facts.append(fact("time a fused kernel keeps, summed", g.kept_ns))
     basis = "device" if ops.device_basis else "CPU"
     title = f"Fuse the {what}" if what == "optimizer update" else (f"Fuse the hand-written {what}" if what else "Fuse the elementwise chain")
     return make_finding(
         ctx, "unfused-elementwise", f"{title}: {len(g.names)} ops on {g.shape} into one call",
         f"{' → '.join(g.names)} run one after another on the same rows, {g.count} times; each op is a separate "
         f"pass over memory ({basis} time).",
-        [fact("occurrences", g.count, "count"), fact("ops per occurrence", len(g.names), "count"),
-         fact(f"chain {basis} time", g.time_ns), fact("slowest op of each chain, summed", g.kept_ns)],
+        facts,
         [timeline_link(ctx, "first occurrence", *g.first),
          page_link(ctx, "ops", "op table, by shape", "ops", by_shape="1")],
-        f"Replace the chain with {call}.", g.time_ns - g.kept_ns, g.time_ns,
-        "chain time − slowest op per occurrence (a fused kernel makes one pass, about the cost of the chain's "
-        "largest single pass), summed over occurrences", "medium", "small")
+        f"Replace the chain with {call}.", g.time_ns - g.kept_ns, g.time_ns, _chain_formula(bw, g, reason), "medium",
+        "small")
+
+
+def _chain_formula(bw: Bandwidth | None, g: Group, reason: str) -> str:
+    if bw is not None and g.floors:
+        return (f"Σ over occurrences of (chain time − max(bytes floor, slowest op)); bytes floor = (the chain's distinct "
+                f"input shapes + its output) × dtype size / the {bw.model}'s memory bandwidth "
+                f"({bw.bytes_per_s // 10**9:,} GB/s): a fused kernel reads its inputs and writes its output once, and "
+                "is no faster than the chain's largest single pass")
+    why = "the chain's dtype is not recorded (Input type)" if bw is not None else reason
+    return ("chain time − slowest op per occurrence (a fused kernel makes one pass, about the cost of the chain's "
+            f"largest single pass), summed over occurrences; no bytes-at-bandwidth floor: {why}")
 
 
 def _attention_finding(ctx: Context, ops: OpSeq, g: Group) -> Finding:

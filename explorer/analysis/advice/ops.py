@@ -15,6 +15,12 @@ from explorer.model.lanes import Lane
 
 I64 = np.int64
 OP_CATEGORIES = ("cpu_op", "Operator")  # Kineto's op category, and the 2021 traces' name for it
+ELEMENTWISE = frozenset({
+    "mul", "add", "sub", "div", "pow", "rsqrt", "sqrt", "exp", "log", "tanh", "sigmoid", "neg", "abs", "mean",
+    "sum", "var", "var_mean", "std", "softmax", "_softmax", "log_softmax", "_log_softmax", "gelu", "silu", "relu",
+    "clamp", "clamp_min", "maximum", "minimum", "where", "square", "reciprocal", "erf", "rsub", "masked_fill",
+    "amax", "addcmul", "addcdiv", "lerp", "dropout", "native_dropout", "mish", "hardswish", "leaky_relu", "exp2",
+})
 
 
 @dataclass(frozen=True)
@@ -112,3 +118,27 @@ def rows_key(text: str) -> tuple[int, ...] | None:
 def largest_shape(text: str) -> list[int]:
     dims = [s for s in parse_shapes(text) if s]
     return max(dims, key=lambda s: (int(np.prod(s, dtype=np.float64)), len(s))) if dims else []
+
+
+def base_name(name: str) -> str:
+    """`aten::mul_` -> `mul`: the op's name without namespace and in-place suffix."""
+    short = name.split("::", 1)[1] if name.startswith("aten::") else ""
+    return short[:-1] if short.endswith("_") and not short.endswith("__") else short
+
+
+def nearest_ancestor(parent: np.ndarray, start: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    """For each start slice, its nearest proper ancestor for which `hit` is true (-1 none)."""
+    n = len(parent)
+    out = np.full(len(start), -1, I64)
+    if not n:
+        return out
+    ok = (start >= 0) & (start < n)
+    cur = np.where(ok, parent[np.where(ok, start, 0)], -1)
+    for _ in range(256):
+        live = (out < 0) & (cur >= 0) & (cur < n)
+        if not live.any():
+            break
+        found = live & hit[np.where(live, cur, 0)]
+        out[found] = cur[found]
+        cur = np.where(live & ~found, parent[np.where(live, cur, 0)], -1)
+    return out

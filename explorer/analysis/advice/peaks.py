@@ -26,6 +26,7 @@ class DevicePeak:
     fp32_flops: int  # FLOP/s, FP32 without tensor cores
     hbm: int | None  # bytes/s
     source: str
+    tf32_flops: int | None = None  # FLOP/s, dense TF32 tensor (AMD MI200: the FP32 matrix rate); None: none
 
 
 NV_A100 = "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100)"
@@ -39,19 +40,19 @@ AWS_TRN2 = "AWS Neuron docs, Trainium2 architecture (awsdocs-neuron.readthedocs-
 
 # first match wins: the specific variants before the family's row
 PEAKS: tuple[DevicePeak, ...] = (
-    DevicePeak("A100 SXM4 80GB", ("a100", "80gb"), 312 * T, 19_500 * G, 2_039 * G, NV_A100),
-    DevicePeak("A100 40GB", ("a100", "40gb"), 312 * T, 19_500 * G, 1_555 * G, NV_A100),
-    DevicePeak("A100", ("a100",), 312 * T, 19_500 * G, None, NV_A100),
-    DevicePeak("H100 PCIe", ("h100", "pcie"), 756 * T, 51 * T, 2_000 * G, NV_H100),
-    DevicePeak("H100 NVL", ("h100", "nvl"), 835 * T, 60 * T, 3_900 * G, NV_H100),
-    DevicePeak("H100 SXM", ("h100",), 989 * T, 67 * T, 3_350 * G, NV_H100),
-    DevicePeak("H200 SXM", ("h200",), 989 * T, 67 * T, 4_800 * G, NV_H200),
-    DevicePeak("B200", ("b200",), 2_250 * T, 80 * T, 8_000 * G, NV_B200),
-    DevicePeak("MI250X", ("mi250x",), 383 * T, 47_900 * G, 3_277 * G, AMD_MI250),
-    DevicePeak("MI250", ("mi250",), 362 * T, 45_300 * G, 3_277 * G, AMD_MI250),
-    DevicePeak("MI300X", ("mi300x",), 1_307 * T, 163 * T, 5_300 * G, AMD_MI300X),
-    DevicePeak("Trainium (Trn1)", ("trn1",), 190 * T, 47_500 * G, 820 * 2**30, AWS_TRN1),
-    DevicePeak("Trainium2 (Trn2)", ("trn2",), 667 * T, 181 * T, 2_900 * G, AWS_TRN2),
+    DevicePeak("A100 SXM4 80GB", ("a100", "80gb"), 312 * T, 19_500 * G, 2_039 * G, NV_A100, 156 * T),
+    DevicePeak("A100 40GB", ("a100", "40gb"), 312 * T, 19_500 * G, 1_555 * G, NV_A100, 156 * T),
+    DevicePeak("A100", ("a100",), 312 * T, 19_500 * G, None, NV_A100, 156 * T),
+    DevicePeak("H100 PCIe", ("h100", "pcie"), 756 * T, 51 * T, 2_000 * G, NV_H100, 378 * T),
+    DevicePeak("H100 NVL", ("h100", "nvl"), 835 * T, 60 * T, 3_900 * G, NV_H100, 417_500 * G),
+    DevicePeak("H100 SXM", ("h100",), 989 * T, 67 * T, 3_350 * G, NV_H100, 494_500 * G),
+    DevicePeak("H200 SXM", ("h200",), 989 * T, 67 * T, 4_800 * G, NV_H200, 494_500 * G),
+    DevicePeak("B200", ("b200",), 2_250 * T, 80 * T, 8_000 * G, NV_B200, 1_125 * T),
+    DevicePeak("MI250X", ("mi250x",), 383 * T, 47_900 * G, 3_277 * G, AMD_MI250, 95_700 * G),
+    DevicePeak("MI250", ("mi250",), 362 * T, 45_300 * G, 3_277 * G, AMD_MI250, 90_500 * G),
+    DevicePeak("MI300X", ("mi300x",), 1_307 * T, 163 * T, 5_300 * G, AMD_MI300X, 653_700 * G),
+    DevicePeak("Trainium (Trn1)", ("trn1",), 190 * T, 47_500 * G, 820 * 2**30, AWS_TRN1, 190 * T),
+    DevicePeak("Trainium2 (Trn2)", ("trn2",), 667 * T, 181 * T, 2_900 * G, AWS_TRN2, 667 * T),
 )
 DTYPE_BYTES = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "BFloat16": 2, "Half": 2}
 HALF = frozenset({"c10::BFloat16", "c10::Half", "BFloat16", "Half"})
@@ -67,7 +68,7 @@ def find_peak(device: str) -> DevicePeak | None:
 def peak_json(device: str) -> PeakJson | None:
     p = find_peak(device)
     return None if p is None else {"model": p.model, "bf16_flops": p.bf16_flops, "fp32_flops": p.fp32_flops,
-                                   "hbm_bytes_per_s": p.hbm, "source": p.source}
+                                   "tf32_flops": p.tf32_flops, "hbm_bytes_per_s": p.hbm, "source": p.source}
 
 
 def gemm_mnk(name: str, dims: list[list[int]]) -> tuple[int, int, int, int] | None:

@@ -22,6 +22,10 @@ class Op:
     sync: int = 0  # µs of a cudaStreamSynchronize after the op
     types: list[str] = field(default_factory=list)  # Kineto's Input type
     kargs: dict[str, Any] = field(default_factory=dict)  # extra args of the kernel (launch parameters)
+    concrete: list[str] = field(default_factory=list)  # Kineto's Concrete Inputs (scalar arguments as text)
+    kernel_cat: str = "kernel"  # gpu_memcpy for a copy
+    launch_name: str = "cudaLaunchKernel"  # cudaMemcpyAsync for a copy
+    inner_sync: int = 0  # µs of a cudaStreamSynchronize inside the op, right after the launch
 
 
 @dataclass
@@ -36,14 +40,17 @@ class Trace:
             self.events.append(_x("user_annotation", op.busy_name, 1, self.host, op.gap_before))
             self.host += op.gap_before
         self.corr += 1
+        args = {"Input Dims": op.shapes, "Input type": op.types, "External id": self.corr}
         self.events.append(_x("cpu_op", op.name, 1, self.host, op.dur,
-                              {"Input Dims": op.shapes, "Input type": op.types, "External id": self.corr}))
+                              {**args, "Concrete Inputs": op.concrete} if op.concrete else args))
         if op.kernel is not None:
             t = self.host + 1
-            self.events.append(_x("cuda_runtime", "cudaLaunchKernel", 1, t, op.launch, {"correlation": self.corr}))
+            self.events.append(_x("cuda_runtime", op.launch_name, 1, t, op.launch, {"correlation": self.corr}))
             self.gpu = max(self.gpu, t + op.launch)
-            self.events.append({**_x("kernel", op.kernel_name or f"{op.name}_kernel", 7, self.gpu, op.kernel,
+            self.events.append({**_x(op.kernel_cat, op.kernel_name or f"{op.name}_kernel", 7, self.gpu, op.kernel,
                                      {"correlation": self.corr, "device": 0, "stream": 7, **op.kargs}), "pid": 0})
+            if op.inner_sync:
+                self.events.append(_x("cuda_runtime", "cudaStreamSynchronize", 1, t + op.launch, op.inner_sync))
             self.events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": self.corr, "pid": 1, "tid": 1, "ts": t})
             self.events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": self.corr, "pid": 0, "tid": 7,
                                 "ts": self.gpu, "bp": "e"})
@@ -53,9 +60,10 @@ class Trace:
             self.events.append({**_x("cuda_sync", "cudaStreamSynchronize", 1, self.host, op.sync), "cat": "cuda_sync"})
             self.host += op.sync
 
-    def write(self, path: Path, device: str = "Test GPU") -> Path:
+    def write(self, path: Path, device: str = "Test GPU", sms: int | None = None) -> Path:
+        props: dict[str, Any] = {"id": 0, "name": device, **({"numSms": sms} if sms is not None else {})}
         doc = {"schemaVersion": 1, "baseTimeNanoseconds": 1_700_000_000_000_000_000,
-               "deviceProperties": [{"id": 0, "name": device}], "traceEvents": self.events}
+               "deviceProperties": [props], "traceEvents": self.events}
         path.write_text(json.dumps(doc))
         return path
 
@@ -64,11 +72,11 @@ def _x(cat: str, name: str, tid: int, ts: int, dur: int, args: dict[str, Any] | 
     return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args or {}}
 
 
-def build(ops: list[Op], path: Path, device: str = "Test GPU") -> Path:
+def build(ops: list[Op], path: Path, device: str = "Test GPU", sms: int | None = None) -> Path:
     t = Trace()
     for op in ops:
         t.add(op)
-    return t.write(path, device)
+    return t.write(path, device, sms)
 
 
 def rmsnorm_ops(kernel: int | None, rows: int = 64, hidden: int = 2048) -> list[Op]:

@@ -56,3 +56,31 @@ def test_no_finding_claims_more_than_it_acts_on(shared_traces: Path, store: RunS
         ranked = [f["saving_ns"] for f in advice["findings"] if f["saving_ns"] is not None]
         assert ranked == sorted(ranked, reverse=True), path.name
     assert seen > 20  # the GPU traces of HolisticTraceAnalysis and kineto fire rules
+
+
+def test_rates_from_shapes_never_pass_the_peak(shared_traces: Path, store: RunStore) -> None:
+    """On every real trace the ops' and kernels' achieved rates (explorer.views.rates) are below the device's peak
+    (a rate above it would be a wrong FLOP or byte count, or time attributed to the wrong op), each op row's work
+    covers all its calls, and a kernel's covers no more than its calls and time."""
+    from explorer.views.kernels import compute_run_kernels
+    from explorer.views.ops import compute_run_ops
+
+    shown = 0
+    for path in real_traces(shared_traces):
+        rec = ingest_paths(store, [path])
+        if rec.status != "ready":
+            continue
+        ops = compute_run_ops(Run.of(store, rec.id))
+        for r in ops["rows"]:
+            w = r.get("work")
+            if w is not None:
+                assert w["calls"] == r["calls"] and w["time_ns"] > 0, (path.name, r["name"])
+                assert w["pct_of_peak"] is None or w["pct_of_peak"] <= 100, (path.name, r["name"], w)
+                shown += w["pct_of_peak"] is not None
+        for k in compute_run_kernels(Run.of(store, rec.id))["rows"]:
+            w = k.get("work")
+            if w is not None:
+                assert w["calls"] <= k["calls"] and 0 < w["time_ns"] <= k["total_ns"], (path.name, k["name"])
+                assert w["pct_of_peak"] is None or w["pct_of_peak"] <= 100, (path.name, k["name"], w)
+                shown += w["pct_of_peak"] is not None
+    assert shown > 10  # the A100 traces of HolisticTraceAnalysis record shapes

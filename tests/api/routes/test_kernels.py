@@ -66,7 +66,7 @@ def ns(us: Any) -> int:
 def test_kernels_shape_and_numbers(served: tuple[TestClient, dict[str, str], Path]) -> None:
     client, runs, trace = served
     body = client.get(f"/api/runs/{runs['gpu']}/kernels").json()
-    assert set(body) == {"rows", "device_total_ns", "categories"}
+    assert set(body) == {"rows", "device_total_ns", "categories", "rates"}
     execs = file_executions(trace)
     total = sum(ns(e["dur"]) for events in execs.values() for e in events)
     assert body["device_total_ns"] == total
@@ -76,7 +76,7 @@ def test_kernels_shape_and_numbers(served: tuple[TestClient, dict[str, str], Pat
         durations = sorted(ns(e["dur"]) for e in events)
         r = rows[name]
         assert set(r) == {"name", "category", "calls", "total_ns", "avg_ns", "min_ns", "max_ns", "p50_ns", "p95_ns",
-                          "device_pct", "top_ops", "launch"}
+                          "device_pct", "top_ops", "launch", "work"}
         assert (r["calls"], r["total_ns"], r["min_ns"], r["max_ns"]) == (
             len(durations), sum(durations), durations[0], durations[-1])
         assert (r["p50_ns"], r["p95_ns"]) == (durations[1], durations[2])  # 3 calls: ranks ceil(1.5), ceil(2.85)
@@ -147,7 +147,8 @@ def test_kernels_page_context_equals_its_twin(served: tuple[TestClient, dict[str
     page = resp.context["page"]
     assert isinstance(page, KernelsPage)
     twin = client.get(page.twin).json()
-    assert {"rows": page.rows, "device_total_ns": page.device_total_ns, "categories": page.categories} == twin
+    assert {"rows": page.rows, "device_total_ns": page.device_total_ns, "categories": page.categories,
+            "rates": page.rates} == twin
     assert page.twin.replace("&", "&amp;") in resp.text
     assert 'id="tab-kernels"' in resp.text and 'class="on" id="tab-kernels"' in resp.text
 
@@ -173,8 +174,9 @@ def test_hostile_kernel_name_is_escaped(served: tuple[TestClient, dict[str, str]
 
 def test_host_only_run_has_an_empty_state(served: tuple[TestClient, dict[str, str], Path]) -> None:
     client, runs, _ = served
-    assert client.get(f"/api/runs/{runs['host']}/kernels").json() == {"rows": [], "device_total_ns": 0,
-                                                                      "categories": []}
+    assert client.get(f"/api/runs/{runs['host']}/kernels").json() == {
+        "rows": [], "device_total_ns": 0, "categories": [],
+        "rates": {"device": "", "model": None, "source": None, "time_basis": "device"}}
     resp = client.get(f"/runs/{runs['host']}/kernels")
     assert resp.status_code == 200 and 'id="kernels-empty"' in resp.text and "kernels-table" not in resp.text
 
