@@ -12,7 +12,6 @@ import click
 from explorer.cli import RUN_HELP, _run_id, _store, console, fmt_ns, out, store_options
 from explorer.cli_output import Column, emit, format_options
 from explorer.errors import ExplorerError
-from explorer.runs.run import Run
 
 
 def _ns(key: str) -> Any:
@@ -61,6 +60,7 @@ def _fail(exc: ExplorerError) -> NoReturn:
 @store_options
 def kernels(run_id: str, sort: str, category: str, limit: int, fmt: str, data_dir: Path | None) -> None:
     """Device executions of a run by name: calls, total / avg / p50 / p95, % of device time."""
+    from explorer.runs.run import Run
     from explorer.views.kernels import KernelsQuery, compute_run_kernels
 
     store = _store(data_dir)
@@ -81,7 +81,7 @@ def kernels(run_id: str, sort: str, category: str, limit: int, fmt: str, data_di
 @store_options
 def steps(run_id: str, annotation: str, fmt: str, data_dir: Path | None) -> None:
     """One row per step: step time, device busy, compute / communication / memcpy / idle."""
-
+    from explorer.runs.run import Run
 
     store = _store(data_dir)
     try:
@@ -100,7 +100,7 @@ def steps(run_id: str, annotation: str, fmt: str, data_dir: Path | None) -> None
 @store_options
 def gaps(run_id: str, limit: int, fmt: str, data_dir: Path | None) -> None:
     """The largest gaps between a run's device executions, each with its cause and the host evidence over it."""
-
+    from explorer.runs.run import Run
 
     store = _store(data_dir)
     try:
@@ -118,6 +118,8 @@ def gaps(run_id: str, limit: int, fmt: str, data_dir: Path | None) -> None:
 @store_options
 def ranks(run_id: str, fmt: str, data_dir: Path | None) -> None:
     """One row per rank: step time, compute, exposed communication, idle, lateness, stragglers."""
+    from explorer.runs.run import Run
+
     store = _store(data_dir)
     try:
         result = Run.of(store, _run_id(store, run_id)).ranks()

@@ -28,6 +28,7 @@ from psycopg.rows import dict_row
 
 from bench.synth_ranks import RankPlan, write_rank_traces
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import Run
 from explorer.store.runs import RunStore
 from explorer.views.ops import compute_run_ops
 from tests.helpers.catalog_backends import admin
@@ -222,7 +223,7 @@ def test_a_worker_killed_mid_job_costs_only_time(team: Team, tmp_path: Path) -> 
         ops = httpx.get(f"{a}/api/runs/{run_id}/ops").json()["rows"]
         assert ops == httpx.get(f"{b}/api/runs/{run_id}/ops").json()["rows"]
         assert {r["name"]: r["calls"] for r in ops} == {
-            r["name"]: r["calls"] for r in compute_run_ops(here, here.get(want.id))["rows"]}
+            r["name"]: r["calls"] for r in compute_run_ops(Run.of(here, want.id))["rows"]}
     finally:
         here.catalog.close()
 
