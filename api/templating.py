@@ -27,7 +27,7 @@ def templates_for(templates_dir: Path, static_dir: Path) -> Jinja2Templates:
 
 def render_page(request: Request, state: AppState, template: str, page: Any, *, active: str = "",
                 plotly: bool = False, status_code: int = 200) -> HTMLResponse:
-    """A page of the site: `page` is the template's one typed context (explorer.views.pages and its peers)."""
+    """A page of the site: `page` is the template's one typed context (one module per page family in explorer.views)."""
     run = getattr(page, "run", None)
     context = {"page": page, "base": request.scope.get("root_path", ""), "inline": None, "active": active,
                "needs_plotly": plotly, "scripts": APP_SCRIPTS, "readonly": False,

@@ -1,6 +1,6 @@
 """JSON shapes of catalog records (runs, shares) as docs/API.md defines them; no computation.
 
-A run's shape is defined once, in explorer.views.pages (pages and the offline report use it too)."""
+A run's shape is defined once, in explorer.views.links (pages and the offline report use it too)."""
 
 from __future__ import annotations
 

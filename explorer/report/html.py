@@ -1,5 +1,5 @@
 """The offline report: one self-contained HTML file (styles, scripts, plotly.js and the run's data inlined)
-with the run's pages, built by explorer.views.pages, plus a timeline snapshot; its weight is bounded
+with the run's pages, built by their explorer.views builders, plus a timeline snapshot; its weight is bounded
 (REPORT_TABLE_ROWS, byte budgets in explorer.report.snapshot), not the trace's. Nothing here knows about HTTP."""
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ META = "index.json"
 FILE_PIECE = 1 << 19
 FILE_THREADS = 2
 # a server writes the index of a run stored without one at its first build from this many slices on (~20 MB of
-# files; explorer.views.pages.timeline_index): under it the build takes a tenth of a second, and mapping saves little
+# files; explorer.runs.run.timeline_index): under it the build takes a tenth of a second, and mapping saves little
 FILES_FROM_SLICES = 200_000
 # the per-track dictionaries (int keys in JSON are strings) and how a value reads back
 _DICTS = {"track_kind": str, "track_lane": str, "counter_ranges": tuple, "instant_ranges": tuple}

@@ -209,7 +209,7 @@ class RunStore:
 
     def add_to_run(self, run_id: str, name: str, write: Callable[[Path], None]) -> Path | None:
         """Add a folder of derived files, `name`, to a ready run's own folder (the timeline index, built on a run's
-        first view: explorer.views.pages.timeline_index). `write(folder)` fills a new folder beside, which then takes the
+        first view: explorer.runs.run.timeline_index). `write(folder)` fills a new folder beside, which then takes the
         name at once (replacing one already there), so a reader never sees a half-written one. Returns its path, or
         None where the run's folder is not its own (object storage: a local copy, which the copies' size bound
         does not expect to grow) or the write failed (logged; nothing of it left)."""

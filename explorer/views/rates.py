@@ -1,6 +1,6 @@
 """Achieved rates on the ops and kernels pages: the run's ops' work (explorer.analysis.advice.efficiency) loaded
 once from their args, summed per op row and per kernel name, against the device's peak (an unknown device gets
-none). The ops and kernels builders in explorer.views.pages call this; nothing here formats."""
+none). The ops and kernels builders (explorer.views.ops, explorer.views.kernels) call this; nothing here formats."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Whether msgspec takes a Chrome/Kineto file as it stands, checked beside DuckDB's reader (chrome_fast) so
+"""Whether msgspec takes a Chrome/Kineto file as it stands, checked beside DuckDB's reader (chrome.fast) so
 both paths give the same answer. Run as its own process (`python -m explorer.ingest.chrome.json_check FILE`)
 because the decode holds the GIL; it prints {"refused": null | "why"}. Why: docs/architecture.md,
-"ingest/json_check.py"."""
+"ingest/chrome/json_check.py"."""
 
 from __future__ import annotations
 

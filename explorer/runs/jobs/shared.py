@@ -1,7 +1,7 @@
 """Where an upload and the parts of its run travel between the web process and the queue workers, through the
 run storage under `queue/<run id>/...`: moved by one rename on a shared folder, file by file on S3 (a local
 copy a job drops, `forget_local`). Nothing here knows what the trees hold. Keys: docs/architecture.md,
-"jobs/shared.py"."""
+"runs/jobs/shared.py"."""
 
 from __future__ import annotations
 
