@@ -32,7 +32,7 @@ SUITE_CHECKS = {"test_layering.py", "test_page_twins.py", "test_readme.py", "tes
                 "test_test_layout.py"}
 
 # Modules with a mirrored test file, at least (explorer/, api/): raise it when you add one, never lower it.
-FLOOR = {"explorer": 86, "api": 17}
+FLOOR = {"explorer": 86, "api": 21}
 
 
 def source_modules(package: str) -> list[Path]:

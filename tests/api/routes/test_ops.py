@@ -1,4 +1,4 @@
-"""Op table, breakdown and compare through the API."""
+"""The op table through the API: sorts, options, time ranges and views."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import TINY, Uploader, assert_error
+from tests.api.conftest import Uploader, assert_error
+
+FRAMES = Path(__file__).resolve().parents[2] / "fixtures" / "kineto_recursive_frames.json"
 
 
 def test_op_table_sorted_by_device_time(client: TestClient, run_id: str) -> None:
@@ -35,43 +37,6 @@ def test_op_table_time_range_keeps_ops_starting_inside(client: TestClient, run_i
     assert {r["name"] for r in rows} == {"aten::mul", "aten::add"}
     mul = next(r for r in rows if r["name"] == "aten::mul")
     assert mul["self_cpu_ns"] == 90_000 and mul["device_total_ns"] == 20_000
-
-
-def test_breakdown_lanes_devices_and_gap_causes(client: TestClient, run_id: str) -> None:
-    body = client.get(f"/api/runs/{run_id}/breakdown").json()
-    lanes = {lane["lane"]: lane for lane in body["lanes"]}
-    assert lanes["hardware"]["busy_ns"] == 185_000 and lanes["hardware"]["idle_ns"] == 815_000
-    assert lanes["framework"]["busy_ns"] == 1_000_000
-    assert body["devices"][0]["executions"] == 3 and body["devices"][0]["busy_ns"] == 185_000
-    gaps = body["gaps"]
-    assert gaps["count"] == 2 and gaps["total_ns"] == 500_000 + 245_000
-    assert [(g["start"], g["end"], g["cause"]) for g in gaps["largest"]] == [
-        (200_000, 700_000, "launch latency"), (720_000, 965_000, "host busy")]
-    assert gaps["largest"][0]["after"]["name"] == "mul_kernel"
-
-
-def test_compare_runs(client: TestClient, upload: Uploader) -> None:
-    a = upload(name="before")["id"]
-    faster = TINY.read_bytes().replace(b'"dur": 150.0', b'"dur": 50.0').replace(b'"aten::add"', b'"aten::sub"')
-    b = upload(files=[("after.json", faster)], name="after")["id"]
-    body = client.get(f"/api/compare?runs={a},{b}").json()
-    assert [r["name"] for r in body["runs"]] == ["before", "after"]
-    rows = {r["name"]: r for r in body["rows"]}
-    addmm = rows["aten::addmm"]["vs_baseline"][0]
-    assert rows["aten::addmm"]["status"] == "common" and addmm["device_total_ns"] == -100_000
-    assert round(addmm["pct_change"], 1) == -66.7
-    assert rows["aten::add"]["status"] == "removed" and rows["aten::add"]["per_run"][1] is None
-    assert rows["aten::sub"]["status"] == "added" and rows["aten::sub"]["vs_baseline"][0]["pct_change"] is None
-    assert body["headline"]["secondary"]["totals_ns"] == [185_000, 85_000] and body["headline"]["baseline"] == a
-
-
-def test_compare_errors(client: TestClient, run_id: str) -> None:
-    assert_error(client.get(f"/api/compare?runs={run_id}"), 400, "bad_request")
-    assert_error(client.get(f"/api/compare?runs={run_id},nope"), 404, "run_not_found")
-    assert_error(client.get("/api/compare"), 422, "validation")
-
-
-FRAMES = Path(__file__).resolve().parents[2] / "fixtures" / "kineto_recursive_frames.json"
 
 
 def frame_kinds() -> dict[str, set[str]]:
