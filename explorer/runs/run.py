@@ -187,8 +187,8 @@ class Run:
         """The LOD index over the device tracks (slice ids run-wide), their slices named by opcode or by PyTorch
         op (`by`); None without device profiles."""
         def build() -> TimelineIndex | None:
-            dt = self.device_timeline()
-            return None if dt is None else build_device_index(dt, self.origin_ns, by)
+            devices = self.device_timeline()
+            return None if devices is None else build_device_index(devices, self.origin_ns, by)
 
         return self.cached(f"device_index:{by}", build)
 
