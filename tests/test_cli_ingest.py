@@ -90,7 +90,7 @@ def test_ingest_runs_ops_round_trip(tmp_path: Path) -> None:
     assert runs[0]["slices_per_lane"] == {"framework": 2}
     ops = json.loads(runner.invoke(main, ["ops", run_id, "--json", "--data-dir", data]).stdout)
     assert ops == [{"name": "aten::mul", "kind": "operator", "calls": 2, "cpu_total_ns": 4000, "self_cpu_ns": 4000, "cpu_avg_ns": 2000,
-                    "device_total_ns": 0, "self_device_ns": 0, "device_pct": 0.0}]
+                    "device_total_ns": 0, "self_device_ns": 0, "device_pct": 0.0, "work": None}]
 
 
 def test_console_script_reports_errors_with_exit_code(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ torch's own key_averages() memory figures, and a plain json + decimal reader of 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -46,6 +48,21 @@ def train_profile(path: Path, batch: int, leak: bool = False) -> dict[str, Any]:
     for e in prof.key_averages(group_by_input_shape=True):
         by_shape[e.key].append((e.cpu_memory_usage, e.self_cpu_memory_usage, e.count))
     return {"by_name": by_name, "by_shape": {k: sorted(v) for k, v in by_shape.items()}}
+
+
+def train_profile_apart(path: Path, batch: int, leak: bool = False) -> dict[str, Any]:
+    """train_profile in a fresh Python process: the Python frames around the profiled loop (with_stack records
+    them, and key_averages() gives them memory) are then the same under any test runner (pytest-xdist's worker
+    runs a test inside execnet's own frames, whose events start before the profile)."""
+    code = ("import json, sys; from pathlib import Path; from tests.helpers.memory_profiles import train_profile; "
+            "json.dump(train_profile(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == '1'), sys.stdout)")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code, str(path), str(batch), "1" if leak else "0"],
+                          capture_output=True, text=True, timeout=600, cwd=root, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"by_name": {k: tuple(v) for k, v in rows["by_name"].items()},
+            "by_shape": {k: sorted(tuple(x) for x in v) for k, v in rows["by_shape"].items()}}
 
 
 def blocks_profile(path: Path, checkpoint: bool, blocks: int = 4) -> None:

@@ -16,7 +16,7 @@ from explorer.runs.run import Run
 from explorer.store.runs import RunStore
 from explorer.views.memory import compute_run_memory
 from explorer.views.ops import OpsQuery, build_ops_page, compute_run_ops
-from tests.helpers.memory_profiles import OpIndex, live_at_peak, read_trace, row_name, train_profile
+from tests.helpers.memory_profiles import OpIndex, live_at_peak, read_trace, row_name, train_profile_apart
 
 pytest.importorskip("torch")
 
@@ -24,7 +24,7 @@ pytest.importorskip("torch")
 @pytest.fixture(scope="module")
 def leaky(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     path = tmp_path_factory.mktemp("op_memory") / "leak8.json"
-    return path, train_profile(path, 8, leak=True)
+    return path, train_profile_apart(path, 8, leak=True)
 
 
 def ops(store: RunStore, path: Path, **kw: Any) -> dict[str, Any]:
