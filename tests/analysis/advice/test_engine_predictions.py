@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -28,9 +29,13 @@ from explorer.views.advice import compute_run_advice  # noqa: E402
 ITERS = 12
 TIMED = 30
 WARMUP = 3
-# On the shared 2-core box the measured difference of one pair swung by 10x between runs (docs/advice.md has the
-# table), so the tests assert the order of the findings and loose bounds, and print predicted vs measured. The
-# .item() pair is noise-dominated on a CPU (an item costs microseconds): a loose absolute bound only.
+CAPTURES = 5  # "before" is profiled this many times; the advisor reads the least-disturbed capture (least step time)
+# On the shared 2-core box other jobs preempt the profiled ops (one op of a capture took 0.76 ms for 50 us of work),
+# so, as "measured" takes the fastest of TIMED calls, the prediction reads the fastest of CAPTURES captures. What
+# holds then for the two elementwise pairs (the "after" fused by Inductor): the fix really saves time, and the
+# prediction is an upper bound of the saving (docs/advice.md "Predicted against measured" has the ratios and why
+# they are above 1 on a CPU). The .item() pair is noise-dominated on a CPU (an item costs microseconds): a loose
+# absolute bound only.
 ITEM_SLACK_NS = 200_000
 
 
@@ -39,19 +44,11 @@ def rmsnorm_naive(x: Any, w: Any) -> Any:
     return x * torch.rsqrt(variance + 1e-6) * w
 
 
-def rmsnorm_fused(x: Any, w: Any) -> Any:
-    return F.rms_norm(x, (x.shape[-1],), w, 1e-6)
-
-
 def layernorm_naive(x: Any, w: Any) -> Any:
     mu = x.mean(-1, keepdim=True)
     d = x - mu
     var = (d * d).mean(-1, keepdim=True)
     return d / torch.sqrt(var + 1e-5) * w + w
-
-
-def layernorm_fused(x: Any, w: Any) -> Any:
-    return F.layer_norm(x, (x.shape[-1],), w, w, 1e-5)
 
 
 def attention_manual(q: Any, k: Any) -> Any:
@@ -108,9 +105,19 @@ def step_ns(path: Path) -> list[int]:
     return [int(Decimal(e["dur"]) * 1000) for e in events if e.get("name") == "step" and e.get("ph") == "X"]
 
 
+def inductor(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """The naive function fused by Inductor: on the CPU, one generated C++ kernel per reduction group (F.rms_norm
+    on the CPU is itself a composite of the same aten ops, so it is no fused "after"). Compiled on the first call,
+    in the capture's warm-up, outside the profile."""
+    with warnings.catch_warnings():  # Inductor's import touches torch.jit.script_method, deprecated in torch 2.13
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import torch._inductor.compile_fx  # noqa: F401
+    return torch.compile(fn, backend="inductor", dynamic=False)  # type: ignore[no-any-return]
+
+
 PAIRS: dict[str, tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any], str]] = {
-    "rmsnorm": (rmsnorm_naive, rmsnorm_fused, "unfused-elementwise"),
-    "layernorm": (layernorm_naive, layernorm_fused, "unfused-elementwise"),
+    "rmsnorm": (rmsnorm_naive, inductor(rmsnorm_naive), "unfused-elementwise"),
+    "layernorm": (layernorm_naive, inductor(layernorm_naive), "unfused-elementwise"),
     "attention": (attention_manual, attention_fused, "unfused-attention"),
     "item": (loop_item, loop_no_item, "sync-points"),
 }
@@ -131,7 +138,8 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
     try:
         for name, (before, after, rule) in PAIRS.items():
             a, b = inputs[name]
-            pb = capture(tmp / f"{name}_before.json", before, a, b)
+            pb = min((capture(tmp / f"{name}_before_{k}.json", before, a, b) for k in range(CAPTURES)),
+                     key=lambda path: sum(step_ns(path)))
             pa_ = capture(tmp / f"{name}_after.json", after, a, b)
             rb, ra = ingest_paths(store, [pb], f"{name} before"), ingest_paths(store, [pa_], f"{name} after")
             out[name] = {"rule": rule, "before": compute_run_advice(Run.of(store, rb.id)),
@@ -159,10 +167,20 @@ def test_predicted_saving_is_near_the_measured_one(measured: dict[str, dict[str,
     top = m["before"]["findings"][0]
     predicted = top["saving_ns"] / ITERS
     print(f"{name}: predicted {predicted:.0f} ns/step, measured {m['measured_ns']:.0f} ns/step, "
-          f"profiled {m['profiled_ns']:.0f} ns/step")
+          f"profiled {m['profiled_ns']:.0f} ns/step, ratio {predicted / m['measured_ns']:.2f}")
     # the loose bound (timing noise on a shared 2-core box rules out a tight one): a positive saving that is
     # less than the profiled steps themselves; the ratio to the measured difference is reported in docs/advice.md
     assert 0 < top["saving_ns"] < sum(m["before_steps"])
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "layernorm"])
+def test_fusing_saves_and_the_prediction_bounds_it(measured: dict[str, dict[str, Any]], name: str) -> None:
+    """The Inductor-fused "after" is faster than the naive chain, and the advisor's saving on the naive profile is
+    at least that (an upper bound on a CPU: the profiled ops carry the profiler's cost, and a CPU kernel on cached
+    rows costs more than the chain's slowest op)."""
+    m = measured[name]
+    predicted = m["before"]["findings"][0]["saving_ns"] / ITERS
+    assert 0 < m["measured_ns"] <= predicted
 
 
 def test_item_saving_is_bounded_by_the_measured_one(measured: dict[str, dict[str, Any]]) -> None:
