@@ -27,7 +27,7 @@ from explorer.store.runs import RunStore  # noqa: E402
 from explorer.views.advice import compute_run_advice  # noqa: E402
 
 ITERS = 12
-TIMED = 30
+TIMED = 100
 WARMUP = 3
 CAPTURES = 5  # "before" is profiled this many times; the advisor reads the least-disturbed capture (least step time)
 # On the shared 2-core box other jobs preempt the profiled ops (one op of a capture took 0.76 ms for 50 us of work),
