@@ -14,6 +14,7 @@ from explorer.analysis.op_memory import OP_MEMORY_COLUMNS, compute_op_memory
 from explorer.analysis.op_stats import compute_op_events, module_paths
 from explorer.analysis.rank_slices import rank_key, rank_track_ids
 from explorer.errors import BadRequest
+from explorer.model.ranks import NO_RANK, track_ranks
 from explorer.model.shapes import OpMemorySummary, OpRow
 from explorer.store.queries import OP_TIE_BREAK, load_op_inputs, op_sort_descending
 from explorer.store.runs import RunStore
@@ -29,13 +30,17 @@ def run_op_memory(store: RunStore, run_id: str, by_shape: bool, by_module: bool 
     def build() -> tuple[OpMemorySummary, pa.Table] | None:
         read = read_memory_events(store, run_id)
         if read is None:
-            return _no_events(device)
+            _no_events(device)
+            return None
         thread_of_track, events = read
+        tracks = store.table(run_id, "tracks")
         if ranks is not None:  # the ranks' host threads' events (memory events are instants of a thread)
-            threads = {thread_of_track.get(int(t), -1) for t in rank_track_ids(store.table(run_id, "tracks"), ranks)}
+            threads = {thread_of_track.get(int(t), -1) for t in rank_track_ids(tracks, ranks)}
             events = _take(events, np.isin(events.thread, np.asarray(sorted(threads - {-1}), dtype=np.int64)))
             if not len(events.ts_ns):
-                return _no_events(device, ranks)
+                _no_events(device, ranks)
+                return None
+        events = _per_rank_devices(events, thread_of_track, tracks)
         partner = pair_allocations(events)
         peaks: dict[str, tuple[int, int]] = {}
         for i, (d, total) in enumerate(zip(events.device, events.allocated.tolist(), strict=True)):
@@ -82,7 +87,19 @@ def _no_events(device: str, ranks: tuple[int, ...] | None = None) -> None:
     if device:
         raise BadRequest(f"memory_device {device!r}: the run has no [memory] events"
                          + ("" if ranks is None else " on those ranks"))
-    return None
+
+
+def _per_rank_devices(events: MemoryEvents, thread_of_track: dict[int, int], tracks: pa.Table) -> MemoryEvents:
+    """Events of several ranks: each rank's allocators apart (`CUDA 0 (rank 1)`), as each process has its own
+    (addresses and totals are per process); the events of one rank keep their device names."""
+    rank_of_thread = {thread_of_track.get(t, -1): r for t, r in zip(tracks.column("track_id").to_pylist(),
+                                                                    track_ranks(tracks).tolist(), strict=True)}
+    of_event = [rank_of_thread.get(th, NO_RANK) for th in events.thread.tolist()]
+    if len(set(of_event) - {NO_RANK}) < 2:
+        return events
+    device = [d if r == NO_RANK else f"{d} (rank {r})" for d, r in zip(events.device, of_event, strict=True)]
+    return MemoryEvents(events.ts_ns, events.thread, events.addr, events.nbytes, events.allocated, events.reserved,
+                        device)
 
 
 def _take(events: MemoryEvents, keep: np.ndarray) -> MemoryEvents:
