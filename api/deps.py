@@ -101,9 +101,11 @@ Limit = Annotated[int | None, Query(ge=0, le=100000, description="at most this m
 
 def ops_query(sort: str | None = None, q: str = "", by_shape: bool = False, limit: Limit = None,
               view: str = OpsQuery.view, by_module: bool = False, rank: RankFilter = None, start_ns: RelNs = None,
-              end_ns: RelNs = None, page: Annotated[int, Query(ge=1)] = 1) -> OpsQuery:
+              end_ns: RelNs = None, page: Annotated[int, Query(ge=1)] = 1,
+              memory_device: Annotated[str, Query(max_length=200, description="the device of the memory columns "
+                                                  "(CPU, CUDA 0, ...; default the highest peak)")] = "") -> OpsQuery:
     """The op table's query, the same for the page and its twin."""
-    return OpsQuery(sort, q, by_shape, limit, view, by_module, rank or "", start_ns, end_ns, page)
+    return OpsQuery(sort, q, by_shape, limit, view, by_module, rank or "", start_ns, end_ns, page, memory_device)
 
 
 OpsQueryDep = Annotated[OpsQuery, Depends(ops_query)]

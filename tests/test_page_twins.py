@@ -43,6 +43,7 @@ from explorer.views.sql import SqlPage
 from explorer.views.steps import StepsPage
 from explorer.views.timeline import TimelinePage
 from tests.helpers.kernel_trace import write_kernel_trace
+from tests.helpers.memory_profiles import write_rank_memory_traces
 
 FRAMES = PROJECT_ROOT / "tests" / "fixtures" / "kineto_recursive_frames.json"
 DEVICE_EXPORT = PROJECT_ROOT / "tests" / "fixtures" / "neuron" / "device_export"  # two Neuron device profiles
@@ -95,6 +96,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClien
     runs = {name: ingest_paths(store, [path], name).id for name, path in files.items()}
     rank_files = write_rank_traces(tmp / "ranks", RankPlan(world=4, steps=3, units=4, late_rank=2, late_ns=5_000_000))
     runs["ranks"] = ingest_paths(store, rank_files, "ranks").id
+    runs["memranks"] = ingest_paths(store, write_rank_memory_traces(tmp / "memranks"), "memranks").id
     files["ranks"] = rank_files[0].parent
     with TestClient(app) as client:
         yield client, runs, files
@@ -108,7 +110,8 @@ def twin_data(page: Any) -> dict[str, Any]:
         return dict(page.run)
     if isinstance(page, OpsPage):
         return {"rows": page.rows, "device_total_ns": page.device_total_ns, "attributed_ns": page.attributed_ns,
-                "view": page.view, "sort": page.sort, "has_modules": page.has_modules, "rates": page.rates}
+                "view": page.view, "sort": page.sort, "has_modules": page.has_modules, "rates": page.rates} | (
+            {"memory": page.memory} if page.memory is not None else {})
     if isinstance(page, KernelsPage):
         return {"rows": page.rows, "device_total_ns": page.device_total_ns, "categories": page.categories,
                 "rates": page.rates}
@@ -157,6 +160,8 @@ PAGES = ["/", "/?name=host", "/runs/{gpu}", "/runs/{host1}", "/runs/{gpu}/timeli
          "/runs/{ranks}/ranks", "/runs/{ranks}/ranks/compare", "/runs/{ranks}/ranks/compare?a=0&b=1",
          "/runs/{ranks}/collectives", "/runs/{ranks}/steps", "/runs/{ranks}/ops?rank=2", "/runs/{ranks}/kernels?rank=0,2",
          "/runs/{ranks}", "/runs/{ranks}?rank=1", "/runs/{gpu}/ops?start_ns=0&end_ns=50000",
+         "/runs/{memranks}/ops?rank=1&memory_device=CPU&sort=-self_peak_bytes",
+         "/runs/{memranks}/ops?memory_device=CUDA%200%20(rank%200)&start_ns=100000&end_ns=600000",
          "/fleet", "/fleet?kind=kernel", "/fleet?name=aten%3A%3Aouter0&run_name=host"]
 
 

@@ -54,6 +54,7 @@ class OpsQuery:
     start_ns: int | None = None  # relative ns: keep the ops that start in [start_ns, end_ns)
     end_ns: int | None = None
     page: int = 1
+    memory_device: str = ""  # the device whose [memory] events the memory columns show ("" the highest peak)
 
     @property
     def ranks(self) -> tuple[int, ...] | None:
@@ -84,6 +85,7 @@ class OpsPage(SortLinks):
     start_ns: int | None = None  # the window the rows start in (relative ns), None: the whole run
     end_ns: int | None = None
     memory: OpMemorySummary | None = None  # the memory columns' device and totals (None: no columns)
+    memory_device: str = ""  # the `memory_device=` asked for ("" the highest peak)
     rates: RatesBasis | None = None  # what the rows' `work` rates compare with (explorer.views.rates)
 
     def view_link(self, view: str) -> str:
@@ -100,7 +102,8 @@ class OpsPage(SortLinks):
         if self.limit is not None:
             params["limit"] = self.limit
         params |= {"view": self.view, "by_module": int(self.by_module), "page": self.page if self.page > 1 else None,
-                   "rank": self.rank, "start_ns": self.start_ns, "end_ns": self.end_ns}
+                   "rank": self.rank, "start_ns": self.start_ns, "end_ns": self.end_ns,
+                   "memory_device": self.memory_device}
         params.update(override)
         if params["view"] == DEFAULT_OP_VIEW:  # the default view's links read as before views existed
             del params["view"]
@@ -115,18 +118,21 @@ def compute_run_ops(run: Run, query: OpsQuery = OpsQuery(), links: SourceLinker 
     device_total = run_device_total_ns(rec) if ranks is None else rank_device_total_ns(store, rec.id, ranks)
     check_op_view(query.view)
     sort = query.sort or default_op_sort(device_total, query.view)
-    # memory columns (explorer/views/op_memory.py): the whole run's rows by name or by name and shape only
     whole = query.start_ns is None and query.end_ns is None
-    memory = run_op_memory(store, rec.id, query.by_shape) if whole and ranks is None and not query.by_module else None
+    start = run.origin_ns + (query.start_ns or 0)
+    end = run.origin_ns + (query.end_ns if query.end_ns is not None else run.span_ns + 1)
+    # memory columns (explorer/views/op_memory.py): rows by name, shape or module, some ranks, a time range
+    memory = run_op_memory(store, rec.id, query.by_shape, query.by_module, ranks,
+                           None if whole else (start - run.origin_ns, end - run.origin_ns), query.memory_device)
     mem_sort = memory is not None and is_memory_sort(sort)
     if whole:
         rows = load_ops(store, rec.id, sort=default_op_sort(device_total, query.view) if mem_sort else sort,
                         limit=None if mem_sort else query.limit, by_shape=query.by_shape, name_filter=query.q,
                         view=query.view, by_module=query.by_module, ranks=ranks)
     else:
-        start = run.origin_ns + (query.start_ns or 0)
-        end = run.origin_ns + (query.end_ns if query.end_ns is not None else run.span_ns + 1)
-        rows = load_ops_in_range(store, rec.id, start, end, sort=sort, limit=query.limit, by_shape=query.by_shape,
+        rows = load_ops_in_range(store, rec.id, start, end,
+                                 sort=default_op_sort(device_total, query.view) if mem_sort else sort,
+                                 limit=None if mem_sort else query.limit, by_shape=query.by_shape,
                                  name_filter=query.q, view=query.view, by_module=query.by_module, ranks=ranks)
     for row in rows if links is not None else []:
         url = links.url(parse_frame(row["name"])) if links is not None and row["kind"] == "python" else None
@@ -155,7 +161,7 @@ def build_ops_page(run: Run, query: OpsQuery = OpsQuery(), links: SourceLinker |
                                                                           data["view"])),
                        data["view"], data["attributed_ns"], query.by_module, data["has_modules"], rank=query.rank,
                        ranks=run.rank_ids(), page=max(1, query.page), start_ns=query.start_ns, end_ns=query.end_ns,
-                       memory=data.get("memory"), rates=data.get("rates"))
+                       memory=data.get("memory"), rates=data.get("rates"), memory_device=query.memory_device)
     ops_page.twin = f"/api/runs/{run.id}/ops?{ops_page.query()}"
     return ops_page
 

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.conftest import Uploader, assert_error
-from tests.helpers.memory_profiles import read_trace, train_profile
+from tests.helpers.memory_profiles import read_trace, train_profile, write_rank_memory_traces
 
 pytest.importorskip("torch")
 
@@ -40,8 +40,30 @@ def test_ops_page_and_twin_show_the_memory_columns(client: TestClient, upload: U
     assert twin["memory"]["device"] == "CPU"
     got = [r["self_allocated_bytes"] for r in twin["rows"]]
     assert got == sorted(got, reverse=True) and got[0] > 0
-    # grouped by module, the rows have no memory columns: sorting by one is a clear 400
-    assert_error(client.get(f"/api/runs/{rid}/ops?sort=-self_allocated_bytes&by_module=1"), 400, "bad_request")
+    # grouped by module and in a time range too (explorer/views/op_memory.py); a device the run lacks is a 400
+    for query in ("by_module=1", "start_ns=0&end_ns=1000000000"):
+        part = client.get(f"/api/runs/{rid}/ops?sort=-self_allocated_bytes&{query}").json()
+        got = [r["self_allocated_bytes"] for r in part["rows"]]
+        assert got == sorted(got, reverse=True) and got[0] > 0 and part["memory"]["device"] == "CPU"
+    bad = client.get(f"/api/runs/{rid}/ops?memory_device=CUDA%207")
+    assert_error(bad, 400, "bad_request")
+    assert "CUDA 7" in bad.text and "CPU" in bad.text
+    assert 'id="memory-device"' not in html  # one device: no selector
+
+
+def test_ops_page_offers_the_memory_devices(client: TestClient, upload: Uploader, tmp_path: Path) -> None:
+    """A run with [memory] events on several devices (a constructed two-rank trace): the page's selector lists
+    them, and `memory_device=` chooses the columns' device on the page and its twin alike."""
+    files = write_rank_memory_traces(tmp_path)
+    run: dict[str, Any] = upload(files=[(p.name, p.read_bytes()) for p in files])
+    assert run["status"] == "ready", run
+    rid = run["id"]
+    html = client.get(f"/runs/{rid}/ops?rank=1").text
+    assert 'id="memory-device"' in html and '<option value="CPU">CPU</option>' in html
+    html = client.get(f"/runs/{rid}/ops?rank=1&memory_device=CPU").text
+    assert '<option value="CPU" selected>' in html and "memory_device=CPU" in html  # (the twin link keeps it)
+    twin = client.get(f"/api/runs/{rid}/ops?rank=1&memory_device=CPU").json()
+    assert twin["memory"]["device"] == "CPU" and twin["memory"]["peak_bytes"] == 2000 + 4096
 
 
 def test_compare_shows_memory_by_owner(client: TestClient, upload: Uploader, profiles: dict[str, Path]) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from explorer.analysis.memory import ALLOCATION_PRIMITIVES
 from explorer.runs.ingest import ingest_paths
+from tests.helpers.memory_profiles import write_rank_memory_traces
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,6 +105,28 @@ def test_ops_page_memory_columns_live(page: Any, server: Any, runs: dict[str, An
     }""")
     assert cells == sorted(cells, reverse=True) and cells[0] > 0
     shot(page, "ops-memory-columns")
+
+
+def test_ops_page_memory_device_selector(page: Any, server: Any, tmp_path: Path, shot: Any) -> None:
+    """A run of two ranks whose [memory] events are on two devices (constructed): rank 1's ops page offers both,
+    shows the highest peak's (CUDA 0) first, and after choosing CPU the columns are CPU's (its file's bytes)."""
+    run_id = ingest_paths(server.state.store, write_rank_memory_traces(tmp_path / "ranks"), "two devices").id
+    page.set_viewport_size({"width": 1600, "height": 900})
+    page.goto(f"{server.url}/runs/{run_id}/ops?rank=1&view=all")
+    assert page.locator("#memory-device option").all_inner_texts() == ["highest peak (CUDA 0)", "CPU", "CUDA 0"]
+    page.select_option("#memory-device", "CPU")
+    page.locator("#ops-form button[type='submit']").click()
+    page.wait_for_url("**memory_device=CPU**")
+    page.wait_for_selector("#ops-table[data-live='1']")
+    assert "CPU" in (page.locator("#ops-table th[data-col='self_peak_bytes']").get_attribute("title") or "")
+    got = page.evaluate("""() => {
+      const col = Array.from(document.querySelectorAll('#ops-table thead th')).findIndex((th) => th.dataset.col === 'self_allocated_bytes');
+      const rows = Array.from(document.querySelectorAll('#ops-table tbody tr'));
+      return Object.fromEntries(rows.map((tr) => [tr.cells[0].innerText.trim(), +tr.cells[col].dataset.v]));
+    }""")
+    assert got["aten::relu"] == 4096 and got["aten::addmm"] == 2000  # rank 1's CPU allocations (its file)
+    assert "4.0 KiB" in page.locator("#ops-table tbody tr", has_text="aten::relu").inner_text()
+    shot(page, "ops-memory-device")
 
 
 def test_compare_memory_tab(page: Any, server: Any, runs: dict[str, Any], shot: Any) -> None:

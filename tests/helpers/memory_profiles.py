@@ -5,6 +5,7 @@ torch's own key_averages() memory figures, and a plain json + decimal reader of 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -153,3 +154,93 @@ def live_at_peak(mem: list[dict[str, Any]]) -> tuple[int, set[int]]:
             live.pop(e["args"]["Addr"], None)
     return at, set(live.values())
 
+
+
+def module_profile(path: Path) -> None:
+    """The MLP as two nested blocks (`Net` of `Block`s of Linear and ReLU), a few training steps profiled with
+    with_modules=True, so each op has an enclosing nn.Module path (Net_0/Block_1/Linear_0)."""
+    import torch
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    class Block(nn.Module):
+        def __init__(self, n_in: int, n_out: int) -> None:
+            super().__init__()
+            self.linear = nn.Linear(n_in, n_out)
+            self.act = nn.ReLU()
+
+        def forward(self, x: Any) -> Any:
+            return self.act(self.linear(x))
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.Sequential(Block(WIDTH, HIDDEN), Block(HIDDEN, WIDTH))
+
+        def forward(self, x: Any) -> Any:
+            return self.blocks(x)
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = Net()
+    x = torch.randn(64, WIDTH)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True,
+                 with_modules=True, schedule=schedule(wait=1, warmup=1, active=2),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(4):
+            model(x).sum().backward()
+            prof.step()
+
+
+def module_path_of(ops: list[dict[str, Any]]) -> dict[int, str]:
+    """id() of each op X event -> its enclosing `nn.Module: ` frames on its thread, outermost first, joined by
+    "/" ("" outside any): the frames whose interval holds the op's (the op itself left out)."""
+    frames: dict[Any, list[tuple[Decimal, Decimal, dict[str, Any]]]] = defaultdict(list)
+    for x in ops:
+        if x["name"].startswith("nn.Module: "):
+            t = Decimal(x["ts"])
+            frames[x["tid"]].append((t, t + Decimal(x["dur"]), x))
+    out: dict[int, str] = {}
+    for x in ops:
+        t = Decimal(x["ts"])
+        end = t + Decimal(x["dur"])
+        held = sorted(((s, -(e - s), f) for s, e, f in frames[x["tid"]] if s <= t and end <= e and f is not x),
+                      key=lambda p: (p[0], p[1]))
+        out[id(x)] = "/".join(f["name"][len("nn.Module: "):] for _, _, f in held)
+    return out
+
+
+# a constructed run of two ranks (one file each), with [memory] events written here on two devices: per rank,
+# (name, ts µs, dur µs) of its ops on one thread and (ts µs, device type, address, bytes) of its events
+RANK_OPS = [("ProfilerStep#1", "0", "1000"), ("aten::linear", "100", "300"), ("aten::addmm", "150", "100"),
+            ("aten::relu", "500", "200"), ("aten::add", "800", "50.5")]
+
+
+def rank_memory_events(rank: int) -> list[tuple[str, int, int, int]]:
+    scale = rank + 1
+    return [("160.25", 0, 0x1000, 1000 * scale), ("200", 1, 0x9000, 8192 * scale), ("520", 1, 0x9800, 2048),
+            ("550", 0, 0x2000, 4096), ("600", 0, 0x1000, -1000 * scale), ("650", 1, 0x9000, -8192 * scale),
+            ("810", 0, 0x3000, 512 * scale), ("900", 0, 0x4000, 64), ("1200", 0, 0x5000, 128)]
+
+
+def write_rank_memory_traces(folder: Path) -> list[Path]:
+    """Two Kineto files (distributedInfo.rank 0 and 1) of RANK_OPS and rank_memory_events, with the allocators'
+    totals replayed per device; one event (1200 µs) falls outside every op."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for rank in (0, 1):
+        events: list[dict[str, Any]] = [
+            {"ph": "X", "cat": "cpu_op", "name": n, "pid": 100 + rank, "tid": 1, "ts": Decimal(ts), "dur": Decimal(d),
+             "args": {}} for n, ts, d in RANK_OPS]
+        totals: Counter[int] = Counter()
+        for ts, dev, addr, nbytes in rank_memory_events(rank):
+            totals[dev] += nbytes
+            events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 100 + rank,
+                           "tid": 1, "ts": Decimal(ts),
+                           "args": {"Total Reserved": 0, "Total Allocated": totals[dev], "Bytes": nbytes,
+                                    "Addr": addr, "Device Type": dev, "Device Id": 0}})
+        doc = {"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}
+        path = folder / f"rank{rank}.json"
+        path.write_text(re.sub(r'"(ts|dur)": "([0-9.]+)"', r'"\1": \2', json.dumps(doc, default=str)))
+        paths.append(path)
+    return paths
