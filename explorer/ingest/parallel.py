@@ -94,6 +94,11 @@ def parse_parts(jobs: list[PartJob], processes: int, done: Callable[[PartJob], N
     then). `done` is called in this process as each job completes. The first job to raise stops the others
     from being taken and is raised here. `threads`: the other `processes - 1` parsers are threads of this
     process (parse_here), not worker processes (see the module's docstring)."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        # a worker starting up, importing a main module that ingests at its top level: fail its start (the ingest's
+        # own process then parses), never run that ingest here, where it would print and write as the script
+        raise RuntimeError("a parse worker imported a main module that ingests at its top level; guard the script "
+                           "with `if __name__ == '__main__':`")
     share = _Share(jobs)
     workers = max(1, min(processes - 1, len(jobs) - 1))
     pool: ProcessPoolExecutor | None = None
