@@ -23,7 +23,8 @@ from explorer.store.runs import RunStore  # noqa: E402
 EXPORT = """
 import sys, time
 from pathlib import Path
-from explorer.report.perfetto import load_device_timeline, write_perfetto_json
+from explorer.report.perfetto import write_perfetto_json
+from explorer.runs.run import load_device_timeline
 from explorer.store.runs import RunStore
 def hwm_kib():  # this process's own peak (ru_maxrss would carry the parent's peak across exec)
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))

@@ -502,7 +502,8 @@ def check_markdown(result: Any) -> str:
 @store_options
 def export(run_id: str, fmt: str, output: Path | None, data_dir: Path | None) -> None:
     """Export a run (all lanes, counters, flows, Neuron device tracks) for another tool."""
-    from explorer.report.perfetto import check_format, load_device_timeline, write_perfetto_json
+    from explorer.report.perfetto import check_format, write_perfetto_json
+    from explorer.runs.run import load_device_timeline
 
     store = _store(data_dir)
     run_id = _run_id(store, run_id)

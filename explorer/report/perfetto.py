@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from explorer.analysis.device.tracks import SLICE_TABLES, TRACK_TABLES, DeviceTimeline, build_device_timeline
+from explorer.analysis.device.tracks import SLICE_TABLES, DeviceTimeline
 from explorer.analysis.nesting import compute_nesting
 from explorer.errors import BadRequest
 from explorer.model.lanes import EXECUTE_FLOW_CATEGORIES, FlowKind
@@ -57,16 +57,6 @@ def export_origin(times: Iterable[np.ndarray]) -> int:
         return 0
     lo, hi = min(int(t.min()) for t in parts), max(int(t.max()) for t in parts)
     return 0 if lo >= 0 and hi < EXACT_NS else (lo // 10**9) * 10**9
-
-
-def load_device_timeline(store: RunStore, run_id: str) -> DeviceTimeline | None:
-    """The device tracks of a run's Neuron device profiles (tables loaded from the store), None without any."""
-    profiles = store.device_profiles(run_id)
-    if not profiles.num_rows:
-        return None
-    tables = {p: {t: store.device_table(run_id, p, t) for t in TRACK_TABLES}
-              for p in profiles.column("profile_id").to_pylist()}
-    return build_device_timeline(profiles, tables, store.table(run_id, "tracks"), store.table(run_id, "slices"))
 
 
 @dataclass

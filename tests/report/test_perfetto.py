@@ -20,8 +20,9 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from explorer.config import Settings
-from explorer.report.perfetto import export_origin, load_device_timeline, us_text, write_perfetto_json
+from explorer.report.perfetto import export_origin, us_text, write_perfetto_json
 from explorer.runs.ingest import ingest_paths
+from explorer.runs.run import load_device_timeline
 from explorer.store.runs import RunStore
 from tests.conftest import FIXTURES
 from tests.helpers.support import cli
