@@ -62,14 +62,16 @@ test: install browser lint
 	$(MAKE) --no-print-directory test-postgres
 
 # The suite again with every catalog on PostgreSQL (each data folder its own schema, tests/helpers/catalog_hook.py),
-# less what never opens a catalog or only repeats the first half (parsers, fuzzing, browser, the truth harness; the queue and team tests make their own databases); fails (does not
+# less what never opens a catalog or only repeats the first half (parsers, an ingest process's memory, fuzzing,
+# browser, the truth harness; the queue and team tests make their own databases); fails (does not
 # skip) when PostgreSQL is not there. The whole suite on PostgreSQL: EXPLORER_TEST_CATALOG_URL=... pytest.
 test-postgres: install
 	@$(PY) -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=5).close()" '$(PG_TEST_URL)' \
 		|| (echo "PostgreSQL at $(PG_TEST_URL) is not answering: the PostgreSQL half of the tests needs it (PG_TEST_URL=... to point elsewhere)"; exit 1)
 	EXPLORER_TEST_CATALOG_URL=$(PG_TEST_URL) REQUIRE_NODE=$(REQUIRE_NODE) REQUIRE_SHARED=$(REQUIRE_SHARED) \
 		$(VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) --durations=25 \
-		--ignore=tests/e2e --ignore=tests/fuzz --ignore=tests/ingest --ignore=tests/team --ignore=tests/runs/jobs \
+		--ignore=tests/e2e --ignore=tests/fuzz --ignore=tests/ingest --ignore=tests/native --ignore=tests/team \
+		--ignore=tests/runs/jobs \
 		--ignore=tests/truth tests
 
 bench: install
