@@ -38,16 +38,25 @@ STEP_PREFIX = "ProfilerStep#"
 def read_memory_events(store: RunStore, run_id: str) -> tuple[dict[int, int], MemoryEvents] | None:
     """A ready run's [memory] events (times from the run's start) and, per track id, the index of its host thread in
     the events' `thread` (-1: a thread with no [memory] event); None when the run has no usable events."""
+    read = read_thread_events(store, run_id)
+    if read is None:
+        return None
+    thread_of_track, keys, events = read
+    index = {key: i for i, key in enumerate(keys)}
+    return {track: index.get(key, -1) for track, key in thread_of_track.items()}, events
+
+
+def read_thread_events(store: RunStore, run_id: str) -> tuple[dict[int, tuple[str, str, str]], list[tuple[str, str, str]],
+                                                               MemoryEvents] | None:
+    """A ready run's host thread per track id, the threads of its [memory] events and the events (times from the
+    run's start); None when the run has no usable events."""
     rec = store.require_ready(run_id)
     thread_of_track = thread_keys(store.table(run_id, "tracks"))
     try:
         read = memory_events(store.table(run_id, "instants"), thread_of_track, rec.summary.start_ns)
     except NoAddresses:
         return None
-    if read is None:
-        return None
-    index = {key: i for i, key in enumerate(read[0])}
-    return {track: index.get(key, -1) for track, key in thread_of_track.items()}, read[1]
+    return None if read is None else (thread_of_track, read[0], read[1])
 
 
 def thread_keys(tracks: pa.Table) -> dict[int, tuple[str, str, str]]:

@@ -13,7 +13,7 @@ from explorer.analysis.memory import MemoryEvents, Owners, compute_owners, pair_
 from explorer.analysis.memory_at import MemoryAt, compute_memory_at, counter_where
 from explorer.errors import BadRequest
 from explorer.store.runs import RunStore
-from explorer.views.memory_data import NoAddresses, memory_events, thread_keys, thread_ops
+from explorer.views.memory_data import read_thread_events, thread_ops
 
 __all__ = ["MemoryAt", "compute_run_memory_at"]
 
@@ -39,16 +39,11 @@ def compute_run_memory_at(store: RunStore, run_id: str, track_id: int, at_ns: in
 
 def _owned_events(store: RunStore, run_id: str) -> tuple[MemoryEvents, Owners, np.ndarray] | None:
     def build() -> tuple[MemoryEvents, Owners, np.ndarray] | None:
-        rec = store.require_ready(run_id)
-        thread_of_track = thread_keys(store.table(run_id, "tracks"))
-        try:
-            read = memory_events(store.table(run_id, "instants"), thread_of_track, rec.summary.start_ns)
-        except NoAddresses:
-            return None
+        read = read_thread_events(store, run_id)
         if read is None:
             return None
-        keys, events = read
-        ops, _ = thread_ops(store.table(run_id, "slices"), thread_of_track, keys, rec.summary.start_ns)
+        thread_of_track, keys, events = read
+        ops, _ = thread_ops(store.table(run_id, "slices"), thread_of_track, keys, store.get(run_id).summary.start_ns)
         return events, compute_owners(events, ops), pair_allocations(events)
 
     return store.derived.get(run_id, "memory_owned", build)
