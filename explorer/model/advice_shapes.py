@@ -13,7 +13,7 @@ from explorer.model.shapes import STRICT
 
 @with_config(STRICT)
 class Fact(TypedDict):
-    """One measured number of a symptom: `unit` is ns | bytes | count | ppm (a ratio in millionths)."""
+    """One measured number of a symptom: `unit` is ns | bytes | bytes_per_s | count | ppm (a ratio in millionths)."""
 
     label: str
     value: int

@@ -10,7 +10,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from explorer.analysis.advice import AdviceInputs, DeviceRecs, compute_advice
-from explorer.analysis.advice.efficiency import WORK_OPS
+from explorer.analysis.advice.efficiency import WORK_OPS, op_work
 from explorer.analysis.advice.peaks import first_input_type
 from explorer.analysis.device.advice import compute_recommendations
 from explorer.analysis.kernels import parse_int_list, sort_kernel_rows
@@ -54,11 +54,12 @@ def compute_run_advice(run: Run) -> AdviceResult:
     """The advisor over the run's tables and its cached breakdown, per-rank summary and kernels."""
     store, run_id, s, rec = run.store, run.id, run.summary, run.record
     ranks = run.ranks() if len(run.rank_ids()) > 1 else None
+    dtypes, op_bytes = load_op_work(store, run_id)
     inputs = AdviceInputs(run_id, s.start_ns, s.span_ns, run.table("slices"), run.table("flows"),
                           load_op_shapes(store, run_id), run.breakdown(), _step_count(run), ranks,
                           device_recommendations(store, run_id), run_device_model(rec),
-                          load_gemm_dtypes(store, run_id), sort_kernel_rows(run.kernels().table),
-                          run_num_sms(rec), load_grid_blocks(store, run_id))
+                          dtypes, sort_kernel_rows(run.kernels().table),
+                          run_num_sms(rec), load_grid_blocks(store, run_id), op_bytes)
     return compute_advice(inputs)
 
 
@@ -89,13 +90,21 @@ def load_grid_blocks(store: RunStore, run_id: str) -> dict[int, int]:
     return out
 
 
-def load_gemm_dtypes(store: RunStore, run_id: str) -> dict[int, str]:
-    """The first input dtype by slice id of the ops efficiency knows (GEMM, elementwise, ...), from their args
-    (Kineto's `Input type`): the GEMM table and the fusion floor read it."""
-    t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "args"],
+def load_op_work(store: RunStore, run_id: str) -> tuple[dict[int, str], dict[int, int]]:
+    """By slice id, for the ops efficiency knows (GEMM, elementwise, ...), from their args (Kineto's `Input Dims`,
+    `Input type`, `Concrete Inputs`): the first input's dtype (the GEMM table and the fusion floor read it) and the
+    bytes one call moves (the host-only streaming model reads it; ops whose args do not say are left out)."""
+    t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "name", "args"],
                       filters=[("is_op", "=", True), ("name", "in", list(WORK_OPS))])
-    return {int(i): first_input_type(a or "") for i, a in zip(t.column("slice_id").to_pylist(),
-                                                              t.column("args").to_pylist(), strict=True)}
+    dtypes: dict[int, str] = {}
+    moved: dict[int, int] = {}
+    for i, name, a in zip(t.column("slice_id").to_pylist(), t.column("name").to_pylist(),
+                          t.column("args").to_pylist(), strict=True):
+        dtypes[int(i)] = first_input_type(a or "")
+        work = op_work(str(name), a or "")
+        if work is not None:
+            moved[int(i)] = work.bytes
+    return dtypes, moved
 
 
 def _step_count(run: Run) -> int:
@@ -125,6 +134,8 @@ def fact_text(value: int, unit: str) -> str:
         return f"{value:,} B"
     if unit == "ppm":
         return f"{value / 10_000:.1f} %"
+    if unit == "bytes_per_s":
+        return f"{value / 10**9:,.1f} GB/s"
     return f"{value:,}"
 
 

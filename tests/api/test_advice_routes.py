@@ -136,7 +136,7 @@ def test_findings_page_shows_gemm_efficiency_and_unknown_devices(tmp_path: Path)
         page = client.get(f"/runs/{h100}/advice").text
         table = page.split('id="efficiency"', 1)[1]
         assert "H100 SXM" in table and "NVIDIA H100 Tensor Core GPU datasheet" in table
-        assert '<td class="num eff-pct">92.6 %</td>' in table  # 2·4096·8192·4096 FLOP / 300 µs / 989 TFLOP/s
+        assert '<td class="num eff-pct">92.6 %</td>' in table  # 2·4096·8192·4096 FLOP / 300 µs / 989.5 TFLOP/s
         assert '<td class="num eff-tflops">916.26</td>' in table
         other = client.get(f"/runs/{v100}/advice").text.split('id="efficiency"', 1)[1]
         assert "unknown device “Tesla V100-SXM2-32GB”" in other and '<td class="num eff-pct">–</td>' in other
@@ -200,3 +200,26 @@ def test_every_evidence_link_opens(tmp_path: Path) -> None:
                     "unfused-elementwise", "unfused-attention", "straggler", "exposed-communication", "neuron",
                     "low-occupancy"}
     store.catalog.close()
+
+
+def test_a_host_only_chain_shows_its_streaming_rate_everywhere(tmp_path: Path) -> None:
+    """The streaming model's facts (bytes moved, fused bytes, the fastest op's rate) on the findings page, in the
+    CLI text and in the Markdown, the rate in GB/s: (64·2048·4·3 bytes) / 10 µs = 157.3 GB/s for the first mul."""
+    x, r, f = [64, 2048], [64, 1], ["float", "float"]
+    ops = [Op("aten::mul", 10, [x, x], None, types=f), Op("aten::mean", 14, [x, []], None, types=f),
+           Op("aten::add", 3, [r, []], None, types=["float", "Scalar"]), Op("aten::rsqrt", 2, [r], None, types=["float"]),
+           Op("aten::mul", 9, [x, r], None, types=f), Op("aten::mul", 12, [x, [2048]], None, types=f)]
+    app = create_app(Settings(data_dir=tmp_path / "data"))
+    store = app.state.explorer.store
+    run_id = ingest_paths(store, [build(ops * 2, tmp_path / "cpu.json")], "cpu").id
+    rate = 64 * 2048 * 4 * 3 * 10**9 // 10_000
+    shown = f"{rate / 10**9:,.1f} GB/s"
+    assert shown == "157.3 GB/s"
+    with TestClient(app) as client:
+        page = client.get(f"/runs/{run_id}/advice")
+        assert page.status_code == 200 and shown in page.text and "streamed fastest" in page.text
+    runner, data = CliRunner(), str(tmp_path / "data")
+    text = runner.invoke(main, ["advise", run_id, "--data-dir", data])
+    md = runner.invoke(main, ["advise", run_id, "--markdown", "--data-dir", data])
+    assert text.exit_code == 0 and shown in text.output
+    assert md.exit_code == 0 and shown in md.output

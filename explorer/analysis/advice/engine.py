@@ -13,7 +13,7 @@ from explorer.analysis.advice.compiled import torch_compile_findings
 from explorer.analysis.advice.dist import exposed_comm, neuron_findings, stragglers
 from explorer.analysis.advice.efficiency import peak_for
 from explorer.analysis.advice.finding import Context, rank_findings
-from explorer.analysis.advice.fusion import Bandwidth, compute_fusion_findings
+from explorer.analysis.advice.fusion import Bandwidth, OpBytes, compute_fusion_findings
 from explorer.analysis.advice.host import (
     dataloader_stalls,
     host_bound,
@@ -66,6 +66,7 @@ class AdviceInputs:
     kernels: list[KernelRow] = field(default_factory=list)  # the kernel table's rows
     num_sms: int = 0  # deviceProperties' numSms (0 unknown)
     grid_blocks: dict[int, int] = field(default_factory=dict)  # kernel slice id -> blocks in its launch grid
+    op_bytes: dict[int, int] = field(default_factory=dict)  # op slice id -> bytes one call moves (efficiency.op_work)
 
 
 def _bandwidth(inp: AdviceInputs, device: bool) -> tuple[Bandwidth | None, str]:
@@ -85,7 +86,8 @@ def compute_advice(inp: AdviceInputs) -> AdviceResult:
     device = bool(np.asarray(pc.fill_null(inp.slices.column("device_time"), False)
                              .to_numpy(zero_copy_only=False), bool).any())
     ops = build_op_seq(inp.slices, inp.shapes)
-    findings: list[Finding] = compute_fusion_findings(ops, ctx, *_bandwidth(inp, device))
+    findings: list[Finding] = compute_fusion_findings(ops, ctx, *_bandwidth(inp, device),
+                                                      work=OpBytes(inp.op_bytes, inp.dtypes))
     if device:
         findings += host_bound(ctx, inp.breakdown) + launch_bound(ctx, inp.slices, inp.flows, inp.breakdown)
         findings += pageable_copies(ctx, inp.slices) + low_occupancy(ctx, inp.kernels)

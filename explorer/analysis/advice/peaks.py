@@ -32,7 +32,8 @@ class DevicePeak:
 NV_A100 = "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100)"
 NV_H100 = "NVIDIA H100 Tensor Core GPU datasheet (resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet)"
 NV_H200 = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200)"
-NV_B200 = "NVIDIA HGX B200 specifications (nvidia.com/en-us/data-center/hgx), per GPU, 1,000 W configuration"
+NV_B200 = ("NVIDIA HGX B200 specifications (nvidia.com/en-us/data-center/hgx, the individual GPU's column: FP32 75 "
+           "TFLOPS, TF32 2.2 and FP16/BF16 4.5 PFLOPS with sparsity, 7.7 TB/s)")
 AMD_MI250 = "AMD Instinct MI250X / MI250 specifications (amd.com/en/products/accelerators/instinct/mi200)"
 AMD_MI300X = "AMD Instinct MI300X data sheet (amd.com/en/products/accelerators/instinct/mi300/mi300x)"
 AWS_TRN1 = "AWS Neuron docs, Trainium architecture (awsdocs-neuron.readthedocs-hosted.com, arch/neuron-hardware/trainium)"
@@ -43,14 +44,14 @@ PEAKS: tuple[DevicePeak, ...] = (
     DevicePeak("A100 SXM4 80GB", ("a100", "80gb"), 312 * T, 19_500 * G, 2_039 * G, NV_A100, 156 * T),
     DevicePeak("A100 40GB", ("a100", "40gb"), 312 * T, 19_500 * G, 1_555 * G, NV_A100, 156 * T),
     DevicePeak("A100", ("a100",), 312 * T, 19_500 * G, None, NV_A100, 156 * T),
-    DevicePeak("H100 PCIe", ("h100", "pcie"), 756 * T, 51 * T, 2_000 * G, NV_H100, 378 * T),
-    DevicePeak("H100 NVL", ("h100", "nvl"), 835 * T, 60 * T, 3_900 * G, NV_H100, 417_500 * G),
-    DevicePeak("H100 SXM", ("h100",), 989 * T, 67 * T, 3_350 * G, NV_H100, 494_500 * G),
-    DevicePeak("H200 SXM", ("h200",), 989 * T, 67 * T, 4_800 * G, NV_H200, 494_500 * G),
-    DevicePeak("B200", ("b200",), 2_250 * T, 80 * T, 8_000 * G, NV_B200, 1_125 * T),
+    DevicePeak("H100 PCIe", ("h100", "pcie"), 756_500 * G, 51 * T, 2_000 * G, NV_H100, 378 * T),
+    DevicePeak("H100 NVL", ("h100", "nvl"), 835_500 * G, 60 * T, 3_900 * G, NV_H100, 417_500 * G),
+    DevicePeak("H100 SXM", ("h100",), 989_500 * G, 67 * T, 3_350 * G, NV_H100, 494_500 * G),
+    DevicePeak("H200 SXM", ("h200",), 989_500 * G, 67 * T, 4_800 * G, NV_H200, 494_500 * G),
+    DevicePeak("B200", ("b200",), 2_250 * T, 75 * T, 7_700 * G, NV_B200, 1_100 * T),
     DevicePeak("MI250X", ("mi250x",), 383 * T, 47_900 * G, 3_277 * G, AMD_MI250, 95_700 * G),
-    DevicePeak("MI250", ("mi250",), 362 * T, 45_300 * G, 3_277 * G, AMD_MI250, 90_500 * G),
-    DevicePeak("MI300X", ("mi300x",), 1_307 * T, 163 * T, 5_300 * G, AMD_MI300X, 653_700 * G),
+    DevicePeak("MI250", ("mi250",), 362_100 * G, 45_300 * G, 3_277 * G, AMD_MI250, 90_500 * G),
+    DevicePeak("MI300X", ("mi300x",), 1_307_400 * G, 163_400 * G, 5_300 * G, AMD_MI300X, 653_700 * G),
     DevicePeak("Trainium (Trn1)", ("trn1",), 190 * T, 47_500 * G, 820 * 2**30, AWS_TRN1, 190 * T),
     DevicePeak("Trainium2 (Trn2)", ("trn2",), 667 * T, 181 * T, 2_900 * G, AWS_TRN2, 667 * T),
 )

@@ -139,7 +139,7 @@ def test_rates_against_the_peak_of_the_kind_and_dtype() -> None:
     assert h100 is not None
     r = rate("gemm", "c10::BFloat16", 3, 989 * 10**9, 10**6, 2_000_000, h100)  # 989 GFLOP in 2 ms
     assert r["flop_per_s"] == 989 * 10**9 * 10**9 // 2_000_000 and r["bytes_per_s"] == 10**6 * 10**9 // 2_000_000
-    assert r["peak_per_s"] == 989 * 10**12 and r["pct_of_peak"] == pytest.approx(100 * r["flop_per_s"] / 989e12)
+    assert r["peak_per_s"] == 989_500 * 10**9 and r["pct_of_peak"] == pytest.approx(100 * r["flop_per_s"] / 989.5e12)
     assert r["peak_kind"] == "BF16/FP16 tensor"
     fp32 = rate("gemm", "float", 1, 10, 10, 10, h100)
     assert fp32["peak_per_s"] == 67 * 10**12 and fp32["peak_kind"] == "FP32"  # no tensor cores
