@@ -20,7 +20,8 @@ from explorer.views.ops import OpsQuery, compute_run_ops
 from tests.truth import reader as R
 
 CHECKS = ("span", "device_total", "device_busy", "kernels", "steps", "rank_steps", "rank_split", "ops_by_op",
-          "ops_attributed", "ops_view_total", "collectives", "straggler_collectives", "straggler_ranks")
+          "ops_attributed", "ops_view_total", "collectives", "straggler_collectives", "straggler_ranks",
+          "advice_bounded")
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,20 @@ def check_straggler_ranks(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
     by_arrival = sorted(r["rank"] for r in ranks["ranks"]
                         if r["straggler"] and r["evidence"] and r["evidence"]["rule"] == "arrival")
     return (s, [s] if by_arrival else []), (ranks["latest_arriver"], by_arrival)
+
+
+def check_advice_bounded(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
+    """Every finding of the advisor claims no more than the time it acts on, and acts on no more than the trace
+    holds: the reader's span times the number of timelines (each file's distinct pid/tid pairs of complete
+    events), the most time any rule can act on. Truth: each finding within; product: whether it is."""
+    from explorer.views.advice import compute_run_advice
+
+    found = R.span(rs)
+    timelines = sum(len({(e.pid, e.tid) for e in r.xs}) for r in rs)
+    bound = (found[1] - found[0]) * timelines if found else 0
+    findings = compute_run_advice(Run.of(p.store, p.run_id))["findings"]
+    product = [(f["rule"], f["title"], (f["saving_ns"] or 0) <= f["acts_on_ns"] <= bound) for f in findings]
+    return [(rule, title, True) for rule, title, _ in product], product
 
 
 CHECKERS: dict[str, Callable[[list[R.RankTrace], Product], tuple[Any, Any]]] = {

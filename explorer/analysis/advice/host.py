@@ -25,6 +25,9 @@ PAGEABLE = "Pageable"
 PINNED_SPEEDUP_DEN = 2
 LAUNCH_BOUND_MIN_SHARE_DEN = 2  # at least half the executions shorter than their launch call
 LAUNCH_BOUND_MIN_COUNT = 10
+# a launch call longer than this many times the run's median launch is blocked on something else (a module loaded
+# lazily on a kernel's first launch, a full launch queue): only this much of it counts as launch overhead
+LAUNCH_CAP_MEDIANS = 4
 HOST_BOUND_MIN_DEN = 20  # host-busy gaps of at least 1/20 of the span
 
 
@@ -69,8 +72,10 @@ def host_bound(ctx: Context, bd: Breakdown) -> list[Finding]:
 
 
 def launch_bound(ctx: Context, slices: pa.Table, flows: pa.Table, bd: Breakdown) -> list[Finding]:
-    """Executions shorter than the runtime call that launched them (execute flows), on a device idle at least 1/20
-    of the span between executions."""
+    """Executions whose launching runtime call (execute flows) outlasted everything it launched, on a device idle
+    at least 1/20 of the span between executions. Each launch call counts once (a CUDA/HIP graph launch starts
+    many kernels), and at most LAUNCH_CAP_MEDIANS times the run's median launch: beyond that the call waited on
+    something that is not launch overhead."""
     execute = np.asarray(pc.equal(flows.column("kind"), "execute").to_numpy(zero_copy_only=False), bool)
     frm = flows.column("from_slice").to_numpy().astype(I64)[execute]
     to = flows.column("to_slice").to_numpy().astype(I64)[execute]
@@ -82,26 +87,38 @@ def launch_bound(ctx: Context, slices: pa.Table, flows: pa.Table, bd: Breakdown)
     if not len(to):
         return []
     dur = slices.column("dur_ns").to_numpy().astype(I64)
-    short = dur[to] < dur[frm]
-    count = int(short.sum())
+    calls, which = np.unique(frm, return_inverse=True)
+    launched = np.zeros(len(calls), I64)
+    np.add.at(launched, which, dur[to])
+    call_ns = dur[calls]
+    short = launched < call_ns  # the call outlasted all it launched
+    count = int(short[which].sum())
     if count < LAUNCH_BOUND_MIN_COUNT or count * LAUNCH_BOUND_MIN_SHARE_DEN < len(to):
         return []
-    excess = int((dur[frm][short] - dur[to][short]).sum())
+    cap = LAUNCH_CAP_MEDIANS * int(np.median(call_ns))
+    blocked = call_ns > cap
+    excess = int(np.maximum(np.minimum(call_ns, cap) - launched, 0)[short].sum())
     idle = bd["gaps"]["total_ns"]
-    if idle * HOST_BOUND_MIN_DEN < ctx.span_ns:  # a device busy 95 % of the span is ahead of its launches anyway
+    if idle * HOST_BOUND_MIN_DEN < ctx.span_ns or excess == 0:  # a device busy 95 % of the span keeps up anyway
         return []
+    facts = [fact("executions shorter than their launch", count, "count"), fact("executions", len(to), "count"),
+             fact("launch calls", len(calls), "count"), fact("median launch call", int(np.median(call_ns))),
+             fact("launch time beyond those executions' time", excess), fact("device idle between executions", idle)]
+    if blocked.any():
+        facts += [fact(f"launch calls over {LAUNCH_CAP_MEDIANS}× the median (lazy module loading, a full queue; "
+                       "counted at the cap)", int(blocked.sum()), "count"),
+                  fact("their time", int(call_ns[blocked].sum()))]
     return [make_finding(
         ctx, "launch-bound", "Most kernels are shorter than their launch: the device is launch-bound",
         "Most device executions take less time than the host call that launched them, so the device runs as "
-        "fast as the host can launch: it is launch-bound.",
-        [fact("executions shorter than their launch", count, "count"), fact("executions", len(to), "count"),
-         fact("launch time beyond those executions' time", excess), fact("device idle between executions", idle)],
+        "fast as the host can launch: it is launch-bound.", facts,
         [page_link(ctx, "kernels", "kernels, shortest first", "kernels", sort="+avg_ns")],
         "Capture the steady-state step in a CUDA graph (torch.cuda.graphs / torch.compile(mode='reduce-overhead')),"
         " fuse small ops with torch.compile, or give each kernel more work (larger batch).",
         min(excess, idle), idle,
-        "min(Σ over the short executions of (launch call time − execution time), device idle time between "
-        "executions): with the launches gone the device runs them back to back", "medium", "medium")]
+        f"min(Σ over the launch calls that outlast what they launched of (launch call time, at most {LAUNCH_CAP_MEDIANS}× "
+        "the median launch call, − the time of the executions it launched), device idle time between executions): "
+        "with the launches gone the device runs them back to back", "medium", "medium")]
 
 
 def sync_points(ctx: Context, slices: pa.Table, bd: Breakdown, device: bool) -> list[Finding]:
