@@ -25,6 +25,7 @@ from explorer.analysis.advice.host import (
 from explorer.analysis.advice.launch import blocking_copy, small_grid
 from explorer.analysis.advice.ops import build_op_seq
 from explorer.analysis.advice.peaks import compute_efficiency, find_peak, peak_json
+from explorer.analysis.advice.warmup import find_warmup, warmup_finding
 from explorer.model.advice_shapes import AdviceResult, EfficiencyRow, Finding
 from explorer.model.device_shapes import RecommendationJson
 from explorer.model.shapes import Breakdown, KernelRow, RanksResult
@@ -34,7 +35,7 @@ from explorer.model.shapes import Breakdown, KernelRow, RanksResult
 MIN_SAVING_DEN = 1000
 RULES = ("unfused-attention", "unfused-elementwise", "host-bound", "launch-bound", "sync-points", "pageable-copies",
          "dataloader-stalls", "low-occupancy", "small-grid", "blocking-copy", "torch-compile-recompiles",
-         "exposed-communication", "straggler", "neuron")
+         "exposed-communication", "straggler", "warm-up", "neuron")
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,10 @@ def compute_advice(inp: AdviceInputs) -> AdviceResult:
     ops = build_op_seq(inp.slices, inp.shapes)
     findings: list[Finding] = compute_fusion_findings(ops, ctx, *_bandwidth(inp, device),
                                                       work=OpBytes(inp.op_bytes, inp.dtypes))
+    warmup = find_warmup(inp.slices, inp.origin_ns, inp.shapes)
+    findings += warmup_finding(ctx, inp.slices, warmup)
     if device:
-        findings += host_bound(ctx, inp.breakdown) + launch_bound(ctx, inp.slices, inp.flows, inp.breakdown)
+        findings += host_bound(ctx, inp.breakdown, warmup) + launch_bound(ctx, inp.slices, inp.flows, inp.breakdown)
         findings += pageable_copies(ctx, inp.slices) + low_occupancy(ctx, inp.kernels)
         findings += small_grid(ctx, inp.slices, inp.grid_blocks, inp.num_sms) + blocking_copy(ctx, inp.slices)
     findings += sync_points(ctx, inp.slices, inp.breakdown, device) + dataloader_stalls(ctx, inp.slices)

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from explorer.analysis.advice.finding import Context, fact, make_finding, page_link, timeline_link
+from explorer.analysis.advice.warmup import Warmup
 from explorer.analysis.gap_evidence import covers_most
 from explorer.model.advice_shapes import Evidence, Finding
 from explorer.model.lanes import Lane
@@ -46,8 +47,11 @@ def _loader_gap(g: Gap) -> bool:
                                                  if covers_most(a["covered_ns"], g["dur_ns"]))
 
 
-def host_bound(ctx: Context, bd: Breakdown) -> list[Finding]:
-    gaps = [g for g in bd["gaps"]["largest"] if g["cause"] == "host busy" and not _loader_gap(g)]
+def host_bound(ctx: Context, bd: Breakdown, warmup: Warmup | None = None) -> list[Finding]:
+    """Gaps whose cause is host busy, but those the DataLoader explains and those inside a warm-up call (the
+    steady state does not repeat them: explorer.analysis.advice.warmup)."""
+    gaps = [g for g in bd["gaps"]["largest"] if g["cause"] == "host busy" and not _loader_gap(g)
+            and not (warmup is not None and warmup.covers(g["start"], g["end"]))]
     busy = sum(g["dur_ns"] for g in gaps)
     if not gaps or busy * HOST_BOUND_MIN_DEN < ctx.span_ns:
         return []
