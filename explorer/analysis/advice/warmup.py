@@ -102,7 +102,7 @@ def _device_busy_within(slices: pa.Table, a: np.ndarray, b: np.ndarray) -> np.nd
         inside = np.where(k > 0, np.clip(t - starts[last], 0, ends[last] - starts[last]), 0)
         return np.asarray(cum[last] * (k > 0) + inside, I64)
 
-    return upto(b) - upto(a)
+    return np.asarray(upto(b) - upto(a), I64)
 
 
 def find_warmup(slices: pa.Table, origin_ns: int, shapes: dict[int, str] | None = None) -> Warmup:
