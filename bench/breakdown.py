@@ -1,5 +1,6 @@
-"""Breakdown and step benchmark: server-side time of the lane breakdown with its gap evidence (host activity
-and causes of the largest gaps) and of the step table, on synthetic Kineto runs (bench/synth.py).
+"""Breakdown, step and advisor benchmark: server-side time of the lane breakdown with its gap evidence (host
+activity and causes of the largest gaps), of the step table and of the advisor's findings (the analyses it reads
+already made), on synthetic Kineto runs (bench/synth.py).
 
 Both are computed once per run and memoised by the server, so this is the cost of a run's first overview
 or steps page; it prints numbers for docs/benchmarks.md and asserts nothing.
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from window import ensure_run  # noqa: E402
 
 from explorer.store.runs import RunStore  # noqa: E402
+from explorer.views.advice import compute_run_advice  # noqa: E402
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
@@ -48,7 +50,8 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = args.data_dir or Path(tmp)
-        print(f"{'events':>10} {'slices':>10} {'gaps':>8} {'breakdown ms':>13} {'steps':>6} {'steps ms':>9}")
+        print(f"{'events':>10} {'slices':>10} {'gaps':>8} {'breakdown ms':>13} {'steps':>6} {'steps ms':>9} "
+              f"{'advice ms':>10}")
         for n in (int(v) for v in args.events.split(",")):
             run_id = ensure_run(data_dir, n)
             store = RunStore(data_dir)
@@ -57,8 +60,11 @@ def main() -> None:
             steps = Run.of(store, run_id).steps(args.annotation)
             bd_ms = timed(partial(lambda st, r: Run.of(st, r).breakdown(), store, run_id), args.repeat)  # fresh: no memo
             st_ms = timed(partial(lambda st, r: Run.of(st, r).steps(args.annotation), store, run_id), args.repeat)
+            run = Run.of(store, run_id)
+            run.breakdown(), run.kernels(), run.steps()  # the advisor's inputs, memoised as a server has them
+            adv_ms = timed(partial(compute_run_advice, run), args.repeat)
             print(f"{n:>10,} {store.get(run_id).summary.slices:>10,} {bd['gaps']['count']:>8,} {bd_ms:>13.1f} "
-                  f"{steps['count']:>6} {st_ms:>9.1f}")
+                  f"{steps['count']:>6} {st_ms:>9.1f} {adv_ms:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -83,27 +83,44 @@ def load_grid_blocks(store: RunStore, run_id: str) -> dict[int, int]:
     finally:
         con.close()
     out: dict[int, int] = {}
+    blocks: dict[str, int] = {}  # by grid text: a trace launches a few grids many times
     for sid, grid in rows:
-        dims = parse_int_list(grid)
-        if dims and all(d > 0 for d in dims):
-            out[int(sid)] = math.prod(dims)
+        if grid not in blocks:
+            dims = parse_int_list(grid)
+            blocks[grid] = math.prod(dims) if dims and all(d > 0 for d in dims) else 0
+        if blocks[grid]:
+            out[int(sid)] = blocks[grid]
     return out
 
 
 def load_op_work(store: RunStore, run_id: str) -> tuple[dict[int, str], dict[int, int]]:
     """By slice id, for the ops efficiency knows (GEMM, elementwise, ...), from their args (Kineto's `Input Dims`,
     `Input type`, `Concrete Inputs`): the first input's dtype (the GEMM table and the fusion floor read it) and the
-    bytes one call moves (the host-only streaming model reads it; ops whose args do not say are left out)."""
-    t = pq.read_table(store.table_path(run_id, "slices"), columns=["slice_id", "name", "args"],
-                      filters=[("is_op", "=", True), ("name", "in", list(WORK_OPS))])
+    bytes one call moves (the host-only streaming model reads it; ops whose args do not say are left out). DuckDB
+    pulls the three fields out of the args; each distinct (name, fields) is worked out once."""
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            "SELECT slice_id, name, CAST(json_extract(args, '$.\"Input Dims\"') AS VARCHAR), "
+            "CAST(json_extract(args, '$.\"Input type\"') AS VARCHAR), "
+            "CAST(json_extract(args, '$.\"Concrete Inputs\"') AS VARCHAR) FROM read_parquet(?) "
+            "WHERE is_op AND list_contains(?, name) AND json_valid(args)",
+            [str(store.table_path(run_id, "slices")), list(WORK_OPS)]).fetchall()
+    finally:
+        con.close()
     dtypes: dict[int, str] = {}
     moved: dict[int, int] = {}
-    for i, name, a in zip(t.column("slice_id").to_pylist(), t.column("name").to_pylist(),
-                          t.column("args").to_pylist(), strict=True):
-        dtypes[int(i)] = first_input_type(a or "")
-        work = op_work(str(name), a or "")
-        if work is not None:
-            moved[int(i)] = work.bytes
+    known: dict[tuple[str, str, str, str], tuple[str, int | None]] = {}
+    for sid, name, dims, types, concrete in rows:
+        key = (str(name), dims or "null", types or "null", concrete or "null")
+        if key not in known:
+            args = f'{{"Input Dims": {key[1]}, "Input type": {key[2]}, "Concrete Inputs": {key[3]}}}'
+            work = op_work(key[0], args)
+            known[key] = (first_input_type(args), None if work is None else work.bytes)
+        dtype, nbytes = known[key]
+        dtypes[int(sid)] = dtype
+        if nbytes is not None:
+            moved[int(sid)] = nbytes
     return dtypes, moved
 
 

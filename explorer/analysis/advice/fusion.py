@@ -146,11 +146,12 @@ def _chain_groups(ops: OpSeq, ctx: Context, used: set[int], bw: Bandwidth | None
     groups: dict[tuple[object, ...], Group] = {}
     run: list[int] = []
     key: tuple[int, ...] | None = None
-    for i in range(len(ops) + 1):
-        name = base_name(ops.names[i]) if i < len(ops) else ""
-        if i < len(ops) and name in TRANSPARENT and run and ops.same_group(run[-1], i):
+    n = len(ops)
+    for i in range(n + 1):
+        name = base_name(ops.names[i]) if i < n else ""
+        if i < n and name in TRANSPARENT and run and ops.same_group(run[-1], i):
             continue
-        k = rows_key(ops.shapes[i]) if i < len(ops) and name in ELEMENTWISE else None
+        k = rows_key(ops.shapes[i]) if i < n and name in ELEMENTWISE else None
         joins = (k is not None and run and k == key and ops.same_group(run[-1], i)
                  and int(ops.slice_id[i]) not in used and not fused_caller(ops.parent_names[i]))
         if joins:

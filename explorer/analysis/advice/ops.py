@@ -4,7 +4,9 @@ time is the device time its subtree launched on a run with device time, else its
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,33 +95,42 @@ def build_op_seq(slices: pa.Table, shapes: dict[int, str]) -> OpSeq:
                  [shapes.get(int(s), "") for s in sid.tolist()], has_device)
 
 
-def parse_shapes(text: str) -> list[list[int]]:
-    """Kineto's Input Dims (`[[64, 2048], [], [2048]]`) as lists of ints; anything else is no shapes."""
+@functools.lru_cache(maxsize=4096)
+def _shapes(text: str) -> tuple[tuple[int, ...], ...]:
+    """Kineto's Input Dims text parsed once per distinct text (a trace repeats a few shapes many times)."""
     try:
         value = json.loads(text) if text else []
     except ValueError:
-        return []
+        return ()
     if not isinstance(value, list):
-        return []
-    return [[int(d) for d in s] for s in value
-            if isinstance(s, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in s)]
+        return ()
+    return tuple(tuple(int(d) for d in s) for s in value
+                 if isinstance(s, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in s))
+
+
+def parse_shapes(text: str) -> list[list[int]]:
+    """Kineto's Input Dims (`[[64, 2048], [], [2048]]`) as lists of ints; anything else is no shapes."""
+    return [list(s) for s in _shapes(text)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _largest(text: str) -> tuple[int, ...]:
+    dims = [s for s in _shapes(text) if s]
+    return max(dims, key=lambda s: (math.prod(s), len(s))) if dims else ()
 
 
 def rows_key(text: str) -> tuple[int, ...] | None:
     """The rows an elementwise op works on: the leading dims (all but the last) of its largest input, so
     `x * x` on [64, 2048] and `mean + eps` on [64, 1] share the key (64,). None without a shaped input."""
-    dims = [s for s in parse_shapes(text) if s]
-    if not dims:
-        return None
-    largest = max(dims, key=lambda s: (int(np.prod(s, dtype=np.float64)), len(s)))
-    return tuple(largest[:-1])
+    largest = _largest(text)
+    return largest[:-1] if largest else None
 
 
 def largest_shape(text: str) -> list[int]:
-    dims = [s for s in parse_shapes(text) if s]
-    return max(dims, key=lambda s: (int(np.prod(s, dtype=np.float64)), len(s))) if dims else []
+    return list(_largest(text))
 
 
+@functools.lru_cache(maxsize=4096)
 def base_name(name: str) -> str:
     """`aten::mul_` -> `mul`: the op's name without namespace and in-place suffix."""
     short = name.split("::", 1)[1] if name.startswith("aten::") else ""
