@@ -34,7 +34,7 @@ from explorer.views.overview import OverviewPage, build_overview
 from explorer.views.ranks import RanksPage, build_ranks_page
 from explorer.views.render import APP_SCRIPTS, APP_STYLES, inline_asset, inline_plotly, make_environment
 from explorer.views.steps import StepsPage, build_steps_page
-from explorer.views.timeline import build_tracks
+from explorer.views.timeline import compute_device_alignment, run_tracks
 
 SNAPSHOT_WIDTH_PX = 4000
 SNAPSHOT_ARGS_BYTES = 500_000  # args text embedded in a report, at most
@@ -78,13 +78,19 @@ def build_snapshot(run: Run, width_px: int = SNAPSHOT_WIDTH_PX, height_px: int =
     store, run_id, origin = run.store, run.id, run.origin_ns
     start, span = run.default_window()
     index = run.timeline_index()
-    window = compute_bounded_window([WindowPart(index, index.order.ids)], start, span, width_px, height_px)
+    parts = [WindowPart(index, index.order.ids)]
+    device_index = run.device_index()
+    if device_index is not None:  # Neuron device profiles on the host axis, as the live timeline draws them
+        parts.append(WindowPart(device_index, device_index.order.ids))
+    window = compute_bounded_window(parts, start, span, width_px, height_px)
     # the window's full tracks are the first track_budget in display order: the listing's first page is them
-    tracks = build_tracks(run, limit=track_budget(height_px))
-    ids = [i for tr in window["tracks"] for i in (tr.get("slices") or {}).get("id", [])]
+    tracks = run_tracks(run, limit=track_budget(height_px))
+    hosts = run.table("slices").num_rows  # device slices (ids past the host's) carry their fields in the window
+    ids = [i for tr in window["tracks"] for i in (tr.get("slices") or {}).get("id", []) if i < hosts]
     return {"span_ns": span, "tracks": tracks, "window": window,
             "details": snapshot_details(store, run_id, ids), **snapshot_rules(store, run_id, index),
-            "chains": snapshot_chains(store, run_id, ids, origin)}
+            "chains": snapshot_chains(store, run_id, ids, origin),
+            "device_alignment": compute_device_alignment(run)["profiles"]}
 
 
 def snapshot_details(store: RunStore, run_id: str, slice_ids: list[int],

@@ -43,8 +43,9 @@
       const p = new URLSearchParams(location.search);
       const ask = p.get("dchain_profile") && p.get("dchain_node")
         ? { profile: p.get("dchain_profile"), node: p.get("dchain_node"), mode: p.get("dchain_mode") || "trace" } : null;
-      const [aligned] = await Promise.all([TE.api(this.tl.source.prefix + "/timeline/device-alignment").catch(() => null),
-        ask ? this.showChain(ask) : null]);
+      const live = this.tl.source.live;  // the offline report embeds the alignment, not the chains
+      const [aligned] = await Promise.all([this.tl.source.deviceAlignment().catch(() => null),
+        ask && live ? this.showChain(ask) : null]);
       if (aligned) this.showLegend(aligned.profiles);
     }
     showLegend(profiles) {

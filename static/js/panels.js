@@ -87,7 +87,7 @@
           "/chain?node=" + e.cat + ":" + encodeURIComponent(nodeId) + "&mode=";
         side.append(el("p", { id: "tl-chain-links" }, "Dependency chain: ", el("a", { href: chain + "step" }, "one step up"), " · ",
           el("a", { href: chain + "trace", id: "tl-trace-chain" }, "trace to root cause"),
-          ...(tl.deviceAxis ? [" · ", el("button", { class: "small", id: "tl-draw-chain", title: "trace it to its root cause and draw the chain here",
+          ...(tl.deviceAxis && tl.source.live ? [" · ", el("button", { class: "small", id: "tl-draw-chain", title: "trace it to its root cause and draw the chain here",
             onclick: () => tl.deviceAxis.showChain({ profile: e.device_profile, node: e.cat + ":" + nodeId, mode: "trace" }) }, "draw on timeline")] : [])));
       }
       if (d.offline && d.chainOmitted) side.append(el("p", { class: "muted" }, "Offline report: this run draws too many events for their linked chains to fit in the report."));

@@ -35,6 +35,8 @@
       return TE.api(this.prefix + "/search?limit=" + SEARCH_LIMIT + "&q=" + encodeURIComponent(q) + (o.regex ? "&regex=1" : "") +
         (o.args ? "&args=1" : ""));
     }
+    /** How each Neuron device profile was placed on the host clock ({profiles: [...]}). */
+    deviceAlignment() { return TE.api(this.prefix + "/timeline/device-alignment"); }
     /** The device Summary of [start, end] for each device profile it overlaps (none: an empty list). */
     deviceSummary(start, end) {
       return TE.api(this.prefix + "/timeline/device-summary?start_ns=" + Math.floor(start) + "&end_ns=" + Math.ceil(end));
@@ -55,6 +57,8 @@
     }
     tracks() { return Promise.resolve(this.snap.tracks); }
     window() { return Promise.resolve(this.snap.window); }
+    /** The device profiles' alignment, as the server made it when the report was written. */
+    deviceAlignment() { return Promise.resolve({ profiles: this.snap.device_alignment || [] }); }
     _find(id) {
       for (const t of this.snap.window.tracks) {
         const s = t.slices;

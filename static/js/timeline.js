@@ -148,7 +148,7 @@
       }
       if (this.source.live && this.tracks.some((x) => x.device_profile)) this.deviceColorSel.hidden = false;
       this.relayout();
-      if (TE.DeviceAxis && this.source.live && this.tracks.some((x) => x.device_profile)) {  // device_timeline.js
+      if (TE.DeviceAxis && this.tracks.some((x) => x.device_profile)) {  // device_timeline.js (a report's too)
         this.deviceAxis = new TE.DeviceAxis(this);
         await this.deviceAxis.start();
       }

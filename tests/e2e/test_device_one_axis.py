@@ -106,3 +106,30 @@ def test_draw_a_chain_from_a_selected_instruction(page: Any, server: Any, runs: 
     page.wait_for_selector("#tl-dchain-root")
     assert "ACTIVATE" in page.inner_text("#tl-dchain-root")
     page.wait_for_function("() => location.search.includes('dchain_node=Instruction')")
+
+
+def test_the_offline_report_shows_the_device_on_the_host_axis(offline_page: Any, server: Any, runs: dict[str, Any],
+                                                              tmp_path: Any, shot: Any) -> None:
+    """The report file, opened with the network off: the same alignment legend (no server to ask) and the device
+    engines under the host lanes, at the shifts the export gives."""
+    from tests.e2e.test_report_and_xss import write_report
+
+    page = offline_page
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    report = write_report(server, runs["axis"], tmp_path / "axis-report.html")
+    page.goto(report.as_uri())
+    page.wait_for_selector("#timeline[data-ready='1']")
+    page.wait_for_selector("#tl-device-align .tl-note-row")
+    legend = page.inner_text("#tl-device-align")
+    assert "best-effort" in legend and "no clock-sync data" in legend
+    rows = {r.get_attribute("data-profile"): r.inner_text() for r in page.locator("#tl-device-align .tl-note-row").all()}
+    assert set(rows) == {"matmul", "rmsnorm_naive"}
+    assert "shifted −4.02" in rows["matmul"] and "uncertain by 1" in rows["matmul"]
+    axis = page.evaluate("() => TE.timelineApi.deviceAxis()")
+    assert {p["profile_id"]: p["alignment"]["shift_ns"] for p in axis["profiles"]} == {
+        name: expected_placement(runs["export"], name)["shift"] for name in ("matmul", "rmsnorm_naive")}
+    heads = [r["key"] for r in page.evaluate("() => TE.timelineApi.rows()") if r["kind"] == "header"]
+    assert any(str(k).startswith("matmul · NC:0") for k in heads)
+    page.locator("#tl-device-align").scroll_into_view_if_needed()
+    shot(page, "issue41-08-report-one-axis", full_page=False)
+    assert page.guard.external == []

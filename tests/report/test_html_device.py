@@ -159,3 +159,27 @@ def test_report_weight_is_bounded_relative_to_the_trace(shared_traces: Path, tmp
     assert snap["window"]["tracks"]  # the timeline is there, at overview zoom
     for sid in ("report-gaps", "report-ranks", "report-collectives", "report-kernels", "report-steps"):
         assert f'id="{sid}"' in html
+
+
+def test_the_report_timeline_puts_the_device_on_the_host_axis_with_its_alignment(tmp_path: Path) -> None:
+    """The snapshot holds the device profiles' tracks and their slices at the host-clock times the live timeline
+    draws them at, and each profile's alignment for the legend: the shift recomputed from the export (a copy whose
+    host clock runs 4,321 ns early, tests/helpers/neuron_shifted.py)."""
+    from explorer.report.html import SNAPSHOT_HEIGHT_PX, SNAPSHOT_WIDTH_PX, build_snapshot
+    from explorer.views.timeline import compute_run_window
+    from tests.helpers.neuron_shifted import expected_placement, write_shifted_export
+
+    export = write_shifted_export(tmp_path)
+    store = RunStore(tmp_path / "data")
+    run = Run.of(store, ingest_paths(store, [export]).id)
+    snap = build_snapshot(run)
+    shifts = {p["profile_id"]: p["alignment"]["shift_ns"] for p in snap["device_alignment"]}
+    assert shifts == {name: expected_placement(export, name)["shift"] for name in ("matmul", "rmsnorm_naive")}
+    assert shifts == {"matmul": -4021, "rmsnorm_naive": -4321}
+    device_tracks = {t["track_id"] for t in snap["tracks"]["tracks"] if t.get("device_profile")}
+    drawn = {t["track_id"] for t in snap["window"]["tracks"] if (t.get("slices") or {}).get("id")}
+    assert device_tracks and device_tracks & drawn  # the engines' slices are in the report's one window
+    start, span = run.default_window()
+    live = compute_run_window(run, start, span, SNAPSHOT_WIDTH_PX, SNAPSHOT_HEIGHT_PX)
+    on_device = {t["track_id"]: t for t in live["tracks"] if t["track_id"] in device_tracks}
+    assert on_device == {t["track_id"]: t for t in snap["window"]["tracks"] if t["track_id"] in device_tracks}
