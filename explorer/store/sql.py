@@ -40,6 +40,11 @@ FETCH_BATCH = 256
 INTERRUPT_AGAIN_S = 0.2  # past the time limit, a query is interrupted this often until it stops
 _SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_QUERIES)
 
+
+def free_slots() -> int:
+    """How many of the MAX_CONCURRENT_QUERIES query slots are free now (a test waits on it)."""
+    return int(_SLOTS._value)
+
 SQL_TABLES = ("slices", "tracks", "flows", "counters", "instants", "op_stats", "op_stats_by_shape")
 MAX_SQL_CHARS = 20_000
 LOCKED_CONFIG = {

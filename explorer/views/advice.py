@@ -15,6 +15,7 @@ from explorer.analysis.advice.peaks import first_input_type
 from explorer.analysis.device.advice import compute_recommendations
 from explorer.analysis.kernels import parse_int_list, sort_kernel_rows
 from explorer.model.advice_shapes import AdviceResult, Finding, FindingChange, FindingRef
+from explorer.model.ranks import rank_by_track
 from explorer.model.shapes import RunJson
 from explorer.runs.run import Run
 from explorer.store.catalog.catalog import RunRecord
@@ -59,7 +60,8 @@ def compute_run_advice(run: Run) -> AdviceResult:
                           load_op_shapes(store, run_id), run.breakdown(), _step_count(run), ranks,
                           device_recommendations(store, run_id), run_device_model(rec),
                           dtypes, sort_kernel_rows(run.kernels().table),
-                          run_num_sms(rec), load_grid_blocks(store, run_id), op_bytes)
+                          run_num_sms(rec), load_grid_blocks(store, run_id), op_bytes,
+                          rank_by_track(run.table("tracks")))
     return compute_advice(inputs)
 
 

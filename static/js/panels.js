@@ -91,6 +91,7 @@
             onclick: () => tl.deviceAxis.showChain({ profile: e.device_profile, node: e.cat + ":" + nodeId, mode: "trace" }) }, "draw on timeline")] : [])));
       }
       if (d.offline && d.chainOmitted) side.append(el("p", { class: "muted" }, "Offline report: this run draws too many events for their linked chains to fit in the report."));
+      if (d.offline && d.deviceOffline) side.append(el("p", { class: "muted" }, "Offline report: a device instruction's fields and dependencies are on the live server; open the run there for them."));
       if (d.offline && d.argsOmitted) side.append(el("p", { class: "muted" }, "Offline report: this event's args did not fit in the report; open the run on the server for them."));
       const args = e.args || {};
       if (Object.keys(args).length) {

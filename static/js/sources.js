@@ -92,9 +92,11 @@
       const argsText = det.args[String(id)];
       let args = {};
       try { args = argsText ? JSON.parse(argsText) : {}; } catch (err) { args = { args: argsText }; }
+      const track = (this.snap.tracks.tracks || []).find((t) => t.track_id === me.track_id);
+      const device = !!(track && track.device_profile);  // a Neuron device slice: its fields live on the server
       return Promise.resolve({ event: Object.assign({ args: args, cat: "" }, me), parents: parents,
-        children: { count: 0, top: [] }, chain: chain, offline: true, argsOmitted: !argsText && !det.args_complete,
-        chainOmitted: !chains });
+        children: { count: 0, top: [] }, chain: chain, offline: true, deviceOffline: device,
+        argsOmitted: !device && !argsText && !det.args_complete, chainOmitted: !device && !chains });
     }
     /** The server's search rule (analysis/search.py) over the slices it searches, embedded in the report:
         names only (args are not in the report), substring ignoring case or a case-sensitive regex; the

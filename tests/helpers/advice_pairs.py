@@ -69,8 +69,8 @@ def loop_no_item(x: Any, w: Any) -> Any:
 
 def inductor(fn: Fn) -> Fn:
     """The naive function fused by Inductor (one generated C++ loop nest per reduction group): on the CPU, torch's
-    F.rms_norm is itself a composite of the same aten ops, so it is no fused "after". Compiled on the first call,
-    in the warm-up, outside the profile."""
+    F.rms_norm is itself a composite of the same aten ops, so it is no fused "after". Compiled on its first call
+    (the first unprofiled timed call, which "measured" never takes: it takes the fastest)."""
     with warnings.catch_warnings():  # Inductor's import touches torch.jit.script_method, deprecated in torch 2.13
         warnings.simplefilter("ignore", DeprecationWarning)
         import torch._inductor.compile_fx  # noqa: F401

@@ -167,9 +167,10 @@ def check_straggler_ranks(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
 
 
 def check_advice_bounded(rs: list[R.RankTrace], p: Product) -> tuple[Any, Any]:
-    """Every finding of the advisor claims no more than the time it acts on, and acts on no more than the trace
-    holds: the reader's span times the number of timelines (each file's distinct pid/tid pairs of complete
-    events), the most time any rule can act on. Truth: each finding within; product: whether it is."""
+    """Every finding of the advisor claims no more than the time it acts on (the engine raises AdviceBug
+    otherwise, which run_check reports as a disagreement), and acts on no more than the trace holds: the reader's
+    span times the number of timelines (each file's distinct pid/tid pairs of complete events, markers' too: a
+    loose bound, the most time any rule can act on). Truth: each finding within; product: whether it is."""
     from explorer.views.advice import compute_run_advice
 
     found = R.span(rs)

@@ -68,6 +68,7 @@ class AdviceInputs:
     num_sms: int = 0  # deviceProperties' numSms (0 unknown)
     grid_blocks: dict[int, int] = field(default_factory=dict)  # kernel slice id -> blocks in its launch grid
     op_bytes: dict[int, int] = field(default_factory=dict)  # op slice id -> bytes one call moves (efficiency.op_work)
+    track_ranks: dict[int, int] = field(default_factory=dict)  # track id -> rank, where known
 
 
 def _bandwidth(inp: AdviceInputs, device: bool) -> tuple[Bandwidth | None, str]:
@@ -89,10 +90,12 @@ def compute_advice(inp: AdviceInputs) -> AdviceResult:
     ops = build_op_seq(inp.slices, inp.shapes)
     findings: list[Finding] = compute_fusion_findings(ops, ctx, *_bandwidth(inp, device),
                                                       work=OpBytes(inp.op_bytes, inp.dtypes))
-    warmup = find_warmup(inp.slices, inp.origin_ns, inp.shapes)
-    findings += warmup_finding(ctx, inp.slices, warmup)
-    if device:
-        findings += host_bound(ctx, inp.breakdown, warmup) + launch_bound(ctx, inp.slices, inp.flows, inp.breakdown)
+    warmup = find_warmup(inp.slices, inp.origin_ns, inp.shapes, inp.track_ranks)
+    warm = warmup_finding(ctx, inp.slices, warmup)
+    findings += warm
+    if device:  # the gaps inside warm-up are the warm-up finding's, when it is listed
+        findings += host_bound(ctx, inp.breakdown, warmup if warm else None)
+        findings += launch_bound(ctx, inp.slices, inp.flows, inp.breakdown)
         findings += pageable_copies(ctx, inp.slices) + low_occupancy(ctx, inp.kernels)
         findings += small_grid(ctx, inp.slices, inp.grid_blocks, inp.num_sms) + blocking_copy(ctx, inp.slices)
     findings += sync_points(ctx, inp.slices, inp.breakdown, device) + dataloader_stalls(ctx, inp.slices)

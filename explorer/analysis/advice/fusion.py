@@ -170,6 +170,8 @@ def _chain_groups(ops: OpSeq, ctx: Context, used: set[int], bw: Bandwidth | None
                 g.bytes, g.floor_ns, g.floors = g.bytes + nbytes, g.floor_ns + floor, g.floors + 1
             fused = chain_bytes(ops, part, host.dtypes) if host is not None else None
             priced = _stream(g, ops, part, host, fused) if fused is not None else None
+            if priced is not None:  # equal shapes count once in `fused` (the trace names no tensors): where they
+                priced = min(priced, sum(times) - max(times))  # were distinct, the slowest-op model bounds it
             kept = sum(times) - priced if priced is not None else min(max(max(times), floor), sum(times))
             _add(g, ops, ctx, part, kept=kept, total=sum(times))
         starts = (k is not None and int(ops.slice_id[i]) not in used and not fused_caller(ops.parent_names[i]))
@@ -276,16 +278,16 @@ STREAM_FORMULA = (
     "that rate plus arithmetic, and a fused call keeps the arithmetic{fused}")
 
 
-def _partial(g: Group) -> str:
+def _partial(g: Group, fallback: str) -> str:
     return "" if g.streamed == g.count else (
-        f"; {g.count - g.streamed} of {g.count} occurrences lack an op's bytes (Input Dims / Input type) and keep "
-        "their slowest op instead")
+        f"; {g.count - g.streamed} of {g.count} occurrences lack an op's bytes (Input Dims / Input type): {fallback}")
 
 
 def _chain_formula(bw: Bandwidth | None, g: Group, reason: str) -> str:
     if g.streamed:
-        return STREAM_FORMULA.format(what="the chain's ops",
-                                     fused=" and reads its inputs and writes its output once") + _partial(g)
+        return STREAM_FORMULA.format(what="the chain's ops", fused=" and reads its inputs and writes its output "
+                                     "once; at most chain time − slowest op (equal input shapes count as one "
+                                     "tensor)") + _partial(g, "they keep their slowest op")
     if bw is not None and g.floors:
         return (f"Σ over occurrences of (chain time − max(bytes floor, slowest op)); bytes floor = (the chain's distinct "
                 f"input shapes + its output) × dtype size / the {bw.model}'s memory bandwidth "
@@ -303,7 +305,8 @@ def _attention_finding(ctx: Context, ops: OpSeq, g: Group) -> Finding:
     if g.streamed:
         formula = STREAM_FORMULA.format(
             what="the ops between the two matmuls (scale, mask, softmax, dropout)",
-            fused=" and never writes the score matrix (0 bytes); the matmuls' time is kept") + _partial(g)
+            fused=" and never writes the score matrix (0 bytes); the matmuls' time is kept") + _partial(
+                g, "they save all of the ops between the matmuls")
     return make_finding(
         ctx, "unfused-attention", f"Use fused attention: softmax between two matmuls on {g.shape}",
         f"Attention is written out ({' → '.join(g.names)}), {g.count} times: the {g.shape} score matrix is "

@@ -51,7 +51,7 @@ def host_bound(ctx: Context, bd: Breakdown, warmup: Warmup | None = None) -> lis
     """Gaps whose cause is host busy, but those the DataLoader explains and those inside a warm-up call (the
     steady state does not repeat them: explorer.analysis.advice.warmup)."""
     gaps = [g for g in bd["gaps"]["largest"] if g["cause"] == "host busy" and not _loader_gap(g)
-            and not (warmup is not None and warmup.covers(g["start"], g["end"]))]
+            and not (warmup is not None and warmup.covers(g["start"], g["end"], g["rank"]))]
     busy = sum(g["dur_ns"] for g in gaps)
     if not gaps or busy * HOST_BOUND_MIN_DEN < ctx.span_ns:
         return []
@@ -100,7 +100,7 @@ def launch_bound(ctx: Context, slices: pa.Table, flows: pa.Table, bd: Breakdown)
     if count < LAUNCH_BOUND_MIN_COUNT or count * LAUNCH_BOUND_MIN_SHARE_DEN < len(to):
         return []
     cap = LAUNCH_CAP_MEDIANS * int(np.median(call_ns))
-    blocked = call_ns > cap
+    blocked = (call_ns > cap) & short  # the calls the saving counts at the cap
     excess = int(np.maximum(np.minimum(call_ns, cap) - launched, 0)[short].sum())
     idle = bd["gaps"]["total_ns"]
     if idle * HOST_BOUND_MIN_DEN < ctx.span_ns or excess == 0:  # a device busy 95 % of the span keeps up anyway

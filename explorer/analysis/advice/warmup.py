@@ -26,22 +26,27 @@ LAUNCH = re.compile(r"^(cuda|cu|hip)(Ext)?(Module)?LaunchKernel|^cudaLaunchKerne
 WAIT = re.compile(r"Synchronize|MemcpyWithStream|^(cuda|hip|cu)Memcpy")  # ... but not an *Async call
 
 
+NO_RANK = -1
+
+
 @dataclass(frozen=True)
 class Warmup:
     """The warm-up calls (slice indices, outermost), their time beyond their steady state (ns), and their
-    intervals relative to the run's origin."""
+    intervals relative to the run's origin with their rank (NO_RANK: unknown)."""
 
     slices: np.ndarray
     excess_ns: np.ndarray
-    intervals: list[tuple[int, int]]
+    intervals: list[tuple[int, int, int]]
 
     @property
     def total_ns(self) -> int:
         return int(self.excess_ns.sum())
 
-    def covers(self, start: int, end: int) -> bool:
-        """Whether [start, end) (relative ns) lies at least half inside one warm-up call."""
-        return any(2 * (min(end, b) - max(start, a)) >= end - start for a, b in self.intervals)
+    def covers(self, start: int, end: int, rank: int | None = None) -> bool:
+        """Whether [start, end) (relative ns) of `rank`'s device lies at least half inside one warm-up call of
+        that rank (a rank unknown on either side matches any)."""
+        return any(2 * (min(end, b) - max(start, a)) >= end - start for a, b, r in self.intervals
+                   if rank is None or rank == NO_RANK or r in (NO_RANK, rank))
 
 
 def _mask(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -81,9 +86,22 @@ def _wait_within(parent: np.ndarray, waits: np.ndarray, dur: np.ndarray, of: np.
     return out
 
 
-def _device_busy_within(slices: pa.Table, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per interval [a, b): the time some device execution ran in it (the union of all executions)."""
-    dev = np.flatnonzero(_mask(slices.column("device_time")))
+def _slice_ranks(slices: pa.Table, track_ranks: dict[int, int] | None) -> np.ndarray:
+    """Each slice's rank from its track's (NO_RANK where unknown)."""
+    track = slices.column("track_id").to_numpy().astype(I64)
+    if not track_ranks or not len(track):
+        return np.full(len(track), NO_RANK, I64)
+    lookup = np.full(max(int(track.max()), max(track_ranks)) + 1, NO_RANK, I64)
+    for t, r in track_ranks.items():
+        if t >= 0:
+            lookup[t] = r
+    return np.where(track >= 0, lookup[np.maximum(track, 0)], NO_RANK)
+
+
+def _device_busy_within(slices: pa.Table, a: np.ndarray, b: np.ndarray, of: np.ndarray | None = None) -> np.ndarray:
+    """Per interval [a, b): the time some device execution ran in it (the union of the executions `of` marks,
+    else all)."""
+    dev = np.flatnonzero(_mask(slices.column("device_time")) & (True if of is None else of))
     if not len(dev):
         return np.zeros(len(a), I64)
     ts = slices.column("ts_ns").to_numpy().astype(I64)[dev]
@@ -105,9 +123,10 @@ def _device_busy_within(slices: pa.Table, a: np.ndarray, b: np.ndarray) -> np.nd
     return np.asarray(upto(b) - upto(a), I64)
 
 
-def find_warmup(slices: pa.Table, origin_ns: int, shapes: dict[int, str] | None = None) -> Warmup:
-    """`shapes`: the ops' Input Dims by slice id; with them an op's calls are grouped by name and shapes (cuDNN
-    autotunes once per shape), else by name."""
+def find_warmup(slices: pa.Table, origin_ns: int, shapes: dict[int, str] | None = None,
+                track_ranks: dict[int, int] | None = None) -> Warmup:
+    """An op's calls are grouped by thread (each rank's own), name and, with `shapes` (the ops' Input Dims by
+    slice id), shapes: cuDNN autotunes once per shape. A call's device is its rank's (`track_ranks`)."""
     lane = slices.column("lane")
     ops = np.flatnonzero(_mask(pc.equal(lane, Lane.FRAMEWORK)) &
                          _mask(pc.is_in(slices.column("cat"), pa.array(OP_CATEGORIES))))
@@ -120,7 +139,8 @@ def find_warmup(slices: pa.Table, origin_ns: int, shapes: dict[int, str] | None 
     if len(ops):
         op_names = names.take(pa.array(ops)).to_pylist()
         sid = slices.column("slice_id").to_numpy().astype(I64)[ops].tolist()
-        keys = [f"{n}\x00{(shapes or {}).get(i, '')}" for n, i in zip(op_names, sid, strict=True)]
+        thread = slices.column("track_id").to_numpy().astype(I64)[ops].tolist()
+        keys = [f"{t}\x00{n}\x00{(shapes or {}).get(i, '')}" for t, n, i in zip(thread, op_names, sid, strict=True)]
         codes = np.asarray(pa.array(keys).dictionary_encode().indices, I64)
         excess[ops] = _first_call_excess(ops, codes, ts, dur)
     if len(launch) >= WARMUP_MIN_CALLS:
@@ -129,9 +149,14 @@ def find_warmup(slices: pa.Table, origin_ns: int, shapes: dict[int, str] | None 
         slow = (dur[launch] >= WARMUP_FACTOR * max(median, 1)) & (over >= WARMUP_MIN_NS)
         excess[launch[slow]] = over[slow]
     parent = slices.column("parent_id").to_numpy().astype(I64)
+    rank = _slice_ranks(slices, track_ranks)
     cand = np.flatnonzero(excess)
     if len(cand):  # a call that spent most of its time waiting on the device, or with the device busy, is no set-up
-        busy = _device_busy_within(slices, ts[cand], ts[cand] + dur[cand])
+        busy = np.zeros(len(cand), I64)
+        for r in np.unique(rank[cand]).tolist():  # its own rank's devices (all, where the rank is unknown)
+            mine = rank[cand] == r
+            busy[mine] = _device_busy_within(slices, ts[cand[mine]], ts[cand[mine]] + dur[cand[mine]],
+                                             None if r == NO_RANK else rank == r)
         waits = runtime & _mask(pc.match_substring_regex(names, WAIT.pattern)) & ~_mask(
             pc.match_substring(names, "Async"))
         waited = _wait_within(parent, np.flatnonzero(waits), dur, excess > 0)[cand]
@@ -140,7 +165,8 @@ def find_warmup(slices: pa.Table, origin_ns: int, shapes: dict[int, str] | None 
     found = np.flatnonzero(hit)
     outer = found[nearest_ancestor(parent, found, hit) < 0]
     outer = outer[np.argsort(-excess[outer], kind="stable")]
-    return Warmup(outer, excess[outer], [(int(ts[i]) - origin_ns, int(ts[i] + dur[i]) - origin_ns) for i in outer])
+    return Warmup(outer, excess[outer], [(int(ts[i]) - origin_ns, int(ts[i] + dur[i]) - origin_ns, int(rank[i]))
+                                         for i in outer])
 
 
 def warmup_finding(ctx: Context, slices: pa.Table, w: Warmup) -> list[Finding]:
@@ -149,7 +175,7 @@ def warmup_finding(ctx: Context, slices: pa.Table, w: Warmup) -> list[Finding]:
     names = [str(n) for n in slices.column("name").take(pa.array(w.slices)).to_pylist()]
     launches = sum(1 for n in names if LAUNCH.match(n))
     top = names[0]
-    a, b = w.intervals[0]
+    a, b, _ = w.intervals[0]
     return [make_finding(
         ctx, "warm-up", f"The profile includes warm-up: {len(w.slices)} first calls far slower than later ones, "
         f"{top} first",

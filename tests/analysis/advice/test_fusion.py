@@ -129,3 +129,15 @@ def test_host_only_attention_keeps_the_matmuls_and_the_arithmetic(store: RunStor
     f = only(advise(store, path), "unfused-attention")
     assert f["saving_ns"] == (div_bytes + soft_bytes) * 8 * US // div_bytes  # twice the div: 16 µs of 38
     assert f["acts_on_ns"] == 138 * US and "never writes the score matrix" in f["formula"]
+
+
+def test_distinct_inputs_of_one_shape_are_bounded_by_the_slowest_op_model(store: RunStore, tmp_path: Path) -> None:
+    """(a * b + c) * d on four distinct [64, 2048] tensors: the trace names no tensors, so the fused call's bytes
+    count the equal shapes once and the streaming model alone would claim 23.3 µs of 30; the saving is held to
+    chain time − slowest op (20 µs), the model that bounds it."""
+    x, f = [64, 2048], ["float", "float"]
+    ops = [Op("aten::mul", 10, [x, x], None, types=f), Op("aten::add", 10, [x, x], None, types=f),
+           Op("aten::mul", 10, [x, x], None, types=f)]
+    path = build(ops, tmp_path / "abcd.json")
+    f_ = only(advise(store, path), "unfused-elementwise")
+    assert f_["saving_ns"] == (30 - 10) * US and "at most chain time − slowest op" in f_["formula"]

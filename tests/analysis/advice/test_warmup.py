@@ -66,3 +66,14 @@ def test_calls_are_compared_within_their_shapes(store: RunStore, tmp_path: Path)
 def test_a_first_call_under_ten_times_its_later_calls_is_not_warm_up(store: RunStore, tmp_path: Path) -> None:
     path = build([conv(5000)] + [conv(600) for _ in range(5)], tmp_path / "slowish.json")
     assert "warm-up" not in {x["rule"] for x in advise(store, path)["findings"]}
+
+
+def test_a_warm_up_call_covers_only_its_own_ranks_gaps() -> None:
+    import numpy as np
+
+    from explorer.analysis.advice.warmup import NO_RANK, Warmup
+
+    w = Warmup(np.array([7]), np.array([4_900_000]), [(1_000, 6_000, 0)])
+    assert w.covers(2_000, 5_000, 0) and w.covers(2_000, 5_000, None) and w.covers(2_000, 5_000, NO_RANK)
+    assert not w.covers(2_000, 5_000, 1)  # rank 1's gap at the same time is rank 1's own
+    assert not w.covers(5_000, 9_000, 0)  # less than half of it inside

@@ -10,7 +10,7 @@ import time
 from fastapi.testclient import TestClient
 
 from explorer.config import Settings
-from explorer.store.sql import _SLOTS, MAX_CONCURRENT_QUERIES, MAX_RESULT_BYTES, TOTAL_MEMORY_MB
+from explorer.store.sql import MAX_CONCURRENT_QUERIES, MAX_RESULT_BYTES, TOTAL_MEMORY_MB, free_slots
 from tests.api.conftest import assert_error
 
 SLOW = "select sum(a.range * b.range) from range(100000000) a, range(100000000) b"  # never ends by itself
@@ -43,9 +43,9 @@ def test_queries_beyond_the_slots_wait_then_are_refused(settings: Settings, clie
     for t in runners:
         t.start()
     deadline = time.monotonic() + 4.0  # both slots taken by queries that run to the time limit (a loaded box
-    while _SLOTS._value and time.monotonic() < deadline:  # may take a while to start them: wait for it)
+    while free_slots() and time.monotonic() < deadline:  # may take a while to start them: wait for it)
         time.sleep(0.02)
-    assert _SLOTS._value == 0, "the slow queries did not start"
+    assert free_slots() == 0, "the slow queries did not start"
     settings.sql_timeout_s = 0.5
     started = time.monotonic()
     busy = sql(client, run_id, "select 1")
