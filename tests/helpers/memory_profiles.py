@@ -141,11 +141,12 @@ class OpIndex:
         return max(held, key=lambda x: (Decimal(x["ts"]), -Decimal(x["dur"]))) if held else None
 
 
-def live_at_peak(mem: list[dict[str, Any]]) -> tuple[int, set[int]]:
-    """(the first event at the maximum Total Allocated, the positions of the allocations live there), replaying
-    allocations and frees by address."""
-    totals = [e["args"]["Total Allocated"] for e in mem]
-    at = totals.index(max(totals))
+def live_at_peak(mem: list[dict[str, Any]], among: list[int] | None = None) -> tuple[int, set[int]]:
+    """(the first event at the maximum Total Allocated, of the events at positions `among` when given, the
+    positions of the allocations live there), replaying allocations and frees by address."""
+    where = list(range(len(mem))) if among is None else among
+    totals = [mem[k]["args"]["Total Allocated"] for k in where]
+    at = where[totals.index(max(totals))]
     live: dict[int, int] = {}
     for k, e in enumerate(mem[:at + 1]):
         if e["args"]["Bytes"] > 0:

@@ -159,15 +159,8 @@ def file_truth(mem: list[dict[str, Any]], xs: list[dict[str, Any]], rel_ns: Any 
         return window is None or window[0] <= rel_ns(e) < window[1]
 
     win = [k for k, e in enumerate(mem) if inside(e)]
-    totals = [mem[k]["args"]["Total Allocated"] for k in win]
-    at = win[totals.index(max(totals))]
-    live: dict[int, int] = {}
-    for k, e in enumerate(mem[:at + 1]):
-        if e["args"]["Bytes"] > 0:
-            live[e["args"]["Addr"]] = k
-        else:
-            live.pop(e["args"]["Addr"], None)
-    at_peak_set = set(live.values()) & set(win)
+    at, live = live_at_peak(mem, win)
+    at_peak_set = live & set(win)
     out: dict[str, Counter[tuple[str, str]]] = {c: Counter() for c in ("allocated_bytes", "allocations",
                                                                         "self_allocated_bytes", "self_peak_bytes")}
 
